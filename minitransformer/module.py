@@ -1,0 +1,129 @@
+"""The base class every layer and model derives from.
+
+A `Module` has three jobs, all of them bookkeeping:
+
+* `forward(*inputs)` computes the output and caches, as named attributes, what
+  `backward` will need; `backward(dout)` returns the gradient with respect to
+  each array input and *adds* parameter gradients into `Parameter.grad`.
+  Each subclass writes both; the base class only provides `__call__`.
+* It finds its parameters by walking its own attributes: a `Parameter`, a
+  `Module`, or a list of modules (named `blocks.0`, `blocks.1`, ...). Names are
+  stable and dotted (`blocks.0.attn.w_q`); a parameter shared by two modules
+  (tied embeddings) is listed once, under the first name met.
+* `train()` / `eval()` set `training` on the whole tree (dropout reads it).
+
+Left out on purpose: hooks, device placement, automatic differentiation. The
+gradient of every layer is written out by hand in that layer's file.
+"""
+
+import numpy as np
+
+from .parameter import Parameter
+
+
+class Module:
+    """Base class: parameter discovery, train/eval switch, and the shared error messages."""
+
+    training = True
+
+    def forward(self, *inputs):
+        raise NotImplementedError(f"{type(self).__name__} does not implement forward")
+
+    def backward(self, dout):
+        raise NotImplementedError(f"{type(self).__name__} does not implement backward")
+
+    def __call__(self, *inputs, **kwargs):
+        return self.forward(*inputs, **kwargs)
+
+    # ------------------------------------------------------------------ tree walking
+    def named_children(self):
+        """Yield `(name, module)` for direct sub-modules, in attribute order."""
+        for name, value in vars(self).items():
+            if isinstance(value, Module):
+                yield name, value
+            elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Module) for v in value):
+                for index, child in enumerate(value):
+                    yield f"{name}.{index}", child
+
+    def _walk_parameters(self, prefix):
+        for name, value in vars(self).items():
+            if isinstance(value, Parameter):
+                yield prefix + name, value
+        for name, child in self.named_children():
+            yield from child._walk_parameters(f"{prefix}{name}.")
+
+    def named_parameters(self):
+        """Return a list of `(dotted_name, Parameter)`; a shared parameter appears once."""
+        seen = set()
+        named = []
+        for name, param in self._walk_parameters(""):
+            if id(param) not in seen:
+                seen.add(id(param))
+                named.append((name, param))
+        return named
+
+    def parameters(self):
+        """Return the list of distinct parameters of this module and its children."""
+        return [param for _, param in self.named_parameters()]
+
+    def num_parameters(self):
+        return sum(param.size for param in self.parameters())
+
+    def zero_grad(self):
+        for param in self.parameters():
+            param.zero_grad()
+
+    def train(self, mode=True):
+        """Switch the module and all its children to training mode (dropout active)."""
+        self.training = mode
+        for _, child in self.named_children():
+            child.train(mode)
+        return self
+
+    def eval(self):
+        """Switch to evaluation mode (dropout is the identity)."""
+        return self.train(False)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self):
+        """Return `{dotted_name: copy of the parameter array}`."""
+        return {name: param.data.copy() for name, param in self.named_parameters()}
+
+    def load_state_dict(self, state):
+        """Copy arrays into the parameters; names, shapes and dtypes must match exactly.
+
+        Nothing is written unless every entry matches, so a failed load leaves
+        the module untouched.
+        """
+        params = dict(self.named_parameters())
+        missing = sorted(set(params) - set(state))
+        unexpected = sorted(set(state) - set(params))
+        if missing or unexpected:
+            raise KeyError(f"{self!r}: state does not match; missing {missing}, unexpected {unexpected}")
+        for name, param in params.items():
+            value = np.asarray(state[name])
+            if value.shape != param.shape:
+                raise ValueError(f"{self!r}: parameter {name} expected shape {param.shape}, got {value.shape}")
+        for name, param in params.items():
+            param.data[...] = state[name]
+
+    # ------------------------------------------------------------------ checks shared by all layers
+    def _require(self, *cached_names):
+        """Raise a clear error when backward runs before forward (a cache is missing)."""
+        for name in cached_names:
+            if getattr(self, name, None) is None:
+                raise RuntimeError(f"{self!r}: backward() called before forward() (nothing cached in `{name}`)")
+
+    def _check_features(self, x, d, what="input"):
+        """Raise unless `x` is an array whose last axis has size `d`."""
+        shape = np.shape(x)
+        if len(shape) == 0 or shape[-1] != d:
+            raise ValueError(f"{self!r} expected {what} (..., {d}), got {shape}")
+
+    def _check_dout(self, dout, expected_shape):
+        """Raise unless the upstream gradient has exactly the output's shape (no broadcasting)."""
+        if np.shape(dout) != tuple(expected_shape):
+            raise ValueError(f"{self!r}.backward expected dout of shape {tuple(expected_shape)}, got {np.shape(dout)}")
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"

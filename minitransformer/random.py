@@ -1,0 +1,32 @@
+"""Randomness is passed in, never taken from NumPy's global state.
+
+Every constructor or function that needs random numbers takes `rng`, which may
+be an integer seed, `None` (a fresh, unseeded generator) or an existing
+`np.random.Generator` (shared, so that consecutive layers draw consecutive
+numbers). The same seed always gives the same numbers.
+"""
+
+import numpy as np
+
+
+def as_generator(rng):
+    """Turn a seed, `None` or a Generator into a `np.random.Generator`.
+
+    Args:
+        rng: int seed, None, or np.random.Generator (returned unchanged).
+    Returns:
+        np.random.Generator.
+    """
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or isinstance(rng, (int, np.integer)):
+        return np.random.default_rng(rng)
+    raise TypeError(f"rng must be an int seed, None or np.random.Generator, got {type(rng).__name__}")
+
+
+def check_float_dtype(dtype, where):
+    """Return `np.dtype(dtype)` if it is float32 or float64, else raise naming `where`."""
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"{where}: dtype must be float32 or float64, got {dtype}")
+    return dtype
