@@ -9,3 +9,23 @@ Shape legend, used in every docstring of the package:
     hs  head size, C // H
     V   vocabulary size
 """
+
+from .gradcheck import check_module, numerical_gradient, rel_error
+from .layers.activations import GELU, ReLU
+from .layers.attention import ScaledDotProductAttention, causal_mask
+from .layers.block import TransformerBlock
+from .layers.dropout import Dropout
+from .layers.embedding import Embedding
+from .layers.feedforward import FeedForward
+from .layers.layernorm import LayerNorm
+from .layers.linear import Linear
+from .layers.lm_head import TiedLMHead
+from .layers.loss import CrossEntropyLoss
+from .layers.multihead import MultiHeadAttention
+from .layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
+from .layers.softmax import Softmax, softmax
+from .models.gpt import GPT
+from .module import Module
+from .parameter import Parameter
+
+__version__ = "0.1.0"

@@ -1,0 +1,220 @@
+"""The catalogue of gradient checks: every layer at two or more shapes, and a tiny GPT.
+
+`python -m minitransformer gradcheck` runs these and prints one row per layer;
+the test suite runs the very same cases, so the command and the tests cannot
+drift apart. A case is a name and a `build(rng)` that returns the module (in
+float64), its forward inputs, and optionally a custom forward callable.
+
+Inputs to ReLU are kept away from 0, where the kink would make the finite
+difference disagree with any one-sided derivative.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .layers.activations import GELU, ReLU
+from .layers.attention import ScaledDotProductAttention
+from .layers.block import TransformerBlock
+from .layers.dropout import Dropout
+from .layers.embedding import Embedding
+from .layers.feedforward import FeedForward
+from .layers.layernorm import LayerNorm
+from .layers.linear import Linear
+from .layers.loss import CrossEntropyLoss
+from .layers.lm_head import TiedLMHead
+from .layers.multihead import MultiHeadAttention
+from .layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from .layers.softmax import Softmax
+from .models.gpt import GPT
+
+
+@dataclass
+class GradcheckCase:
+    layer: str                      # row name in the table, e.g. "LayerNorm"
+    label: str                      # what distinguishes this case, e.g. "x (2, 3, 6)"
+    build: Callable                 # rng -> (module, inputs, forward or None)
+
+    @property
+    def id(self):
+        return f"{self.layer}[{self.label}]"
+
+
+def _normal(rng, *shape):
+    return rng.standard_normal(shape)
+
+
+def _away_from_zero(rng, *shape):
+    x = rng.standard_normal(shape)
+    return x + np.sign(x) * 0.1
+
+
+def _dropout_case(shape, p):
+    def build(rng):
+        layer = Dropout(p)
+
+        def forward(x):                      # the same mask at every call, so L is a fixed function of x
+            layer.rng = np.random.default_rng(123)
+            return layer.forward(x)
+        return layer, [_normal(rng, *shape)], forward
+    return build
+
+
+def _tied_head_case(rng):
+    embedding = Embedding(7, 4, rng=rng)
+    embedding.weight.data[...] = rng.standard_normal((7, 4))
+    return TiedLMHead(embedding), [_normal(rng, 2, 3, 4)], None
+
+
+def _gpt_case(norm, positional, tie_weights, with_loss):
+    def build(rng):
+        model = GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=12, max_len=6, norm=norm,
+                    positional=positional, tie_weights=tie_weights, rng=rng)
+        for _, param in model.named_parameters():       # larger weights than GPT-2's 0.02: every path matters
+            param.data[...] += rng.standard_normal(param.shape) * 0.3
+        ids = rng.integers(0, 7, size=(2, 5))
+        if not with_loss:
+            return model, [ids], None
+        targets = rng.integers(0, 7, size=(2, 5))
+        return _ModelWithLoss(model, targets), [ids], None
+    return build
+
+
+class _ModelWithLoss:
+    """GPT followed by the loss, as one module for the checker (the training objective end to end)."""
+
+    def __init__(self, model, targets):
+        self.model, self.targets, self.loss = model, targets, CrossEntropyLoss()
+
+    def forward(self, ids):
+        return self.loss.forward(self.model.forward(ids), self.targets)
+
+    def backward(self, grad):
+        return self.model.backward(self.loss.backward(grad))
+
+    def named_parameters(self):
+        return self.model.named_parameters()
+
+    def zero_grad(self):
+        self.model.zero_grad()
+
+    def __repr__(self):
+        return f"{self.model!r} + CrossEntropyLoss"
+
+
+def _sdpa_case(shape_q, shape_kv, causal, scale=None, with_mask=False):
+    def build(rng):
+        q = _normal(rng, *shape_q)
+        k = _normal(rng, *shape_kv)
+        v = _normal(rng, *shape_kv[:-1], shape_kv[-1] + 1)
+        inputs = [q, k, v]
+        if with_mask:
+            mask = rng.random((*shape_q[:-1], shape_kv[-2])) > 0.3
+            mask[..., 0] = True                                  # every query sees at least one key
+            inputs.append(mask)
+        return ScaledDotProductAttention(causal=causal, scale=scale), inputs, None
+    return build
+
+
+def _mha_case(B, T, S, C, H, causal, cross):
+    def build(rng):
+        layer = MultiHeadAttention(C, H, causal=causal, rng=rng)
+        for name in ("b_q", "b_k", "b_v", "b_o"):
+            getattr(layer, name).data[...] = rng.standard_normal(C) * 0.1
+        inputs = [_normal(rng, B, T, C)] + ([_normal(rng, B, S, C)] if cross else [])
+        return layer, inputs, None
+    return build
+
+
+def _layernorm_case(shape):
+    def build(rng):
+        layer = LayerNorm(shape[-1])
+        layer.gamma.data[...] = rng.standard_normal(shape[-1])
+        layer.beta.data[...] = rng.standard_normal(shape[-1])
+        return layer, [_normal(rng, *shape)], None
+    return build
+
+
+def _block_case(norm, dropout_p):
+    def build(rng):
+        block = TransformerBlock(8, 2, 12, norm=norm, dropout=dropout_p, activation="gelu", rng=rng)
+        if dropout_p:
+            def forward(x):
+                block.drop1.rng = block.drop2.rng = np.random.default_rng(7)
+                return block.forward(x)
+            return block, [_normal(rng, 2, 4, 8)], forward
+        return block, [_normal(rng, 2, 4, 8)], None
+    return build
+
+
+def _loss_case(shape, V, ignore_index=None):
+    def build(rng):
+        targets = rng.integers(0, V, size=shape)
+        if ignore_index is not None:
+            targets.flat[::3] = ignore_index
+        return CrossEntropyLoss(ignore_index=ignore_index), [_normal(rng, *shape, V), targets], None
+    return build
+
+
+CASES = [
+    GradcheckCase("Softmax", "x (2, 3, 5), last axis", lambda rng: (Softmax(), [_normal(rng, 2, 3, 5)], None)),
+    GradcheckCase("Softmax", "x (4, 6), axis 0", lambda rng: (Softmax(axis=0), [_normal(rng, 4, 6)], None)),
+    GradcheckCase("Linear", "x (2, 3, 5) -> 4", lambda rng: (Linear(5, 4, rng=rng), [_normal(rng, 2, 3, 5)], None)),
+    GradcheckCase("Linear", "x (7, 3) -> 6, no bias", lambda rng: (Linear(3, 6, bias=False, rng=rng), [_normal(rng, 7, 3)], None)),
+    GradcheckCase("ReLU", "x (2, 3, 4)", lambda rng: (ReLU(), [_away_from_zero(rng, 2, 3, 4)], None)),
+    GradcheckCase("ReLU", "x (5, 2)", lambda rng: (ReLU(), [_away_from_zero(rng, 5, 2)], None)),
+    GradcheckCase("GELU", "x (2, 3, 4)", lambda rng: (GELU(), [_normal(rng, 2, 3, 4) * 2], None)),
+    GradcheckCase("GELU", "x (6,)", lambda rng: (GELU(), [_normal(rng, 6) * 3], None)),
+    GradcheckCase("LayerNorm", "x (2, 3, 6)", _layernorm_case((2, 3, 6))),
+    GradcheckCase("LayerNorm", "x (4, 5)", _layernorm_case((4, 5))),
+    GradcheckCase("Dropout", "x (2, 3, 4), p 0.3", _dropout_case((2, 3, 4), 0.3)),
+    GradcheckCase("Dropout", "x (5, 6), p 0.5", _dropout_case((5, 6), 0.5)),
+    GradcheckCase("Embedding", "ids (2, 3), V 5, C 4",
+                  lambda rng: (Embedding(5, 4, rng=rng), [np.array([[0, 1, 1], [4, 0, 1]])], None)),
+    GradcheckCase("Embedding", "ids (3, 2), V 4, C 3",
+                  lambda rng: (Embedding(4, 3, rng=rng), [rng.integers(0, 4, size=(3, 2))], None)),
+    GradcheckCase("SinusoidalPositionalEncoding", "x (2, 5, 6)",
+                  lambda rng: (SinusoidalPositionalEncoding(6, 8), [_normal(rng, 2, 5, 6)], None)),
+    GradcheckCase("SinusoidalPositionalEncoding", "x (3, 2, 3, 4)",
+                  lambda rng: (SinusoidalPositionalEncoding(4, 3), [_normal(rng, 3, 2, 3, 4)], None)),
+    GradcheckCase("LearnedPositionalEmbedding", "x (2, 4, 3), max_len 6",
+                  lambda rng: (LearnedPositionalEmbedding(6, 3, rng=rng), [_normal(rng, 2, 4, 3)], None)),
+    GradcheckCase("LearnedPositionalEmbedding", "x (3, 2, 5, 2), max_len 5",
+                  lambda rng: (LearnedPositionalEmbedding(5, 2, rng=rng), [_normal(rng, 3, 2, 5, 2)], None)),
+    GradcheckCase("ScaledDotProductAttention", "q (2, 4, 3), k (2, 5, 3)", _sdpa_case((2, 4, 3), (2, 5, 3), False)),
+    GradcheckCase("ScaledDotProductAttention", "causal, (2, 2, 4, 3)", _sdpa_case((2, 2, 4, 3), (2, 2, 4, 3), True)),
+    GradcheckCase("ScaledDotProductAttention", "causal Tq < Tk, scale 1, (3, 2, 3)",
+                  _sdpa_case((3, 2, 3), (3, 4, 3), True, scale=1.0)),
+    GradcheckCase("ScaledDotProductAttention", "bool mask, (2, 3, 4)", _sdpa_case((2, 3, 4), (2, 3, 4), False, with_mask=True)),
+    GradcheckCase("MultiHeadAttention", "self, causal, (2, 4, 6), H 2", _mha_case(2, 4, 4, 6, 2, True, False)),
+    GradcheckCase("MultiHeadAttention", "self, (3, 3, 4), H 4", _mha_case(3, 3, 3, 4, 4, False, False)),
+    GradcheckCase("MultiHeadAttention", "cross, x (2, 3, 6), context (2, 5, 6), H 3", _mha_case(2, 3, 5, 6, 3, False, True)),
+    GradcheckCase("FeedForward", "relu, (2, 3, 4) -> 8",
+                  lambda rng: (FeedForward(4, 8, rng=rng), [_normal(rng, 2, 3, 4)], None)),
+    GradcheckCase("FeedForward", "gelu, (5, 3) -> 6",
+                  lambda rng: (FeedForward(3, 6, activation="gelu", rng=rng), [_normal(rng, 5, 3)], None)),
+    GradcheckCase("TransformerBlock", "pre-norm, (2, 4, 8)", _block_case("pre", 0.0)),
+    GradcheckCase("TransformerBlock", "post-norm, (2, 4, 8)", _block_case("post", 0.0)),
+    GradcheckCase("TransformerBlock", "pre-norm, dropout 0.2", _block_case("pre", 0.2)),
+    GradcheckCase("CrossEntropyLoss", "logits (2, 3, 5)", _loss_case((2, 3), 5)),
+    GradcheckCase("CrossEntropyLoss", "logits (4, 7), ignore_index -1", _loss_case((4,), 7, ignore_index=-1)),
+    GradcheckCase("TiedLMHead", "h (2, 3, 4), V 7", _tied_head_case),
+    GradcheckCase("GPT", "pre-norm, learned, tied, logits", _gpt_case("pre", "learned", True, False)),
+    GradcheckCase("GPT", "post-norm, sinusoidal, untied, logits", _gpt_case("post", "sinusoidal", False, False)),
+    GradcheckCase("GPT + loss", "pre-norm, learned, tied", _gpt_case("pre", "learned", True, True)),
+]
+
+# Catalogues added by other parts of the package: each module holds its own `CASES` list.
+EXTRA_CASE_MODULES = [
+]
+
+
+def all_cases():
+    """Every registered gradient-check case: the core layers above, then each extra catalogue."""
+    import importlib
+
+    cases = list(CASES)
+    for module_path in EXTRA_CASE_MODULES:
+        cases += importlib.import_module(module_path).CASES
+    return cases

@@ -1,0 +1,1 @@
+"""The layers, one per file, each with `forward` directly above `backward`."""

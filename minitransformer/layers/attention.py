@@ -1,0 +1,122 @@
+"""Scaled dot-product attention (lecture notes 2025 §1.1 and footnote 6; Vaswani et al. 2017).
+
+    scores = q k^T * scale          (Tq, Tk) per batch entry
+    alpha  = softmax(scores)        each row a distribution over the keys
+    out    = alpha v                (Tq, dv)
+
+The notes write the last step as "XV alpha"; the product that has the right
+shapes is alpha (X W_V), with alpha on the left (errata notebook).
+
+Masking: a key that a query may not see gets score -inf *before* the softmax,
+so each row still sums to one over the allowed keys. The notes instead
+multiply alpha by a 0/1 matrix after the softmax, which leaves rows that no
+longer sum to one; the notebooks show the difference.
+
+A query that may see no key at all (a fully masked row) gets alpha = 0 and
+output 0, and passes no gradient; this is a definition, documented here and
+tested, rather than the NaN that softmax of all -inf would give.
+"""
+
+import numpy as np
+
+from ..module import Module
+from .softmax import softmax, softmax_backward
+
+
+def causal_mask(Tq, Tk):
+    """Boolean (Tq, Tk), True where query i may attend to key j.
+
+    Queries are aligned to the *end* of the keys, so query i sits at absolute
+    position Tk - Tq + i and sees keys 0 .. Tk - Tq + i. With Tq == Tk this is
+    the lower-triangular matrix M of the notes; with Tq < Tk it is what
+    incremental decoding with cached keys needs.
+    """
+    return np.tril(np.ones((Tq, Tk), dtype=bool), k=Tk - Tq)
+
+
+class ScaledDotProductAttention(Module):
+    """out = softmax(q k^T * scale + mask) v, with no parameters.
+
+    Args:
+        causal: if True, query i attends only to keys at positions <= its own.
+        scale: multiplies the scores; None means 1/sqrt(d_k) (footnote 6 of the
+            notes), 1.0 gives the unscaled form of the notes' worked example.
+    Attributes after forward:
+        alpha: (..., Tq, Tk) the attention weights, kept for plotting.
+    """
+
+    def __init__(self, causal=False, scale=None):
+        self.causal, self.scale = causal, scale
+
+    def forward(self, q, k, v, mask=None):
+        """Attend from each query to the keys.
+
+        Args:
+            q: (..., Tq, dk) queries.
+            k: (..., Tk, dk) keys.
+            v: (..., Tk, dv) values.
+            mask: optional bool, broadcastable to (..., Tq, Tk); True = may attend.
+        Returns:
+            out: (..., Tq, dv).
+        """
+        q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+        self._check_shapes(q, k, v)
+        scale = q.shape[-1] ** -0.5 if self.scale is None else self.scale
+        Tq, Tk = q.shape[-2], k.shape[-2]
+        scores = q @ np.swapaxes(k, -1, -2)                        # 1. (..., Tq, Tk)
+        scores *= scale                                            # 2.
+        allowed = self._allowed(mask, scores.shape, Tq, Tk)
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)            # 3. masked keys get -inf
+        self.alpha = softmax(scores, axis=-1)                      # 4. (..., Tq, Tk)
+        self.q, self.k, self.v, self.used_scale = q, k, v, scale
+        return self.alpha @ v                                      # 5. (..., Tq, dv)
+
+    def backward(self, dout):
+        """Reverse steps 5 to 1.
+
+            5. out = alpha v        ->  dalpha = dout v^T,   dv = alpha^T dout
+            4. alpha = softmax(s)   ->  ds = alpha * (dalpha - sum_j dalpha_j alpha_j)
+            3. masked entries have alpha = 0, so ds = 0 there: nothing to undo
+            2. s = scale * raw      ->  draw = scale * ds
+            1. raw = q k^T          ->  dq = draw k,   dk = draw^T q
+        Args:
+            dout: (..., Tq, dv).
+        Returns:
+            (dq, dk, dv) with the shapes of q, k, v.
+        """
+        self._require("alpha")
+        self._check_dout(dout, (*self.alpha.shape[:-1], self.v.shape[-1]))
+        dalpha = dout @ np.swapaxes(self.v, -1, -2)                # (..., Tq, Tk)
+        dv = np.swapaxes(self.alpha, -1, -2) @ dout                # (..., Tk, dv)
+        dscores = softmax_backward(self.alpha, dalpha, axis=-1)    # (..., Tq, Tk)
+        dscores *= self.used_scale
+        dq = dscores @ self.k                                      # (..., Tq, dk)
+        dk = np.swapaxes(dscores, -1, -2) @ self.q                 # (..., Tk, dk)
+        return dq, dk, dv
+
+    def _allowed(self, mask, scores_shape, Tq, Tk):
+        """Combine the causal rule and the user's mask into one bool array (or None)."""
+        allowed = causal_mask(Tq, Tk) if self.causal else None
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.dtype != bool:
+                raise TypeError(f"{self!r} expected a bool mask (True = may attend), got dtype {mask.dtype}")
+            try:
+                if np.broadcast_shapes(mask.shape, scores_shape) != scores_shape:
+                    raise ValueError
+            except ValueError:
+                raise ValueError(f"{self!r} expected a mask broadcastable to {scores_shape}, got {mask.shape}") from None
+            allowed = mask if allowed is None else allowed & mask
+        return allowed
+
+    def _check_shapes(self, q, k, v):
+        if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
+            raise ValueError(f"{self!r} expected q (..., Tq, dk), k (..., Tk, dk), v (..., Tk, dv) "
+                             f"with the same number of axes, got {q.shape}, {k.shape}, {v.shape}")
+        if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
+            raise ValueError(f"{self!r} expected q (..., Tq, dk), k (..., Tk, dk), v (..., Tk, dv) "
+                             f"with matching batch axes, dk and Tk, got {q.shape}, {k.shape}, {v.shape}")
+
+    def __repr__(self):
+        return f"ScaledDotProductAttention(causal={self.causal}, scale={self.scale})"

@@ -1,0 +1,72 @@
+"""One Transformer layer: attention and feed-forward sublayers with residual connections
+(lecture notes 2025 §1.3; Vaswani et al. 2017; pre-norm as in GPT-2).
+
+    pre-norm  (default):  h = x + attn(ln1(x));      y = h + ff(ln2(h))
+    post-norm (the paper): h = ln1(x + attn(x));     y = ln2(h + ff(h))
+
+The notes (§1.3) arrive at the pre-norm form, x' = self(norm(x)) + x. Dropout,
+when p > 0, sits on each sublayer's output before the residual addition.
+
+In the backward pass a residual connection is just a sum: the gradient reaching
+h flows both straight through to x and through the sublayer, and the two add.
+"""
+
+import numpy as np
+
+from ..module import Module
+from ..random import as_generator
+from .dropout import Dropout
+from .feedforward import FeedForward
+from .layernorm import LayerNorm
+from .multihead import MultiHeadAttention
+
+
+class TransformerBlock(Module):
+    """A self-attention sublayer and a feed-forward sublayer, each with a residual connection.
+
+    Args:
+        d_model: C.  n_heads: H.  d_ff: feed-forward hidden width.
+        norm: "pre" (default) or "post".
+        causal: mask future positions in attention (a decoder block).
+        dropout: drop probability on each sublayer output.
+        activation: "relu" or "gelu" in the feed-forward sublayer.
+        dtype, rng: as everywhere.
+        dropout_rng: generator for dropout masks (default: `rng`).
+    Children:
+        ln1, attn, drop1, ln2, ff, drop2.
+    """
+
+    def __init__(self, d_model, n_heads, d_ff, norm="pre", causal=True, dropout=0.0, activation="relu",
+                 dtype=np.float64, rng=None, dropout_rng=None):
+        if norm not in ("pre", "post"):
+            raise ValueError(f"TransformerBlock expected norm 'pre' or 'post', got {norm!r}")
+        rng = as_generator(rng)
+        dropout_rng = rng if dropout_rng is None else as_generator(dropout_rng)
+        self.norm = norm
+        self.ln1 = LayerNorm(d_model, dtype=dtype)
+        self.attn = MultiHeadAttention(d_model, n_heads, causal=causal, dtype=dtype, rng=rng)
+        self.drop1 = Dropout(dropout, rng=dropout_rng)
+        self.ln2 = LayerNorm(d_model, dtype=dtype)
+        self.ff = FeedForward(d_model, d_ff, activation=activation, dtype=dtype, rng=rng)
+        self.drop2 = Dropout(dropout, rng=dropout_rng)
+
+    def forward(self, x):
+        """x (B, T, C) -> (B, T, C)."""
+        if self.norm == "pre":
+            h = x + self.drop1(self.attn(self.ln1(x)))
+            return h + self.drop2(self.ff(self.ln2(h)))
+        h = self.ln1(x + self.drop1(self.attn(x)))
+        return self.ln2(h + self.drop2(self.ff(h)))
+
+    def backward(self, dout):
+        """Each residual `a + f(a)` passes da = dout + f'(a)^T dout. dout (B, T, C) -> dx (B, T, C)."""
+        if self.norm == "pre":
+            dh = dout + self.ln2.backward(self.ff.backward(self.drop2.backward(dout)))   # y = h + ff(ln2(h))
+            return dh + self.ln1.backward(self.attn.backward(self.drop1.backward(dh)))  # h = x + attn(ln1(x))
+        dsum2 = self.ln2.backward(dout)                                                # y = ln2(h + ff(h))
+        dh = dsum2 + self.ff.backward(self.drop2.backward(dsum2))
+        dsum1 = self.ln1.backward(dh)                                                  # h = ln1(x + attn(x))
+        return dsum1 + self.attn.backward(self.drop1.backward(dsum1))
+
+    def __repr__(self):
+        return f"TransformerBlock(d_model={self.attn.d_model}, n_heads={self.attn.n_heads}, norm={self.norm!r})"

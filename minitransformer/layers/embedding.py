@@ -1,0 +1,68 @@
+"""Token embedding: a lookup table from integer ids to vectors (lecture notes 2025 §1.5).
+
+The backward pass is a scatter-add: row `ids[b, t]` of the table receives
+dout[b, t], and a token that occurs twice receives both contributions.
+"""
+
+import numpy as np
+
+from ..module import Module
+from ..parameter import Parameter
+from ..random import as_generator, check_float_dtype
+
+
+def check_token_ids(ids, vocab_size, where):
+    """Return `ids` as an integer array, or raise naming `where` if any id is not in [0, vocab_size).
+
+    NumPy would silently wrap a negative index to the end of the table; this
+    guard turns that into an error.
+    """
+    ids = np.asarray(ids)
+    if not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(f"{where} expected integer token ids, got dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = ids[(ids < 0) | (ids >= vocab_size)].flat[0]
+        raise IndexError(f"{where} expected token ids in [0, {vocab_size}), got {bad}")
+    return ids
+
+
+class Embedding(Module):
+    """out[..., :] = weight[ids[...], :].
+
+    Args:
+        vocab_size: V, the number of rows.
+        d: C, the embedding width.
+        dtype: float64 (default) or float32.
+        rng: seed or Generator for the initial weights N(0, init_std^2).
+        init_std: standard deviation of the initial table (0.02, as GPT-2).
+    Parameters:
+        weight (V, C).
+    """
+
+    def __init__(self, vocab_size, d, dtype=np.float64, rng=None, init_std=0.02):
+        dtype = check_float_dtype(dtype, f"Embedding({vocab_size}, {d})")
+        rng = as_generator(rng)
+        self.vocab_size, self.d = vocab_size, d
+        self.weight = Parameter((rng.standard_normal((vocab_size, d)) * init_std).astype(dtype))
+
+    def forward(self, ids):
+        """ids int (B, T) (any shape) -> out (B, T, C)."""
+        self.ids = check_token_ids(ids, self.vocab_size, repr(self))
+        return self.weight.data[self.ids]
+
+    def backward(self, dout):
+        """dweight[v] += sum of dout[b, t] over all (b, t) with ids[b, t] == v.
+
+        Args:
+            dout: (B, T, C).
+        Returns:
+            None: token ids are integers and have no gradient.
+        """
+        self._require("ids")
+        self._check_dout(dout, (*self.ids.shape, self.d))
+        # np.add.at accumulates repeated ids; plain fancy-index += would keep only one of them
+        np.add.at(self.weight.grad, self.ids.reshape(-1), dout.reshape(-1, self.d))
+        return None
+
+    def __repr__(self):
+        return f"Embedding({self.vocab_size}, {self.d})"

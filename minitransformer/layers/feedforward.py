@@ -1,0 +1,55 @@
+"""Position-wise feed-forward sublayer (lecture notes 2025 §1, footnote 4; Vaswani et al. §3.3).
+
+    out = act(x W_1 + b_1) W_2 + b_2
+
+applied to every position independently, d_model -> d_ff -> d_model (the notes'
+W_1 is 512 x 2048, W_2 2048 x 512). The notes' opening formula wraps the
+whole thing in a second max(0, .); the paper, and this layer, do not: the
+output is added to the residual stream unclipped.
+"""
+
+import numpy as np
+
+from ..module import Module
+from ..random import as_generator
+from .activations import GELU, ReLU
+from .linear import Linear
+
+ACTIVATIONS = {"relu": ReLU, "gelu": GELU}
+
+
+def make_activation(name, where):
+    if name not in ACTIVATIONS:
+        raise ValueError(f"{where} expected activation in {sorted(ACTIVATIONS)}, got {name!r}")
+    return ACTIVATIONS[name]()
+
+
+class FeedForward(Module):
+    """Two linear maps with an activation between them.
+
+    Args:
+        d_model: C.
+        d_ff: hidden width.
+        activation: "relu" (the paper) or "gelu" (GPT-2).
+        dtype, rng: as everywhere.
+    Children:
+        fc1 Linear(C -> d_ff), act, fc2 Linear(d_ff -> C).
+    """
+
+    def __init__(self, d_model, d_ff, activation="relu", dtype=np.float64, rng=None):
+        rng = as_generator(rng)
+        self.d_model, self.d_ff = d_model, d_ff
+        self.fc1 = Linear(d_model, d_ff, dtype=dtype, rng=rng)
+        self.act = make_activation(activation, "FeedForward")
+        self.fc2 = Linear(d_ff, d_model, dtype=dtype, rng=rng)
+
+    def forward(self, x):
+        """x (..., C) -> (..., C)."""
+        return self.fc2(self.act(self.fc1(x)))
+
+    def backward(self, dout):
+        """Chain rule through fc2, the activation and fc1, in that order. dout (..., C) -> dx (..., C)."""
+        return self.fc1.backward(self.act.backward(self.fc2.backward(dout)))
+
+    def __repr__(self):
+        return f"FeedForward({self.d_model} -> {self.d_ff} -> {self.d_model})"

@@ -1,0 +1,72 @@
+"""Linear map y = x W + b (lecture notes 2025 §1: "xW_1 + b_1").
+
+The weight is stored as (d_in, d_out) so the forward reads exactly like the
+lecture's row-vector convention, x @ W. Leading axes are flattened so the
+product is one large 2-D matrix multiply, the fastest form NumPy has.
+"""
+
+import numpy as np
+
+from ..module import Module
+from ..parameter import Parameter
+from ..random import as_generator, check_float_dtype
+
+
+class Linear(Module):
+    """y = x @ weight + bias.
+
+    Args:
+        d_in: input features.
+        d_out: output features.
+        bias: whether to add a learned bias.
+        dtype: float64 (default) or float32.
+        rng: seed or np.random.Generator for the initial weights.
+        init_std: standard deviation of the normal initial weights
+            (default 1/sqrt(d_in), which keeps the output variance near the input's).
+    Parameters:
+        weight (d_in, d_out); bias (d_out,) initialised to zero.
+    """
+
+    def __init__(self, d_in, d_out, bias=True, dtype=np.float64, rng=None, init_std=None):
+        dtype = check_float_dtype(dtype, f"Linear({d_in} -> {d_out})")
+        rng = as_generator(rng)
+        self.d_in, self.d_out = d_in, d_out
+        std = d_in ** -0.5 if init_std is None else init_std
+        self.weight = Parameter((rng.standard_normal((d_in, d_out)) * std).astype(dtype))
+        self.bias = Parameter(np.zeros(d_out, dtype=dtype)) if bias else None
+
+    def forward(self, x):
+        """x (..., d_in) -> y (..., d_out)."""
+        x = np.asarray(x)
+        self._check_features(x, self.d_in)
+        self.x = x
+        x2d = x.reshape(-1, self.d_in)                      # (N, d_in), N = product of leading axes
+        y = x2d @ self.weight.data                          # (N, d_out)
+        if self.bias is not None:
+            y += self.bias.data
+        return y.reshape(*x.shape[:-1], self.d_out)
+
+    def backward(self, dout):
+        """Gradients of y = x W + b.
+
+        With rows x_n and upstream rows g_n = dL/dy_n:
+            dx     = g W^T                  (each input feature fed every output through W)
+            dW    += x^T g = sum_n x_n^T g_n
+            db    += sum_n g_n
+        Args:
+            dout: (..., d_out).
+        Returns:
+            dx: (..., d_in).
+        """
+        self._require("x")
+        self._check_dout(dout, (*self.x.shape[:-1], self.d_out))
+        x2d = self.x.reshape(-1, self.d_in)                 # (N, d_in)
+        dout2d = dout.reshape(-1, self.d_out)               # (N, d_out)
+        self.weight.grad += x2d.T @ dout2d                  # forward was y = x @ W
+        if self.bias is not None:
+            self.bias.grad += dout2d.sum(axis=0)            # forward was y += b
+        dx = dout2d @ self.weight.data.T                    # (N, d_in)
+        return dx.reshape(self.x.shape)
+
+    def __repr__(self):
+        return f"Linear({self.d_in} -> {self.d_out})"

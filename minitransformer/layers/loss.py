@@ -1,0 +1,68 @@
+"""Cross-entropy loss of next-token prediction, the mean negative log-likelihood.
+
+    loss = -(1/N) sum_n log softmax(logits_n)[target_n]
+
+The softmax and the log are fused (log-sum-exp with the row maximum
+subtracted) so logits of +-1e4 in float32 still give a finite loss.
+"""
+
+import numpy as np
+
+from ..module import Module
+from .embedding import check_token_ids
+
+
+class CrossEntropyLoss(Module):
+    """Mean NLL over all positions whose target is not `ignore_index`.
+
+    Args:
+        ignore_index: optional target value that contributes neither loss nor
+            gradient (padding, or unmasked positions in a masked LM).
+    """
+
+    def __init__(self, ignore_index=None):
+        self.ignore_index = ignore_index
+
+    def forward(self, logits, targets):
+        """logits (..., V), targets int (...) -> scalar loss (a 0-d float of the logits' dtype)."""
+        logits = np.asarray(logits)
+        targets = np.asarray(targets)
+        if logits.ndim == 0 or logits.shape[:-1] != targets.shape:
+            raise ValueError(f"{self!r} expected logits (..., V) and targets (...) with the same leading shape, "
+                             f"got logits {logits.shape} and targets {targets.shape}")
+        V = logits.shape[-1]
+        flat_targets = targets.reshape(-1)
+        self.keep = np.ones(flat_targets.shape, dtype=bool) if self.ignore_index is None else flat_targets != self.ignore_index
+        check_token_ids(flat_targets[self.keep], V, f"{self!r} (targets)")
+        self.count = int(self.keep.sum())
+        if self.count == 0:
+            raise ValueError(f"{self!r}: every target equals ignore_index={self.ignore_index}; the mean is undefined")
+        logits2d = logits.reshape(-1, V)                                      # (N, V)
+        shifted = logits2d - logits2d.max(axis=-1, keepdims=True)             # (N, V), row max is 0
+        exp_shifted = np.exp(shifted)
+        total = exp_shifted.sum(axis=-1, keepdims=True)                       # (N, 1)
+        self.probs = exp_shifted / total                                      # (N, V) softmax
+        self.safe_targets = np.where(self.keep, flat_targets, 0)              # ignored rows point at 0
+        target_shifted = shifted[np.arange(len(flat_targets)), self.safe_targets]   # (N,)
+        nll = (np.log(total[:, 0]) - target_shifted) * self.keep              # -log p(target)
+        self.logits_shape = logits.shape
+        return nll.sum() / self.count
+
+    def backward(self, grad=1.0):
+        """dloss/dlogits_n = (softmax(logits_n) - onehot(target_n)) / N, zero on ignored rows.
+
+        Args:
+            grad: upstream gradient of the scalar loss (1.0 when the loss is the objective).
+        Returns:
+            dlogits (..., V).
+        """
+        self._require("probs")
+        if np.shape(grad) != ():
+            raise ValueError(f"{self!r}.backward expected a scalar grad, got shape {np.shape(grad)}")
+        dlogits = self.probs.copy()                                           # (N, V)
+        dlogits[np.arange(len(self.safe_targets)), self.safe_targets] -= 1.0
+        dlogits *= (self.keep * (grad / self.count))[:, None].astype(dlogits.dtype)
+        return dlogits.reshape(self.logits_shape)
+
+    def __repr__(self):
+        return "CrossEntropyLoss()" if self.ignore_index is None else f"CrossEntropyLoss(ignore_index={self.ignore_index})"

@@ -1,0 +1,139 @@
+"""Multi-head attention (lecture notes 2025 §1.2; Vaswani et al. 2017 §3.2.2).
+
+Each of the H heads has its own d x d/H slice of W_Q, W_K, W_V (the notes'
+"rectangular Q, K, V"); the heads attend independently and their outputs are
+concatenated and mixed by W_O. Storing the H slices side by side as one
+(C, C) matrix lets one matrix product compute all heads at once; a reshape
+(B, T, C) -> (B, T, H, hs) and a transpose then separate them.
+
+Self-attention takes keys and values from `x`; cross-attention (the notes'
+footnote 5) takes them from `context`, e.g. an encoder's output.
+"""
+
+import numpy as np
+
+from ..module import Module
+from ..parameter import Parameter
+from ..random import as_generator, check_float_dtype
+from .attention import ScaledDotProductAttention
+
+
+class MultiHeadAttention(Module):
+    """out = concat_h(attention(x W_Q^h, src W_K^h, src W_V^h)) W_O, src = context or x.
+
+    Args:
+        d_model: C, the width of x (and of context).
+        n_heads: H; must divide d_model. Head size hs = C // H.
+        causal: if True each query sees only keys at its own or earlier positions.
+        bias: add learned biases b_q, b_k, b_v, b_o.
+        dtype, rng: as everywhere; weights are N(0, 1/C).
+    Parameters:
+        w_q, w_k, w_v, w_o (C, C); b_q, b_k, b_v, b_o (C,) when bias.
+    Attributes after forward:
+        attention.alpha: (B, H, Tq, Tk) attention weights of every head.
+    """
+
+    def __init__(self, d_model, n_heads, causal=False, bias=True, dtype=np.float64, rng=None):
+        if n_heads <= 0 or d_model % n_heads:
+            raise ValueError(f"MultiHeadAttention expected d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
+        dtype = check_float_dtype(dtype, "MultiHeadAttention")
+        rng = as_generator(rng)
+        self.d_model, self.n_heads, self.head_size = d_model, n_heads, d_model // n_heads
+        self.causal = causal
+        std = d_model ** -0.5
+        for name in ("q", "k", "v", "o"):
+            setattr(self, f"w_{name}", Parameter((rng.standard_normal((d_model, d_model)) * std).astype(dtype)))
+        for name in ("q", "k", "v", "o"):
+            setattr(self, f"b_{name}", Parameter(np.zeros(d_model, dtype=dtype)) if bias else None)
+        self.attention = ScaledDotProductAttention(causal=causal)
+
+    # ---------------------------------------------------------------- helpers for the projections
+    def _project(self, x2d, weight, bias):
+        """(N, C) @ (C, C) + (C,) -> (N, C)."""
+        y = x2d @ weight.data
+        if bias is not None:
+            y += bias.data
+        return y
+
+    def _split_heads(self, y2d, B, T):
+        """(B*T, C) -> (B, H, T, hs)."""
+        return y2d.reshape(B, T, self.n_heads, self.head_size).transpose(0, 2, 1, 3)
+
+    def _merge_heads(self, y, B, T):
+        """(B, H, T, hs) -> (B*T, C)."""
+        return y.transpose(0, 2, 1, 3).reshape(B * T, self.d_model)
+
+    def _project_backward(self, dy2d, x2d, weight, bias):
+        """Undo y = x W + b: dW += x^T dy, db += sum dy; return dx = dy W^T."""
+        weight.grad += x2d.T @ dy2d
+        if bias is not None:
+            bias.grad += dy2d.sum(axis=0)
+        return dy2d @ weight.data.T
+
+    # ---------------------------------------------------------------- forward / backward
+    def forward(self, x, context=None):
+        """Self-attention over x, or cross-attention from x to context.
+
+        Args:
+            x: (B, T, C) queries (and keys/values when context is None).
+            context: optional (B, S, C) source of keys and values.
+        Returns:
+            out: (B, T, C).
+        """
+        x = np.asarray(x)
+        self._check_input(x, "x")
+        source = x if context is None else np.asarray(context)
+        if context is not None:
+            self._check_input(source, "context")
+            if source.shape[0] != x.shape[0]:
+                raise ValueError(f"{self!r} expected context with batch size {x.shape[0]}, got {source.shape}")
+        B, T, C = x.shape
+        S = source.shape[1]
+        self.x2d = x.reshape(B * T, C)                                        # (B*T, C)
+        self.source2d = source.reshape(B * S, C)                              # (B*S, C)
+        self.has_context = context is not None
+        q = self._split_heads(self._project(self.x2d, self.w_q, self.b_q), B, T)        # 1. (B, H, T, hs)
+        k = self._split_heads(self._project(self.source2d, self.w_k, self.b_k), B, S)   # 1. (B, H, S, hs)
+        v = self._split_heads(self._project(self.source2d, self.w_v, self.b_v), B, S)   # 1. (B, H, S, hs)
+        heads = self.attention.forward(q, k, v)                               # 2. (B, H, T, hs)
+        self.heads2d = self._merge_heads(heads, B, T)                         # 3. (B*T, C) concatenated heads
+        out = self._project(self.heads2d, self.w_o, self.b_o)                 # 4. (B*T, C)
+        self.shapes = (B, T, S)
+        return out.reshape(B, T, C)
+
+    def backward(self, dout):
+        """Reverse steps 4 to 1.
+
+            4. out = heads W_O + b_O   -> dheads = dout W_O^T; dW_O += heads^T dout
+            3. concatenation           -> split dheads back into (B, H, T, hs)
+            2. attention               -> (dq, dk, dv) from ScaledDotProductAttention.backward
+            1. q = x W_Q, k = src W_K, v = src W_V
+                                       -> dW_Q += x^T dq, ...; dx = dq W_Q^T (+ dk W_K^T + dv W_V^T
+                                          when src is x itself: x feeds all three paths, so the
+                                          three contributions add)
+        Args:
+            dout: (B, T, C).
+        Returns:
+            dx (B, T, C) for self-attention, or (dx, dcontext (B, S, C)) for cross-attention.
+        """
+        self._require("heads2d")
+        B, T, S = self.shapes
+        C = self.d_model
+        self._check_dout(dout, (B, T, C))
+        dout2d = dout.reshape(B * T, C)
+        dheads2d = self._project_backward(dout2d, self.heads2d, self.w_o, self.b_o)     # 4.
+        dheads = self._split_heads(dheads2d, B, T)                                       # 3. (B, H, T, hs)
+        dq, dk, dv = self.attention.backward(dheads)                                     # 2.
+        dx2d = self._project_backward(self._merge_heads(dq, B, T), self.x2d, self.w_q, self.b_q)             # 1.
+        dsource2d = self._project_backward(self._merge_heads(dk, B, S), self.source2d, self.w_k, self.b_k)
+        dsource2d += self._project_backward(self._merge_heads(dv, B, S), self.source2d, self.w_v, self.b_v)
+        if not self.has_context:
+            return (dx2d + dsource2d).reshape(B, T, C)
+        return dx2d.reshape(B, T, C), dsource2d.reshape(B, S, C)
+
+    def _check_input(self, x, what):
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"{self!r} expected {what} (B, T, {self.d_model}), got {x.shape}")
+
+    def __repr__(self):
+        return f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal})"

@@ -1,0 +1,112 @@
+"""Position information added to the token embeddings (lecture notes 2025 §1.4).
+
+Two forms, both `x + P[:T]`:
+
+* `SinusoidalPositionalEncoding`, the fixed table of Vaswani et al. (2017):
+      P[n, 2k]   = sin(n * w_k)
+      P[n, 2k+1] = cos(n * w_k),      w_k = 1 / 10000^(2k / d)
+  The lecture notes (both versions, §1.4) print it as n * sin(w_k) and put the
+  cosine at i = 2k + 2. As printed the entries grow without bound with n and
+  lose the rotation property; the errata notebook shows both side by side.
+  Because each pair (sin(n w), cos(n w)) is a point on a circle, moving k
+  positions is a fixed rotation, so P[n + k] is a linear function of P[n].
+* `LearnedPositionalEmbedding`, a trained (max_len, C) table (GPT-2).
+
+Rotary and linear-bias positions act inside attention instead and are left out here.
+"""
+
+import numpy as np
+
+from ..module import Module
+from ..parameter import Parameter
+from ..random import as_generator, check_float_dtype
+
+
+def sinusoidal_table(max_len, d):
+    """The (max_len, d) sinusoidal table; d must be even.
+
+    Returns:
+        P: float64 (max_len, d), P[n, 2k] = sin(n w_k), P[n, 2k+1] = cos(n w_k).
+    """
+    if d % 2:
+        raise ValueError(f"SinusoidalPositionalEncoding expected an even d, got d={d}")
+    positions = np.arange(max_len)[:, None]                    # (max_len, 1)
+    frequencies = 1.0 / 10000 ** (np.arange(0, d, 2) / d)      # (d/2,) w_k = 10000^(-2k/d)
+    table = np.empty((max_len, d))
+    table[:, 0::2] = np.sin(positions * frequencies)
+    table[:, 1::2] = np.cos(positions * frequencies)
+    return table
+
+
+def _check_positions(module, x, max_len, d):
+    """Raise unless x is (..., T, d) with T <= max_len."""
+    module._check_features(x, d)
+    if x.ndim < 2:
+        raise ValueError(f"{module!r} expected input (..., T, {d}), got {x.shape}")
+    if x.shape[-2] > max_len:
+        raise ValueError(f"{module!r} expected a sequence of at most max_len={max_len} positions, got T={x.shape[-2]}")
+
+
+class SinusoidalPositionalEncoding(Module):
+    """y = x + P[:T] with the fixed sinusoidal table (no parameters).
+
+    Args:
+        d: C, the model width (even).
+        max_len: the longest sequence accepted.
+        dtype: dtype of the table.
+    """
+
+    def __init__(self, d, max_len, dtype=np.float64):
+        self.d, self.max_len = d, max_len
+        self.table = sinusoidal_table(max_len, d).astype(check_float_dtype(dtype, repr(self)))
+
+    def forward(self, x):
+        """x (..., T, C) -> x + P[:T] (..., T, C)."""
+        x = np.asarray(x)
+        _check_positions(self, x, self.max_len, self.d)
+        self.shape = x.shape
+        return x + self.table[: x.shape[-2]]
+
+    def backward(self, dout):
+        """The table is constant, so dx = dout."""
+        self._require("shape")
+        self._check_dout(dout, self.shape)
+        return dout
+
+    def __repr__(self):
+        return f"SinusoidalPositionalEncoding(d={self.d}, max_len={self.max_len})"
+
+
+class LearnedPositionalEmbedding(Module):
+    """y = x + P[:T] with a learned table P.
+
+    Args:
+        max_len: rows of the table, the longest sequence accepted.
+        d: C, the model width.
+        dtype, rng, init_std: as for `Embedding`.
+    Parameters:
+        weight (max_len, C).
+    """
+
+    def __init__(self, max_len, d, dtype=np.float64, rng=None, init_std=0.02):
+        dtype = check_float_dtype(dtype, f"LearnedPositionalEmbedding({max_len}, {d})")
+        self.max_len, self.d = max_len, d
+        self.weight = Parameter((as_generator(rng).standard_normal((max_len, d)) * init_std).astype(dtype))
+
+    def forward(self, x):
+        """x (..., T, C) -> x + P[:T] (..., T, C)."""
+        x = np.asarray(x)
+        _check_positions(self, x, self.max_len, self.d)
+        self.shape = x.shape
+        return x + self.weight.data[: x.shape[-2]]
+
+    def backward(self, dout):
+        """dx = dout; dP[t] += sum over the batch axes of dout[..., t, :]."""
+        self._require("shape")
+        self._check_dout(dout, self.shape)
+        T = self.shape[-2]
+        self.weight.grad[:T] += dout.reshape(-1, T, self.d).sum(axis=0)
+        return dout
+
+    def __repr__(self):
+        return f"LearnedPositionalEmbedding({self.max_len}, {self.d})"

@@ -1,0 +1,78 @@
+"""Softmax along one axis, numerically stable (lecture notes 2025 §1.1; Strabel §1.2).
+
+`softmax` and `softmax_backward` are plain functions because attention and the
+loss use them too; `Softmax` wraps them as a layer.
+
+A row whose entries are all -inf (a query that may attend to nothing) is
+defined to give all zeros rather than NaN; its gradient is then zero too.
+"""
+
+import numpy as np
+
+from ..module import Module
+
+
+def softmax(x, axis=-1):
+    """y_i = exp(x_i - m) / sum_j exp(x_j - m), with m = max_j x_j.
+
+    Subtracting the row maximum changes nothing mathematically (it cancels in
+    the ratio) but keeps exp() from overflowing, so logits of +-1e4 in float32
+    stay finite.
+
+    Args:
+        x: array (...), any float dtype; may contain -inf (masked entries).
+        axis: the axis that sums to one.
+    Returns:
+        y: array, same shape and dtype as x.
+    """
+    row_max = np.max(x, axis=axis, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0)   # all -inf row: shift by 0, exp gives 0
+    y = np.exp(x - row_max)
+    total = np.sum(y, axis=axis, keepdims=True)
+    total[total == 0] = 1                                   # all -inf row: 0 / 1 = 0, not NaN
+    y /= total
+    return y
+
+
+def softmax_backward(y, dy, axis=-1):
+    """Jacobian-vector product of softmax, given its output y.
+
+    The Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so
+        dx_j = sum_i dy_i y_i (delta_ij - y_j) = y_j (dy_j - sum_i dy_i y_i).
+    One multiply, one row sum, one subtract: the (T x T) Jacobian is never built.
+
+    Args:
+        y: softmax output (...).
+        dy: upstream gradient, same shape as y.
+    Returns:
+        dx: same shape as y.
+    """
+    return y * (dy - np.sum(dy * y, axis=axis, keepdims=True))
+
+
+class Softmax(Module):
+    """Softmax as a layer.
+
+    Args:
+        axis: axis that is normalised (default the last).
+    """
+
+    def __init__(self, axis=-1):
+        self.axis = axis
+
+    def forward(self, x):
+        """x (...) -> y (...), each slice along `axis` positive and summing to 1."""
+        x = np.asarray(x)
+        if x.ndim == 0:
+            raise ValueError(f"{self!r} expected an array with at least one axis, got a scalar")
+        self.y = softmax(x, self.axis)
+        return self.y
+
+    def backward(self, dout):
+        """dx = y * (dout - sum(dout * y)) along the axis (see `softmax_backward`)."""
+        self._require("y")
+        self._check_dout(dout, self.y.shape)
+        return softmax_backward(self.y, dout, self.axis)
+
+    def __repr__(self):
+        return f"Softmax(axis={self.axis})"

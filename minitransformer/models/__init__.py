@@ -1,0 +1,1 @@
+"""Whole models, each assembled from the layers in `minitransformer.layers`."""

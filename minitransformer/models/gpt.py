@@ -1,0 +1,114 @@
+"""A GPT-style decoder-only language model (lecture notes 2025 §1; Radford et al. 2018/2019).
+
+Bottom to top:
+
+    ids (B, T) -> token embedding + positions -> dropout
+               -> n_layers causal TransformerBlocks
+               -> final LayerNorm (pre-norm only: post-norm blocks already end in one)
+               -> LM head, sharing the token-embedding matrix when tied (notes §1.5)
+               -> logits (B, T, V)
+
+The backward pass visits the same layers top to bottom. Initialisation follows
+GPT-2: weights N(0, 0.02^2), the two projections that write into the residual
+stream (attention's W_O, the feed-forward's second layer) scaled down by
+1/sqrt(2 n_layers), biases 0, LayerNorm gamma 1.
+"""
+
+import numpy as np
+
+from ..layers.block import TransformerBlock
+from ..layers.dropout import Dropout
+from ..layers.embedding import Embedding, check_token_ids
+from ..layers.layernorm import LayerNorm
+from ..layers.linear import Linear
+from ..layers.lm_head import TiedLMHead
+from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from ..module import Module
+from ..random import as_generator
+
+POSITIONAL = ("learned", "sinusoidal")
+
+
+class GPT(Module):
+    """Decoder-only Transformer language model.
+
+    Args:
+        vocab_size: V.  d_model: C.  n_heads: H.  n_layers: number of blocks.
+        d_ff: feed-forward hidden width (4 C in GPT-2).
+        max_len: the longest sequence (context window).
+        norm: "pre" (GPT-2) or "post" (the 2017 paper).
+        positional: "learned" (GPT-2) or "sinusoidal" (the 2017 paper, notes §1.4).
+        tie_weights: share the token embedding with the output projection.
+        dropout: drop probability after the embeddings and on every sublayer.
+        activation: "gelu" (GPT-2) or "relu".
+        dtype: float64 (default) or float32.
+        rng: seed or Generator for the initial weights; dropout masks come from
+            a generator derived from it (`dropout_rng`), so a seed fixes both.
+    """
+
+    def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, max_len, norm="pre", positional="learned",
+                 tie_weights=True, dropout=0.0, activation="gelu", dtype=np.float64, rng=None):
+        if positional not in POSITIONAL:
+            raise ValueError(f"GPT expected positional in {POSITIONAL}, got {positional!r}")
+        if d_model % n_heads:
+            raise ValueError(f"GPT expected d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
+        rng = as_generator(rng)
+        self.dropout_rng = np.random.default_rng(rng.integers(2**63))
+        self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
+                           max_len=max_len, norm=norm, positional=positional, tie_weights=tie_weights,
+                           dropout=dropout, activation=activation, dtype=np.dtype(dtype).name)
+        self.vocab_size, self.max_len, self.norm = vocab_size, max_len, norm
+        self.token_embedding = Embedding(vocab_size, d_model, dtype=dtype, rng=rng)
+        if positional == "learned":
+            self.position = LearnedPositionalEmbedding(max_len, d_model, dtype=dtype, rng=rng)
+        else:
+            self.position = SinusoidalPositionalEncoding(d_model, max_len, dtype=dtype)
+        self.drop = Dropout(dropout, rng=self.dropout_rng)
+        self.blocks = [TransformerBlock(d_model, n_heads, d_ff, norm=norm, causal=True, dropout=dropout,
+                                        activation=activation, dtype=dtype, rng=rng, dropout_rng=self.dropout_rng)
+                       for _ in range(n_layers)]
+        self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.lm_head = TiedLMHead(self.token_embedding) if tie_weights else Linear(d_model, vocab_size, bias=False,
+                                                                                   dtype=dtype, rng=rng)
+        self._init_weights(rng, n_layers)
+
+    def _init_weights(self, rng, n_layers):
+        """GPT-2 initialisation (see the module docstring)."""
+        residual_std = 0.02 / np.sqrt(2 * n_layers)
+        for name, param in self.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf.startswith("b_") or leaf in ("bias", "beta"):
+                param.data[...] = 0
+            elif leaf == "gamma":
+                param.data[...] = 1
+            else:
+                std = residual_std if (leaf == "w_o" or name.endswith("fc2.weight")) else 0.02
+                param.data[...] = rng.standard_normal(param.shape) * std
+
+    def forward(self, ids):
+        """ids int (B, T) with T <= max_len -> logits (B, T, V)."""
+        ids = check_token_ids(ids, self.vocab_size, repr(self))
+        if ids.ndim != 2:
+            raise ValueError(f"{self!r} expected token ids (B, T), got shape {ids.shape}")
+        if ids.shape[1] > self.max_len:
+            raise ValueError(f"{self!r} expected at most max_len={self.max_len} positions, got T={ids.shape[1]}")
+        x = self.drop(self.position(self.token_embedding(ids)))          # (B, T, C)
+        for block in self.blocks:
+            x = block(x)                                                # (B, T, C)
+        if self.ln_f is not None:
+            x = self.ln_f(x)
+        return self.lm_head(x)                                          # (B, T, V)
+
+    def backward(self, dlogits):
+        """dlogits (B, T, V) -> None (ids are integers); every parameter's .grad receives its share."""
+        dx = self.lm_head.backward(dlogits)
+        if self.ln_f is not None:
+            dx = self.ln_f.backward(dx)
+        for block in reversed(self.blocks):
+            dx = block.backward(dx)
+        self.token_embedding.backward(self.position.backward(self.drop.backward(dx)))
+        return None
+
+    def __repr__(self):
+        c = self.config
+        return f"GPT(V={c['vocab_size']}, C={c['d_model']}, H={c['n_heads']}, L={c['n_layers']}, max_len={c['max_len']})"

@@ -1,0 +1,21 @@
+"""Every backward pass against central differences, float64, relative error <= 1e-7.
+
+The cases are the package's own catalogue (`minitransformer.gradcheck_cases`),
+the same ones `python -m minitransformer gradcheck` prints.
+"""
+
+import numpy as np
+import pytest
+
+from minitransformer.gradcheck import DEFAULT_TOLERANCE, check_module
+from minitransformer.gradcheck_cases import all_cases
+
+CASES = all_cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_backward_matches_finite_differences(case):
+    module, inputs, forward = case.build(np.random.default_rng(0))
+    report = check_module(module, inputs, forward=forward, rng=1)
+    assert report.inputs or report.params, f"{case.id} checked nothing"
+    report.assert_ok(DEFAULT_TOLERANCE)
