@@ -11,6 +11,7 @@ import sys
 
 COMMANDS = {
     "gradcheck": "minitransformer.commands.gradcheck",
+    "exercises": "minitransformer.commands.exercises",
 }
 
 

@@ -63,8 +63,10 @@ class ScaledDotProductAttention(Module):
         self._check_shapes(q, k, v)
         scale = q.shape[-1] ** -0.5 if self.scale is None else self.scale
         Tq, Tk = q.shape[-2], k.shape[-2]
+        ### BEGIN SOLUTION attention.forward
         scores = q @ np.swapaxes(k, -1, -2)                        # 1. (..., Tq, Tk)
         scores *= scale                                            # 2.
+        ### END SOLUTION
         allowed = self._allowed(mask, scores.shape, Tq, Tk)
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)            # 3. masked keys get -inf
@@ -87,6 +89,7 @@ class ScaledDotProductAttention(Module):
         """
         self._require("alpha")
         self._check_dout(dout, (*self.alpha.shape[:-1], self.v.shape[-1]))
+        ### BEGIN SOLUTION attention.backward
         dalpha = dout @ np.swapaxes(self.v, -1, -2)                # (..., Tq, Tk)
         dv = np.swapaxes(self.alpha, -1, -2) @ dout                # (..., Tk, dv)
         dscores = softmax_backward(self.alpha, dalpha, axis=-1)    # (..., Tq, Tk)
@@ -94,6 +97,7 @@ class ScaledDotProductAttention(Module):
         dq = dscores @ self.k                                      # (..., Tq, dk)
         dk = np.swapaxes(dscores, -1, -2) @ self.q                 # (..., Tk, dk)
         return dq, dk, dv
+        ### END SOLUTION
 
     def _allowed(self, mask, scores_shape, Tq, Tk):
         """Combine the causal rule and the user's mask into one bool array (or None)."""

@@ -34,11 +34,13 @@ class LayerNorm(Module):
         """x (..., C) -> y (..., C)."""
         x = np.asarray(x)
         self._check_features(x, self.d)
+        ### BEGIN SOLUTION layernorm.forward
         mean = x.mean(axis=-1, keepdims=True)                 # 1. (..., 1)
         centered = x - mean                                   # 2. (..., C)
         var = (centered * centered).mean(axis=-1, keepdims=True)   # 3. biased variance (..., 1)
         self.rstd = 1.0 / np.sqrt(var + self.eps)             # 4. (..., 1)
         self.xhat = centered * self.rstd                      # 5. (..., C), zero mean, unit variance
+        ### END SOLUTION
         return self.xhat * self.gamma.data + self.beta.data   # 6.
 
     def backward(self, dout):
@@ -59,6 +61,7 @@ class LayerNorm(Module):
         """
         self._require("xhat")
         self._check_dout(dout, self.xhat.shape)
+        ### BEGIN SOLUTION layernorm.backward
         C = self.d
         dout2d = dout.reshape(-1, C)
         self.gamma.grad += (dout2d * self.xhat.reshape(-1, C)).sum(axis=0)   # undo 6: y = xhat*gamma + beta
@@ -67,6 +70,7 @@ class LayerNorm(Module):
         mean_g = g.mean(axis=-1, keepdims=True)               # undo 1-2: the mean term
         mean_g_xhat = (g * self.xhat).mean(axis=-1, keepdims=True)   # undo 3-4: the variance term
         return self.rstd * (g - mean_g - self.xhat * mean_g_xhat)
+        ### END SOLUTION
 
     def __repr__(self):
         return f"LayerNorm({self.d})"

@@ -60,6 +60,7 @@ class Linear(Module):
         """
         self._require("x")
         self._check_dout(dout, (*self.x.shape[:-1], self.d_out))
+        ### BEGIN SOLUTION linear.backward
         x2d = self.x.reshape(-1, self.d_in)                 # (N, d_in)
         dout2d = dout.reshape(-1, self.d_out)               # (N, d_out)
         self.weight.grad += x2d.T @ dout2d                  # forward was y = x @ W
@@ -67,6 +68,7 @@ class Linear(Module):
             self.bias.grad += dout2d.sum(axis=0)            # forward was y += b
         dx = dout2d @ self.weight.data.T                    # (N, d_in)
         return dx.reshape(self.x.shape)
+        ### END SOLUTION
 
     def __repr__(self):
         return f"Linear({self.d_in} -> {self.d_out})"

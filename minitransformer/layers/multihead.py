@@ -120,6 +120,7 @@ class MultiHeadAttention(Module):
         B, T, S = self.shapes
         C = self.d_model
         self._check_dout(dout, (B, T, C))
+        ### BEGIN SOLUTION multihead.backward
         dout2d = dout.reshape(B * T, C)
         dheads2d = self._project_backward(dout2d, self.heads2d, self.w_o, self.b_o)     # 4.
         dheads = self._split_heads(dheads2d, B, T)                                       # 3. (B, H, T, hs)
@@ -130,6 +131,7 @@ class MultiHeadAttention(Module):
         if not self.has_context:
             return (dx2d + dsource2d).reshape(B, T, C)
         return dx2d.reshape(B, T, C), dsource2d.reshape(B, S, C)
+        ### END SOLUTION
 
     def _check_input(self, x, what):
         if x.ndim != 3 or x.shape[-1] != self.d_model:

@@ -25,6 +25,7 @@ def softmax(x, axis=-1):
     Returns:
         y: array, same shape and dtype as x.
     """
+    ### BEGIN SOLUTION softmax.forward
     row_max = np.max(x, axis=axis, keepdims=True)
     row_max = np.where(np.isfinite(row_max), row_max, 0)   # all -inf row: shift by 0, exp gives 0
     y = np.exp(x - row_max)
@@ -32,6 +33,7 @@ def softmax(x, axis=-1):
     total[total == 0] = 1                                   # all -inf row: 0 / 1 = 0, not NaN
     y /= total
     return y
+    ### END SOLUTION
 
 
 def softmax_backward(y, dy, axis=-1):
@@ -47,7 +49,9 @@ def softmax_backward(y, dy, axis=-1):
     Returns:
         dx: same shape as y.
     """
+    ### BEGIN SOLUTION softmax.backward
     return y * (dy - np.sum(dy * y, axis=axis, keepdims=True))
+    ### END SOLUTION
 
 
 class Softmax(Module):
