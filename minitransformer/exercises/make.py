@@ -12,11 +12,14 @@ virtual environments.
 
 import json
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from .. import __version__
 from ..gradcheck_cases import all_cases
-from .catalogue import EXERCISES, unavailable_layers
+from .catalogue import EXERCISES
 from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
@@ -61,6 +64,50 @@ def check_is_reference(regions):
                            f"run the exercises commands from the reference package")
 
 
+def _copy_package(package, target, selected, regions):
+    """Copy the package to `target` with the regions named in `selected` blanked."""
+    shutil.copytree(package, target, ignore=_NOT_COPIED, dirs_exist_ok=True)
+    for relative in sorted({regions[name][0] for name in selected}):
+        path = target / relative
+        path.write_text(blank_regions(path.read_text(), set(selected), relative))
+
+
+def _probe(root):
+    """Layers of the gradient-check catalogue that raise NotImplementedError in the package under `root`."""
+    boot = "import sys; sys.path.insert(0, sys.argv[1]); from minitransformer.exercises.runner import probe; sys.exit(probe())"
+    done = subprocess.run([sys.executable, "-c", boot, str(Path(root).resolve())], cwd=root, capture_output=True,
+                          text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"a copy with blank regions does not run: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout)
+
+
+def unavailable_layers(package, selected, regions):
+    """Which layers each assigned exercise disables, found by running the catalogue once per exercise.
+
+    For each exercise a scratch copy of the package with only that exercise's
+    regions blank runs every gradient-check case forward and backward once (in
+    a subprocess); the layers that raise wait for that exercise.
+    Returns:
+        dict catalogue layer -> list of the exercises it waits for (layers that work are not listed).
+    """
+    waiting = {}
+    for exercise in _exercises(selected):
+        with tempfile.TemporaryDirectory(prefix=f"probe-{exercise}-") as tmp:
+            names = [name for name in selected if name.split(".")[0] == exercise]
+            _copy_package(package, Path(tmp) / package.name, names, regions)
+            for layer in _probe(tmp):
+                waiting.setdefault(layer, []).append(exercise)
+    order = list(dict.fromkeys(case.layer for case in all_cases()))
+    return dict(sorted(waiting.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
+
+
+def _exercises(selected):
+    """The exercise names of the selected regions, in the catalogue's order."""
+    order = [e.name for e in EXERCISES]
+    return sorted({name.split(".")[0] for name in selected}, key=order.index)
+
+
 def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     """Write the student copy into the new directory `out`.
 
@@ -80,10 +127,7 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     check_is_reference(regions)
     selected = select_regions(regions, only)
 
-    shutil.copytree(package, out / package.name, ignore=_NOT_COPIED, dirs_exist_ok=True)
-    for relative in sorted({regions[name][0] for name in selected}):
-        path = out / package.name / relative
-        path.write_text(blank_regions(path.read_text(), set(selected), relative))
+    _copy_package(package, out / package.name, selected, regions)
     source_root = package.parent
     if (source_root / "tests").is_dir():
         shutil.copytree(source_root / "tests", out / "tests", ignore=_NOT_COPIED)
@@ -97,13 +141,11 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
 
         written_notebooks = write_student_notebooks(Path(notebooks_dir or source_root / "notebooks"), out / "notebooks",
                                                     set(selected))
-    exercises = sorted({name.split(".")[0] for name in selected}, key=[e.name for e in EXERCISES].index)
-    layers = list(dict.fromkeys(case.layer for case in all_cases()))
     manifest = {
         "minitransformer": __version__,
-        "exercises": exercises,
+        "exercises": _exercises(selected),
         "regions": selected,
-        "unavailable_layers": unavailable_layers(exercises, layers),
+        "unavailable_layers": unavailable_layers(package, selected, regions),
         "notebooks": written_notebooks,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")

@@ -6,6 +6,9 @@ exercise put in. Everything imported here (the layers, the checker, the case
 catalogue) therefore comes from that package, and the student's code runs only
 inside the layers it was written for.
 
+`exercises make` also runs `probe` here, in the new student copy, to find
+the layers that raise because they use an assigned exercise.
+
 Input, in the work directory: `task.json` {"layers", "seed", "package"}.
 Output: `student_outputs.npz` (one forward output per case, key "case<i>") and
 `result.json` (one record per case), written even when cases fail; a crash or
@@ -62,6 +65,22 @@ def run_cases(layers, seed, package):
         record["input_error"], record["param_error"] = report.worst_input_error, report.worst_param_error
         record["failures"] = [(c.error, c.describe()) for c in report.inputs + report.params]
     return outputs, records
+
+
+def probe():
+    """Print, as JSON, the catalogue layers whose forward or backward raises NotImplementedError."""
+    from minitransformer.gradcheck_cases import all_cases
+
+    raising = []
+    for case in all_cases():
+        try:
+            module, inputs, forward = case.build(np.random.default_rng(0))
+            out = (module.forward if forward is None else forward)(*inputs)
+            module.backward(np.ones(np.shape(out)) if np.ndim(out) else 1.0)
+        except NotImplementedError:
+            raising.append(case.layer)
+    print(json.dumps(list(dict.fromkeys(raising))))
+    return 0
 
 
 def main(workdir):
