@@ -17,7 +17,7 @@ def add_arguments(parser):
                            "from DIR (default: notebooks/ of the reference)")
     grade = actions.add_parser("grade", help="grade a student copy; exit code 1 below full marks")
     grade.add_argument("directory", help="the student copy (the directory holding minitransformer/)")
-    grade.add_argument("--only", default=None, help="comma-separated exercises to grade "
+    grade.add_argument("--only", default=None, help="comma-separated exercises to grade, or all "
                                                     "(default: those in the copy's exercises.json, else all)")
     grade.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON to FILE")
     grade.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per exercise")

@@ -15,6 +15,7 @@ Output: `student_outputs.npz` (one forward output per case, key "case<i>") and
 a hang leaves them missing, which the grader reports.
 """
 
+import inspect
 import json
 import sys
 import traceback
@@ -40,6 +41,15 @@ def _located(error, package):
     return f"{message} at {where}" if unfinished else f"{message} (at {where}: {(frame.line or '').strip()})"
 
 
+def _named(description, forward):
+    """"input 0: ..." -> "input 0 (x): ...", with the name of forward's argument."""
+    if not description.startswith("input "):
+        return description
+    index = int(description.split()[1].rstrip(":"))
+    names = list(inspect.signature(forward).parameters)
+    return description.replace(f"input {index}:", f"input {index} ({names[index]}):", 1) if index < len(names) else description
+
+
 def run_cases(layers, seed, package):
     """Run every catalogue case of `layers`; return (outputs dict, list of case records)."""
     from minitransformer.gradcheck import check_module
@@ -63,7 +73,7 @@ def run_cases(layers, seed, package):
             record["backward_error"] = _located(error, package)
             continue
         record["input_error"], record["param_error"] = report.worst_input_error, report.worst_param_error
-        record["failures"] = [(c.error, c.describe()) for c in report.inputs + report.params]
+        record["failures"] = [(c.error, _named(c.describe(), forward)) for c in report.inputs + report.params]
     return outputs, records
 
 
