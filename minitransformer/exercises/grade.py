@@ -21,6 +21,7 @@ tolerance) in every case, one for a backward that passes every gradient check.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -126,9 +127,19 @@ def _run(workdir, hybrid, timeout):
     except subprocess.TimeoutExpired:
         return "timed out", f"stopped after the time limit of {timeout:g} s (an endless loop?)"
     if done.returncode != 0 or not (workdir / "result.json").is_file():
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        return "crashed", f"the grading process ended with exit code {done.returncode}: {last}"
+        return "crashed", f"the grading process ended with exit code {done.returncode}: {_last_error(done.stderr, hybrid)}"
     return None
+
+
+def _last_error(stderr, package):
+    """The last line of a traceback, with the deepest file and line inside `package` (a SyntaxError's place)."""
+    lines = stderr.strip().splitlines() or ["no message"]
+    places = [re.match(r'\s*File "(.+)", line (\d+)', line) for line in lines]
+    places = [m for m in places if m and m.group(1).startswith(str(package))]
+    if not places:
+        return lines[-1]
+    relative = Path(places[-1].group(1)).relative_to(package).as_posix()
+    return f"{lines[-1]} (at {relative}:{places[-1].group(2)})"
 
 
 def _finite(error):
