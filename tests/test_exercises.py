@@ -227,3 +227,29 @@ def test_student_notebooks_execute_up_to_the_first_exercise_cell(tmp_path):
         NotebookClient(notebook, timeout=60, kernel_name="python3").execute()
     assert notebook.cells[1].outputs[0]["data"]["text/plain"] == "3"        # ran before the exercise
     assert notebook.cells[4].execution_count is None                         # never reached
+
+
+REAL_NOTEBOOKS = sorted((REFERENCE.parent / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.skipif(not REAL_NOTEBOOKS, reason="no notebooks/*.ipynb in this checkout")
+def test_the_projects_student_notebooks_run_until_they_need_an_exercise(tmp_path, monkeypatch):
+    """Each student notebook, run against a student copy, either runs through or stops at its first exercise."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    make_student_copy(tmp_path / "student", only=["layernorm.backward"], notebooks=True)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "student"))          # the kernel imports the student copy
+    for path in sorted((tmp_path / "student/notebooks").glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+        assert all(cell.outputs == [] and cell.execution_count is None for cell in code), path.name
+        client = NotebookClient(notebook, timeout=120, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}})
+        try:
+            client.execute()
+        except CellExecutionError as error:
+            assert "NotImplementedError" in str(error) and "Exercise " in str(error), f"{path.name}: {error}"
+            ran = [cell.execution_count is not None for cell in code]
+            assert ran == sorted(ran, reverse=True), f"{path.name}: cells ran out of order"

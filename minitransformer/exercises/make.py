@@ -23,6 +23,7 @@ from .catalogue import EXERCISES
 from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
+_ROOT_FOLDERS = ("tests", "data")
 _ROOT_FILES = ("setup.cfg", "pyproject.toml", "README.md", "LICENSE", ".gitignore")
 _NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis",
                                      "test_exercises.py")
@@ -129,8 +130,9 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
 
     _copy_package(package, out / package.name, selected, regions)
     source_root = package.parent
-    if (source_root / "tests").is_dir():
-        shutil.copytree(source_root / "tests", out / "tests", ignore=_NOT_COPIED)
+    for folder in _ROOT_FOLDERS:
+        if (source_root / folder).is_dir():
+            shutil.copytree(source_root / folder, out / folder, ignore=_NOT_COPIED)
     for name in _ROOT_FILES:
         if (source_root / name).is_file():
             shutil.copy2(source_root / name, out / name)
