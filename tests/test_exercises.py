@@ -211,6 +211,7 @@ def test_student_notebook_strips_outputs_and_clears_solutions():
     assert "y = x * 2" not in exercise.source and "assert y.sum() == 6" in exercise.source
     assert "### BEGIN SOLUTION" in exercise.source and "NotImplementedError" in exercise.source
     assert "z = y + 1" not in tagged.source and "NotImplementedError" in tagged.source
+    assert [r.name for r in find_regions(tagged.source)] == [None]
 
 
 def test_student_notebooks_execute_up_to_the_first_exercise_cell(tmp_path):

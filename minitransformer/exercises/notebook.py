@@ -4,7 +4,7 @@ A cell is an exercise when
 * its source contains solution regions (the same markers as the package;
   a region may be unnamed here), which are replaced by the hint, or
 * it carries the cell tag `solution` (or nbgrader's `metadata.nbgrader.solution`),
-  in which case the whole source is replaced by the hint.
+  in which case the whole source is replaced by the hint, between markers.
 
 Every code cell loses its outputs and execution count, so no result computed
 by the reference code reaches the students. A named region in a notebook is
@@ -14,7 +14,7 @@ an unnamed region or a tagged cell is always cleared.
 
 from pathlib import Path
 
-from .regions import Region, find_regions, hint, replace_regions
+from .regions import Region, find_regions, hint
 
 SOLUTION_TAG = "solution"
 _MARKDOWN_HINT = "*Your answer here.*\n"
@@ -26,10 +26,12 @@ def is_solution_cell(cell):
     return SOLUTION_TAG in metadata.get("tags", []) or bool(metadata.get("nbgrader", {}).get("solution"))
 
 
-def _cell_hint(cell, name):
+def _hint(cell, region):
+    """What replaces a solution in this cell: a sentence in markdown, the `raise` hint in code."""
     if cell["cell_type"] == "markdown":
         return [_MARKDOWN_HINT]
-    return [hint(Region(name, 0, 0, "", [], "this cell"))]
+    region.where = "this cell"
+    return [hint(region)]
 
 
 def student_cell(cell, selected=None):
@@ -45,14 +47,13 @@ def student_cell(cell, selected=None):
     regions = find_regions(source, "notebook cell")
     chosen = [r for r in regions if r.name is None or selected is None or r.name in selected]
     if chosen:
-        bodies = {}
-        for region in chosen:
-            region.where = "this cell"
-            bodies[region.name] = [_MARKDOWN_HINT] if cell["cell_type"] == "markdown" else [hint(region)]
-        cell["source"] = replace_regions(source, bodies, "notebook cell")
+        lines = source.splitlines(keepends=True)
+        for region in reversed(chosen):                     # from the bottom, so indices stay valid
+            lines[region.begin + 1:region.end] = _hint(cell, region)
+        cell["source"] = "".join(lines)
         return True
-    if not regions and is_solution_cell(cell):
-        cell["source"] = "".join(_cell_hint(cell, None))
+    if not regions and is_solution_cell(cell):              # the whole cell is the answer: it gets markers
+        cell["source"] = "".join(["### BEGIN SOLUTION\n", *_hint(cell, Region(None, 0, 0, "", [])), "### END SOLUTION\n"])
         return True
     return False
 
