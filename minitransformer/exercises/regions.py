@@ -21,7 +21,7 @@ from pathlib import Path
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION(?:[ \t]+(?P<name>\S+))?[ \t]*$")
 END = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
-HINT_MARK = 'raise NotImplementedError("Exercise '
+HINT_MARK = 'raise NotImplementedError("Exercise'        # how every hint begins
 _DEF = re.compile(r"^(?P<indent>[ \t]*)(?:def|class)[ \t]+(?P<name>\w+)")
 
 
@@ -35,10 +35,6 @@ class Region:
     indent: str                # the BEGIN marker's indentation, reused for the hint
     body: list                 # the lines strictly between the markers, each ending in "\n"
     where: str = ""            # enclosing function, e.g. "LayerNorm.backward" (Python sources only)
-
-    @property
-    def exercise(self):
-        return None if self.name is None else self.name.split(".")[0]
 
     def is_blank(self):
         """True when the body is a hint left by `exercises make`, i.e. not yet implemented."""
@@ -85,11 +81,11 @@ def _enclosing(lines, index, indent):
 
 
 def hint(region):
-    """The hint line that replaces a region's body in a student copy (names the exercise and the function)."""
-    where = f" in {region.where}" if region.where else ""
+    """The line that replaces a region's body in a student copy: it names the exercise and the function."""
     name = f" {region.name}" if region.name else ""
-    return (f'{region.indent}{HINT_MARK[:-len("Exercise ")]}Exercise{name}: write the missing code{where} between the '
-            f'SOLUTION markers (keep them); the docstring gives the shapes and the mathematics")\n')
+    where = f" in {region.where}" if region.where else ""
+    return (f'{region.indent}{HINT_MARK}{name}: write the missing code{where} between the SOLUTION markers '
+            f'(keep them); the docstring gives the shapes and the mathematics")\n')
 
 
 def replace_regions(text, bodies, source="<text>"):
