@@ -18,6 +18,10 @@ student has written softmax. The two commands treat this as follows:
   of that one exercise are put into the reference package, so the attention
   exercise is graded with the reference softmax even when softmax is also
   assigned (and wrong). A mistake costs points in one row only.
+
+Left out: exercises on the composites (FeedForward, TransformerBlock, GPT),
+whose backward passes only chain their children's; they are graded implicitly
+by the gradient checks a student can run in the copy.
 """
 
 from dataclasses import dataclass

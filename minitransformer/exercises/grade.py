@@ -17,6 +17,11 @@ A hang, a crash or an exception costs that exercise its points and is
 reported; it never stops the grading. Each exercise is worth two points: one
 for a forward output equal to the reference's (relative error <= the
 tolerance) in every case, one for a backward that passes every gradient check.
+
+Left out: a sandbox. The separate process protects the grading from a hang or
+a crash, not the machine from a malicious answer (it may read files and open
+sockets as the instructor's user can); grade untrusted submissions inside a
+container. Also left out: partial credit inside one layer.
 """
 
 import json

@@ -10,6 +10,9 @@ Every code cell loses its outputs and execution count, so no result computed
 by the reference code reaches the students. A named region in a notebook is
 cleared only when its name is among the assigned regions (as in the package);
 an unnamed region or a tagged cell is always cleared.
+
+Left out: grading notebooks (nbgrader's autograded test cells); the grader
+grades the package, which the notebooks import.
 """
 
 from pathlib import Path
