@@ -44,6 +44,7 @@ def copy_of(tmp_path):
 def test_every_region_belongs_to_an_exercise_graded_on_catalogue_layers():
     exercises = {e.name for e in EXERCISES}
     assert {name.split(".")[0] for name in REGIONS} == exercises
+    assert all(name.split(".")[1] in ("forward", "backward") for name in REGIONS)     # one point each
     for exercise in EXERCISES:
         assert set(exercise.layers) <= set(LAYERS)
         assert any(name.endswith(".backward") for name in REGIONS if name.startswith(exercise.name + "."))
@@ -131,17 +132,18 @@ def test_grading_every_exercise_fails_exactly_the_chosen_ones(copy_of, tmp_path,
     table = capsys.readouterr().out
     assert "layernorm: not implemented" in table and "softmax: not implemented" in table
     grades = json.loads((tmp_path / "grades.json").read_text())["exercises"]
-    assert {g["exercise"]: g["points"] for g in grades} == {
-        e.name: 0 if e.name in ("layernorm", "softmax") else 2 for e in EXERCISES}   # attention, multihead too
+    assert {g["exercise"]: g["points"] for g in grades} == {    # attention and multihead too: reference softmax
+        e.name: 0 if e.name in ("layernorm", "softmax") else len(select_regions(REGIONS, [e.name])) for e in EXERCISES}
+    assert all(g["points"] == g["max_points"] for g in grades if g["exercise"] not in ("layernorm", "softmax"))
 
 
 def test_putting_the_reference_bodies_back_gives_full_marks(copy_of, tmp_path):
-    copy = copy_of("layernorm", "softmax", "attention")
+    copy = copy_of("layernorm", "softmax", "attention.backward")
     put_bodies(copy, {name: reference_body(name) for name in REGIONS})
     report = tmp_path / "grades.json"
     assert main(["exercises", "grade", str(copy), "--json", str(report)]) == 0
     result = json.loads(report.read_text())
-    assert (result["points"], result["max_points"], result["full_marks"]) == (6, 6, True)
+    assert (result["points"], result["max_points"], result["full_marks"]) == (5, 5, True)   # one per region
     assert [e["exercise"] for e in result["exercises"]] == ["softmax", "layernorm", "attention"]
     assert all(e["backward_error"] < 1e-7 and e["forward_ok"] for e in result["exercises"])
 
@@ -156,7 +158,8 @@ def test_layernorm_backward_without_the_mean_term_is_caught_and_located(copy_of)
     gradcheck.write_text(gradcheck.read_text().replace("def rel_error(analytic, numeric):",
                                                        "def rel_error(analytic, numeric):\n    return 0.0"))
     (grade,) = grade_copy(copy)
-    assert (grade.exercise, grade.status, grade.forward_ok, grade.points) == ("layernorm", "wrong", True, 1)
+    assert (grade.exercise, grade.status, grade.forward_ok, grade.points, grade.max_points) == (
+        "layernorm", "wrong", True, 1, 2)
     assert grade.backward_error > 1e-3
     assert any("input 0 (x): rel_error" in p and "worst at index (" in p for p in grade.problems)
     assert not any("parameter" in p for p in grade.problems), "gamma and beta do not need the mean term"
@@ -181,7 +184,7 @@ def test_hanging_crashing_and_unmarked_answers_are_reported(copy_of):
     embedding.write_text("".join(line for line in embedding.read_text().splitlines(keepends=True)
                                  if "SOLUTION" not in line))
     linear, relu, gelu, embedding, crossentropy = grade_copy(copy, timeout=3)
-    assert (gelu.status, gelu.points, gelu.backward_error) == ("wrong", 1, 1.0)
+    assert (gelu.status, gelu.forward_ok, gelu.points, gelu.backward_error) == ("wrong", True, 0, 1.0)
     assert (linear.status, relu.status, embedding.status) == ("timed out", "crashed", "markers missing")
     assert "exit code 3" in relu.problems[0] and "embedding.backward" in embedding.problems[0]
     assert crossentropy.status == "crashed" and "SyntaxError" in crossentropy.problems[0]

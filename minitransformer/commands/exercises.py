@@ -42,7 +42,8 @@ def run(args):
         print(f"  exercises: {', '.join(manifest['exercises'])}")
         print(f"  blanked regions: {', '.join(manifest['regions'])}")
         for layer, needs in manifest["unavailable_layers"].items():
-            print(f"  {layer} raises NotImplementedError until {' and '.join(needs)} {'is' if len(needs) == 1 else 'are'} done")
+            names = needs[0] if len(needs) == 1 else f"{', '.join(needs[:-1])} and {needs[-1]} are"
+            print(f"  {layer} raises NotImplementedError until {names}{' is' if len(needs) == 1 else ''} done")
         for notebook in manifest["notebooks"]:
             print(f"  notebooks/{notebook['notebook']}: {notebook['exercise_cells']} exercise cells cleared")
         if args.notebooks is not None and not manifest["notebooks"]:

@@ -14,9 +14,10 @@ For each exercise the grader
    reference package's outputs on the same inputs, computed here.
 
 A hang, a crash or an exception costs that exercise its points and is
-reported; it never stops the grading. Each exercise is worth two points: one
-for a forward output equal to the reference's (relative error <= the
-tolerance) in every case, one for a backward that passes every gradient check.
+reported; it never stops the grading. Each assigned region is worth one
+point: a `.forward` region when the forward output equals the reference's
+(relative error <= the tolerance) in every case, a `.backward` region when
+every gradient check passes.
 
 Left out: a sandbox. The separate process protects the grading from a hang or
 a crash, not the machine from a malicious answer (it may read files and open
@@ -42,7 +43,6 @@ from .catalogue import EXERCISES, exercise_named
 from .make import MANIFEST, check_is_reference, reference_package
 from .regions import find_regions, package_regions, replace_regions
 
-POINTS_FORWARD, POINTS_BACKWARD = 1, 1
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
          "from minitransformer.exercises.runner import main; sys.exit(main(sys.argv[2]))")
 
@@ -51,11 +51,12 @@ _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
 class ExerciseGrade:
     exercise: str
     layers: list
+    regions: list                      # the assigned regions, one point each
     status: str = "ok"                 # ok, wrong, not implemented, error, timed out, crashed, markers missing
     forward_ok: bool = False
     backward_error: float = None       # worst relative error over the cases, None if never computed
     points: int = 0
-    max_points: int = POINTS_FORWARD + POINTS_BACKWARD
+    max_points: int = 0
     problems: list = field(default_factory=list)
     cases: list = field(default_factory=list)
 
@@ -69,16 +70,28 @@ def student_package(directory):
     raise FileNotFoundError(f"exercises grade: no minitransformer package in {directory}")
 
 
-def exercises_to_grade(directory, only=None):
-    """`only` if given ("all" for every exercise), else the exercises of the copy's manifest, else all of them."""
-    if only == ["all"]:
-        return list(EXERCISES)
-    if only:
-        return [exercise_named(name) for name in only]
+def exercises_to_grade(directory, region_names, only=None):
+    """What to grade: a list of (Exercise, its assigned region names).
+
+    Args:
+        directory: the student copy; its `exercises.json` says which regions were assigned.
+        region_names: every region name of the reference.
+        only: exercise names, or ["all"]; default: the exercises of the manifest (all without one).
+    An exercise not in the manifest counts all its regions.
+    """
     manifest = Path(directory) / MANIFEST
-    if manifest.is_file():
-        return [exercise_named(name) for name in json.loads(manifest.read_text())["exercises"]]
-    return list(EXERCISES)
+    assigned = set(json.loads(manifest.read_text())["regions"]) if manifest.is_file() else set()
+    if only == ["all"] or (not only and not assigned):
+        chosen = list(EXERCISES)
+    elif only:
+        chosen = [exercise_named(name) for name in only]
+    else:
+        chosen = [e for e in EXERCISES if any(name.split(".")[0] == e.name for name in assigned)]
+    graded = []
+    for exercise in chosen:
+        own = sorted(name for name in region_names if name.split(".")[0] == exercise.name)
+        graded.append((exercise, [name for name in own if name in assigned] or own))
+    return graded
 
 
 def _student_bodies(student_pkg, names, reference_regions):
@@ -180,7 +193,8 @@ def _score(grade, records, student, reference, tolerance):
     computed = [r for r in records if r["input_error"] is not None]
     grade.backward_error = worst if computed else None
     grade.forward_ok = forward_ok and bool(records)
-    grade.points = POINTS_FORWARD * grade.forward_ok + POINTS_BACKWARD * (backward_ok and len(computed) == len(records) > 0)
+    backward_ok = backward_ok and len(computed) == len(records) > 0
+    grade.points = sum(grade.forward_ok if name.endswith(".forward") else backward_ok for name in grade.regions)
     messages = " ".join(grade.problems)
     if grade.points == grade.max_points:
         grade.status = "ok"
@@ -192,10 +206,10 @@ def _score(grade, records, student, reference, tolerance):
         grade.status = "wrong"
 
 
-def grade_exercise(exercise, student_pkg, reference, reference_regions, timeout=60.0, seed=0,
+def grade_exercise(exercise, assigned, student_pkg, reference, reference_regions, timeout=60.0, seed=0,
                    tolerance=DEFAULT_TOLERANCE):
-    """Grade one exercise of the student package; returns an ExerciseGrade."""
-    grade = ExerciseGrade(exercise.name, list(exercise.layers))
+    """Grade one exercise of the student package, `assigned` being its region names; returns an ExerciseGrade."""
+    grade = ExerciseGrade(exercise.name, list(exercise.layers), list(assigned), max_points=len(assigned))
     names = sorted(n for n in reference_regions if n.split(".")[0] == exercise.name)
     try:
         bodies = _student_bodies(student_pkg, names, reference_regions)
@@ -226,8 +240,8 @@ def grade_copy(directory, only=None, timeout=60.0, seed=0, tolerance=DEFAULT_TOL
         raise ValueError("exercises grade: that is the reference package itself; give the student copy's directory")
     regions = package_regions(reference)
     check_is_reference(regions)
-    return [grade_exercise(exercise, student_pkg, reference, regions, timeout, seed, tolerance)
-            for exercise in exercises_to_grade(directory, only)]
+    return [grade_exercise(exercise, assigned, student_pkg, reference, regions, timeout, seed, tolerance)
+            for exercise, assigned in exercises_to_grade(directory, regions, only)]
 
 
 def score_table(grades):
