@@ -195,15 +195,13 @@ def _score(grade, records, student, reference, tolerance):
     grade.forward_ok = forward_ok and bool(records)
     backward_ok = backward_ok and len(computed) == len(records) > 0
     grade.points = sum(grade.forward_ok if name.endswith(".forward") else backward_ok for name in grade.regions)
-    messages = " ".join(grade.problems)
+    raised = [r[side] for r in records for side in ("forward_error", "backward_error") if r[side]]
     if grade.points == grade.max_points:
         grade.status = "ok"
-    elif " not implemented (" in messages:
+    elif any(message.startswith("not implemented") for message in raised):
         grade.status = "not implemented"
-    elif "raised" in messages:
-        grade.status = "error"
     else:
-        grade.status = "wrong"
+        grade.status = "error" if raised else "wrong"
 
 
 def grade_exercise(exercise, assigned, student_pkg, reference, reference_regions, timeout=60.0, seed=0,
