@@ -70,7 +70,11 @@ class MultiHeadAttention(Module):
         for name in ("q", "k", "v", "o"):
             setattr(self, f"b_{name}", Parameter(np.zeros(widths[name], dtype=dtype)) if bias else None)
         self.attention = ScaledDotProductAttention(causal=causal)
-        self.positional = {None: None, "rope": RotaryEmbedding(self.head_size), "alibi": ALiBi(n_heads)}[positional]
+        self.positional = None                   # position hook: transform(q, k), its backward, score_bias(Tq, Tk)
+        if positional == "rope":
+            self.positional = RotaryEmbedding(self.head_size)
+        elif positional == "alibi":
+            self.positional = ALiBi(n_heads)
 
     # ---------------------------------------------------------------- helpers for the projections
     def _project(self, x2d, weight, bias):
