@@ -135,14 +135,14 @@ class MultiHeadAttention(Module):
         q = self._split_heads(self._project(self.x2d, self.w_q, self.b_q), B, T)        # 1. (B, H, T, hs)
         k = self._split_heads(self._project(self.source2d, self.w_k, self.b_k), B, S)   # 1. (B, Hkv, S, hs)
         v = self._split_heads(self._project(self.source2d, self.w_v, self.b_v), B, S)   # 1. (B, Hkv, S, hs)
-        bias = None
+        score_bias = None
         if self.positional is not None:
             q, k = self.positional.transform(q, k)                            # 1b. rotary positions
-            bias = self.positional.score_bias(T, S)                           # 1b. ALiBi, (H, T, S)
-            bias = None if bias is None else bias.astype(q.dtype)
+            score_bias = self.positional.score_bias(T, S)                     # 1b. ALiBi, (H, T, S)
+            score_bias = None if score_bias is None else score_bias.astype(q.dtype)
         k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. (B, H, S, hs)
-        mask = None if self.window is None else band_mask(T, S, self.window, self.causal)
-        heads = self.attention.forward(q, k, v, mask=mask, bias=bias)         # 2. (B, H, T, hs)
+        window = None if self.window is None else band_mask(T, S, self.window, self.causal)
+        heads = self.attention.forward(q, k, v, mask=window, bias=score_bias)  # 2. (B, H, T, hs)
         self.heads2d = self._merge_heads(heads, B, T)                         # 3. (B*T, C) concatenated heads
         out = self._project(self.heads2d, self.w_o, self.b_o)                 # 4. (B*T, C)
         self.shapes = (B, T, S)
