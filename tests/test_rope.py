@@ -57,6 +57,18 @@ def test_rope_attention_is_shift_invariant_within_a_sequence():
     np.testing.assert_allclose(cached(x[:, 3:], x), layer(x)[:, 3:], atol=1e-12)
 
 
+def test_cached_keys_rotated_at_their_positions_give_the_same_scores():
+    """Rotating 3 keys at positions 0..2 and then 2 new ones with offset 3 equals rotating all 5 at once."""
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((2, 1, 1, 5, 4))
+    rope = RotaryEmbedding(4)
+    q_all, k_all = rope.transform(q, k)
+    _, k_old = rope.transform(q[..., :3, :], k[..., :3, :])
+    q_new, k_new = rope.transform(q[..., 3:, :], k[..., 3:, :], offset=3)
+    np.testing.assert_allclose(np.concatenate([k_old, k_new], axis=-2), k_all, atol=1e-12)
+    np.testing.assert_allclose(q_new, q_all[..., 3:, :], atol=1e-12)
+
+
 def test_odd_head_size_is_refused():
     with pytest.raises(ValueError, match="even head size, got 3"):
         RotaryEmbedding(3)

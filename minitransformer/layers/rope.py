@@ -96,11 +96,15 @@ class RotaryEmbedding(Module):
         return rotate(dout, self.cos, -self.sin)
 
     # ---------------------------------------------------------------- the hook used by MultiHeadAttention
-    def transform(self, q, k):
-        """Rotate q (B, H, Tq, hs) at positions Tk - Tq + i and k (B, Hkv, Tk, hs) at positions j."""
+    def transform(self, q, k, offset=0):
+        """Rotate k (B, Hkv, Tk, hs) at positions offset + j and q (B, H, Tq, hs) at the last Tq of them.
+
+        `offset` is for keys appended to a cache: the keys already cached were
+        rotated at their own positions 0 .. offset - 1 when they were new.
+        """
         Tq, Tk = q.shape[-2], k.shape[-2]
-        self.cos_q, self.sin_q = rotary_angles(np.arange(Tk - Tq, Tk), self.head_size, self.base)
-        self.cos_k, self.sin_k = rotary_angles(np.arange(Tk), self.head_size, self.base)
+        self.cos_q, self.sin_q = rotary_angles(offset + np.arange(Tk - Tq, Tk), self.head_size, self.base)
+        self.cos_k, self.sin_k = rotary_angles(offset + np.arange(Tk), self.head_size, self.base)
         return rotate(q, self.cos_q, self.sin_q), rotate(k, self.cos_k, self.sin_k)
 
     def transform_backward(self, dq, dk):
