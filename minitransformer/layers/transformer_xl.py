@@ -18,9 +18,10 @@ Causal masking with M + T keys and T queries is `causal_mask(T, M + T)`,
 which aligns the queries to the end of the keys: every memory position is
 visible. Positions: the paper has its own relative scheme; here attention
 takes the package's `positional` option ("rope", "alibi" or None), which is
-relative or absent and so stays valid across segments. Left out: the paper's
-relative position terms with the u, v biases, and memories longer than one segment
-of states per layer (mem_len caps what is kept).
+relative or absent and so stays valid across segments. The memory keeps the
+last mem_len positions a layer has seen (the current segment and, if mem_len
+is longer, older memory), as in the paper's code. Left out: the paper's
+relative position terms with the u, v biases, and adaptive softmax.
 """
 
 import numpy as np
