@@ -43,8 +43,8 @@ class GPT(Module):
     Args:
         vocab_size: V.  d_model: C.  n_heads: H.  n_layers: number of blocks.
         d_ff: feed-forward hidden width (4 C in GPT-2).
-        max_len: the longest sequence (context window); with a table-free
-            `positional` it only sizes nothing and longer inputs run.
+        max_len: the longest sequence (context window); not enforced with a
+            table-free `positional` ("rope", "alibi", "none").
         norm: "pre" (GPT-2) or "post" (the 2017 paper).
         positional: "learned" (GPT-2), "sinusoidal" (the 2017 paper, notes §1.4),
             "rope" (rotary, Su et al.), "alibi" (linear biases, Press et al.) or
