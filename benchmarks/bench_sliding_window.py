@@ -7,7 +7,9 @@ For each length T, one forward and one backward of causal window attention on
 the same machine load; prints the median of --repeats runs of each, their
 ratio, and the growth from one length to the next. Dense cost grows with T^2,
 banded with T*w: doubling T should double the banded time and quadruple the
-dense one. The machine is shared; the ratios within one run are the figures to quote.
+dense one. Times are CPU time of this process (`time.process_time`, all its
+threads), which a shared, loaded machine disturbs far less than wall time;
+the ratios within one run are the figures to quote.
 """
 
 import argparse
@@ -23,9 +25,10 @@ from minitransformer import BandedAttention, ScaledDotProductAttention, band_mas
 
 
 def time_once(forward_backward):
-    started = time.perf_counter()
+    """CPU seconds of one call."""
+    started = time.process_time()
     forward_backward()
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 def main(argv=None):
