@@ -76,7 +76,8 @@ class ALiBi(Module):
         return dout
 
     # ---------------------------------------------------------------- the hook used by MultiHeadAttention
-    def transform(self, q, k):
+    def transform(self, q, k, offset=0):
+        """ALiBi leaves queries and keys alone."""
         return q, k
 
     def transform_backward(self, dq, dk):
