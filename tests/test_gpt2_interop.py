@@ -78,6 +78,8 @@ def test_bad_state_dicts_are_named():
         GPT.from_gpt2_state_dict(state)
     with pytest.raises(ValueError, match="activation_function"):
         GPT.from_gpt2_state_dict(state, config={"n_head": 2, "activation_function": "relu"})
+    with pytest.raises(ValueError, match="tied output heads"):
+        GPT.from_gpt2_state_dict(state, config={"n_head": 2, "tie_word_embeddings": False})
     with pytest.raises(ValueError, match="tie_weights"):
         GPT(11, 8, 2, 1, 32, 7, tie_weights=False, rng=0).to_gpt2_state_dict()
 
@@ -150,3 +152,18 @@ def test_weights_written_back_load_into_transformers():
     fresh.load_state_dict({name: torch.from_numpy(value) for name, value in ours.to_gpt2_state_dict().items()})
     ids = np.arange(10).reshape(2, 5)
     assert rel_error(ours(ids), fresh(torch.from_numpy(ids)).logits.detach().numpy()) < TOLERANCE
+
+
+def test_a_checkpoint_saved_on_disk_loads_as_the_readme_shows(tmp_path):
+    """save_pretrained writes model.safetensors (without the tied lm_head) and config.json; load them back."""
+    import json
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    torch, _, hf = _hf_model()
+    hf.save_pretrained(tmp_path)
+    model = GPT.from_gpt2_state_dict(safetensors_numpy.load_file(tmp_path / "model.safetensors"),
+                                     config=json.loads((tmp_path / "config.json").read_text()))
+    ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6]])
+    logits = model(ids)                                                # (1, T, V)
+    expected = hf(torch.from_numpy(ids)).logits.detach().numpy()
+    assert rel_error(logits, expected) < TOLERANCE
+    assert logits[0, -1].argmax() == expected[0, -1].argmax()          # the same greedy next token

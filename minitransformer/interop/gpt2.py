@@ -141,6 +141,8 @@ def _read_config(config, n_heads):
     if activation not in TANH_GELU_NAMES:
         raise ValueError(f"from_gpt2_state_dict expected activation_function in {TANH_GELU_NAMES} "
                          f"(GELU, tanh approximation), got {activation!r}")
+    if not get("tie_word_embeddings", True):
+        raise ValueError("from_gpt2_state_dict supports tied output heads only (tie_word_embeddings=True, as GPT-2)")
     if not get("scale_attn_weights", True) or get("scale_attn_by_inverse_layer_idx", False):
         raise ValueError("from_gpt2_state_dict supports GPT-2's attention scale 1/sqrt(hs) only")
     return get("n_head"), get("layer_norm_epsilon", 1e-5)
