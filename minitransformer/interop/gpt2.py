@@ -145,7 +145,7 @@ def _read_config(config, n_heads):
         raise ValueError("from_gpt2_state_dict supports tied output heads only (tie_word_embeddings=True, as GPT-2)")
     if not get("scale_attn_weights", True) or get("scale_attn_by_inverse_layer_idx", False):
         raise ValueError("from_gpt2_state_dict supports GPT-2's attention scale 1/sqrt(hs) only")
-    return get("n_head"), get("layer_norm_epsilon", 1e-5)
+    return (get("n_head") if n_heads is None else n_heads), get("layer_norm_epsilon", 1e-5)
 
 
 def from_gpt2_state_dict(cls, state_dict, n_heads=None, config=None, dtype=np.float64, dropout=0.0):
@@ -154,7 +154,7 @@ def from_gpt2_state_dict(cls, state_dict, n_heads=None, config=None, dtype=np.fl
     Args:
         cls: the GPT class.
         state_dict: Hugging Face GPT-2 weights {name: ndarray or torch.Tensor}.
-        n_heads: H, unless `config` gives it (`n_head`).
+        n_heads: H; needed unless `config` gives it (`n_head`), and wins over it.
         config: optional `GPT2Config` or the dict of its `config.json`.
         dtype: float64 (default, for exact comparisons) or float32 (half the memory).
         dropout: drop probability for fine-tuning (GPT-2 trained with 0.1).
