@@ -127,6 +127,22 @@ def test_layernorm(eps, scale):
                                                            (t[0],)))
 
 
+def test_layernorm_of_the_slides_without_eps_is_a_different_function():
+    """Si Wu's slides (001, "Layer Norm") divide by sigma = sqrt(var) with no eps; PyTorch, GPT-2 and this
+    project use sqrt(var + eps). With small variance the two differ, and on a constant vector the
+    slides' form is 0/0 while the layer gives beta."""
+    rng = np.random.default_rng(14)
+    x = 0.01 * rng.standard_normal((3, 6))
+    slides = (x - x.mean(-1, keepdims=True)) / x.std(-1, keepdims=True)
+    expected = F.layer_norm(torch.from_numpy(x), (6,), eps=1e-5).numpy()
+    assert rel_error(LayerNorm(6)(x), expected) <= TOLERANCE
+    assert rel_error(slides, expected) > 1e-2
+    constant = np.full((1, 6), 3.0)
+    with np.errstate(invalid="ignore"):
+        assert np.isnan((constant - constant.mean()) / constant.std()).all()
+    np.testing.assert_array_equal(LayerNorm(6)(constant), F.layer_norm(torch.from_numpy(constant), (6,)).numpy())
+
+
 def test_gelu_is_the_tanh_approximation():
     x = np.random.default_rng(3).standard_normal((4, 5, 6)) * 3
     assert_matches_torch(GELU(), [x], lambda t, leaves: F.gelu(t[0], approximate="tanh"))
