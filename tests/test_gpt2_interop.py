@@ -157,8 +157,8 @@ def test_weights_written_back_load_into_transformers():
 def test_a_checkpoint_saved_on_disk_loads_as_the_readme_shows(tmp_path):
     """save_pretrained writes model.safetensors (without the tied lm_head) and config.json; load them back."""
     import json
-    safetensors_numpy = pytest.importorskip("safetensors.numpy")
     torch, _, hf = _hf_model()
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")      # installed with transformers
     hf.save_pretrained(tmp_path)
     model = GPT.from_gpt2_state_dict(safetensors_numpy.load_file(tmp_path / "model.safetensors"),
                                      config=json.loads((tmp_path / "config.json").read_text()))

@@ -41,7 +41,7 @@ def _tensor(value):
     return value
 
 
-def assert_matches_torch(layer, inputs, reference, rng=0, backward_arg=None):
+def assert_matches_torch(layer, inputs, reference, rng=0):
     """Compare layer(*inputs) with reference(tensors, leaves), and all gradients.
 
     Args:
@@ -50,7 +50,7 @@ def assert_matches_torch(layer, inputs, reference, rng=0, backward_arg=None):
         reference: callable(tensors, leaves) -> torch output; `tensors` mirror
             `inputs`, `leaves` maps each of the layer's parameter names to a
             leaf tensor holding the same numbers in the project's layout.
-        backward_arg: what our backward receives when it is not the random G.
+        rng: seed of the upstream gradient G.
     """
     rng = np.random.default_rng(rng)
     tensors = [_tensor(value) for value in inputs]
