@@ -23,6 +23,7 @@ model infer positions); with these three there is no position table, so
 
 import numpy as np
 
+from ..interop import gpt2 as gpt2_interop
 from ..layers.block import TransformerBlock
 from ..layers.dropout import Dropout
 from ..layers.embedding import Embedding, check_token_ids
@@ -134,6 +135,15 @@ class GPT(Module):
             dx = self.position.backward(dx)
         self.token_embedding.backward(dx)
         return None
+
+    @classmethod
+    def from_gpt2_state_dict(cls, state_dict, n_heads=None, config=None, dtype=np.float64, dropout=0.0):
+        """A GPT holding Hugging Face GPT-2 weights (see `minitransformer.interop.gpt2`)."""
+        return gpt2_interop.from_gpt2_state_dict(cls, state_dict, n_heads=n_heads, config=config, dtype=dtype, dropout=dropout)
+
+    def to_gpt2_state_dict(self):
+        """{Hugging Face GPT-2 name: ndarray}, the inverse of `from_gpt2_state_dict`."""
+        return gpt2_interop.to_gpt2_state_dict(self)
 
     def __repr__(self):
         c = self.config
