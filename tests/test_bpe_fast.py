@@ -6,12 +6,14 @@ words where a merged symbol can be built in two ways (`a`+`bc`, `ab`+`c`).
 """
 
 import itertools
+from collections import Counter
 import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer.bpe import iter_merges_fast, learn_bpe, merge_pair_in_sequence, merge_vocab
+from minitransformer.bpe.fast import merge_pair_in_word
 
 SMALL_ALPHABETS = ["ab", "abc", "aab", "</w>", "a.b*"]
 
@@ -94,3 +96,15 @@ def test_iter_merges_fast_leaves_the_callers_words_alone():
     assert merges == [((1, 2), 2), ((12, 12), 1)]
     assert words == [[1, 2, 1, 2]]
     assert re.fullmatch(r"\d+", str(merges[0][1]))
+
+
+@given(st.lists(st.sampled_from([1, 2, 3]), max_size=12), st.sampled_from([(1, 1), (1, 2), (2, 1)]))
+def test_merge_pair_in_word_lists_exactly_the_changed_pairs(symbols, pair):
+    """The fast trainer's local update equals recounting the whole word before and after."""
+    merged = 9
+    new_symbols, removed, added = merge_pair_in_word(symbols, pair, merged)
+    assert new_symbols == merge_pair_in_sequence(symbols, pair, merged)
+    old_pairs = Counter(zip(symbols, symbols[1:]))
+    new_pairs = Counter(zip(new_symbols, new_symbols[1:]))
+    assert old_pairs - Counter(removed) + Counter(added) == new_pairs
+    assert Counter(removed) <= old_pairs

@@ -2,11 +2,12 @@
 
 The lecture's loop (`reference.py`) recounts every pair of every word for every
 merge. Here the counts are kept from one merge to the next and only the words
-that contain the merged pair are touched:
+that contain the merged pair are touched, and in them only the pairs next to a
+merge (`merge_pair_in_word`):
 
 * `pair_counts[pair]`: weighted count of each adjacent pair, as `get_stats` would give;
 * `pair_words[pair]`: the indices of the words containing the pair (the index
-  that finds the words to rewrite);
+  that finds the words to rewrite; it may also hold words that lost the pair);
 * a heap of `(-count, pair)` entries. Entries are never updated in place: when
   a count changes a new entry is pushed, and an entry whose count no longer
   matches `pair_counts` is stale and skipped when it reaches the top.
@@ -63,16 +64,65 @@ def merge_pair_in_sequence(symbols, pair, merged):
     return result
 
 
+def merge_pair_in_word(symbols, pair, merged):
+    """`merge_pair_in_sequence`, also listing the adjacent pairs that disappear and appear.
+
+    A pair disappears when one of its two symbols is consumed by a merge, and
+    appears when one of its two symbols is a merged one; every other pair of
+    the word is untouched, so these lists are the whole change in its counts.
+
+    Example:
+        >>> merge_pair_in_word([3, 1, 2, 1, 2], (1, 2), 9)
+        ([3, 9, 9], [(3, 1), (1, 2), (2, 1), (1, 2)], [(3, 9), (9, 9)])
+
+    Args:
+        symbols: list of symbol ids.
+        pair: (left id, right id).
+        merged: id of the merged symbol.
+    Returns:
+        (new symbols, pairs removed, pairs added); both pair lists are empty
+        when `pair` does not occur.
+    """
+    left, right = pair
+    new_symbols, removed, added = [], [], []
+    last = len(symbols) - 1
+    position = 0
+    previous_merged = False  # the symbol appended last was made by this merge
+    while position <= last:
+        if position < last and symbols[position] == left and symbols[position + 1] == right:
+            if position > 0 and not previous_merged:  # else (right, left) went with the previous merge
+                removed.append((symbols[position - 1], left))
+            removed.append(pair)
+            if position + 2 <= last:
+                removed.append((right, symbols[position + 2]))
+            if new_symbols:
+                added.append((new_symbols[-1], merged))
+            new_symbols.append(merged)
+            previous_merged = True
+            position += 2
+        else:
+            if previous_merged:
+                added.append((merged, symbols[position]))
+            new_symbols.append(symbols[position])
+            previous_merged = False
+            position += 1
+    return new_symbols, removed, added
+
+
 def first_position(symbols, pair):
-    """Index of the first occurrence of `pair` in `symbols` (it must occur)."""
+    """Index of the first occurrence of `pair` in `symbols`, or None."""
     for position, adjacent in enumerate(zip(symbols, symbols[1:])):
         if adjacent == pair:
             return position
-    raise ValueError(f"first_position: pair {pair} does not occur in {symbols}")
+    return None
 
 
 class PairStatistics:
     """Pair counts, the pair -> words index and the heap, for a list of weighted words.
+
+    The index is allowed to be a superset: a word that loses a pair is not
+    removed from the pair's set (that costs more than it saves), so every use
+    of the index checks the word.
 
     Args:
         words: list of lists of symbol ids (copied; the caller's lists are not changed).
@@ -93,8 +143,11 @@ class PairStatistics:
 
     def first_met(self, pair):
         """(word index, position) of the first occurrence of `pair` in the current words."""
-        first_word = min(self.pair_words[pair])
-        return first_word, first_position(self.words[first_word], pair)
+        for index in sorted(self.pair_words[pair]):
+            position = first_position(self.words[index], pair)
+            if position is not None:
+                return index, position
+        raise KeyError(f"PairStatistics.first_met: pair {pair} occurs in no word")
 
     def pop_best(self):
         """Remove and return (pair, count) with the highest count, ties broken as the reference does.
@@ -120,21 +173,16 @@ class PairStatistics:
     def merge(self, pair, merged):
         """Rewrite every word containing `pair`, updating counts, index and heap for the changes only."""
         count_changes = defaultdict(int)
-        for index in list(self.pair_words[pair]):
-            old_symbols = self.words[index]
-            new_symbols = merge_pair_in_sequence(old_symbols, pair, merged)
+        for index in self.pair_words.pop(pair):
+            new_symbols, removed, added = merge_pair_in_word(self.words[index], pair, merged)
+            if not removed:
+                continue  # the index was a superset
             count = self.counts[index]
-            old_pairs = list(zip(old_symbols, old_symbols[1:]))
-            new_pairs = list(zip(new_symbols, new_symbols[1:]))
-            for old_pair in old_pairs:
+            for old_pair in removed:
                 count_changes[old_pair] -= count
-            for new_pair in new_pairs:
+            for new_pair in added:
                 count_changes[new_pair] += count
-            old_set, new_set = set(old_pairs), set(new_pairs)
-            for gone in old_set - new_set:
-                self.pair_words[gone].discard(index)
-            for added in new_set - old_set:
-                self.pair_words[added].add(index)
+                self.pair_words[new_pair].add(index)
             self.words[index] = new_symbols
         for changed_pair, change in count_changes.items():
             if change == 0:
@@ -145,7 +193,7 @@ class PairStatistics:
                 heapq.heappush(self.heap, (-new_count, changed_pair))
             else:
                 del self.pair_counts[changed_pair]
-                del self.pair_words[changed_pair]
+                self.pair_words.pop(changed_pair, None)
 
 
 def iter_merges_fast(words, counts, merged_symbol):
