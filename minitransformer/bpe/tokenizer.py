@@ -111,7 +111,7 @@ class BPETokenizer:
             pair, count = next(merge_steps, (None, 0))
             if count < min_count:
                 raise ValueError(
-                    f"BPETokenizer.train: the text has only {len(merges)} pairs seen at least {min_count} times, "
+                    f"BPETokenizer.train: the text allows only {len(merges)} merges of pairs seen at least {min_count} times, "
                     f"so vocab_size can be at most {NUM_BYTES + len(merges)}; got {vocab_size}"
                 )
             merges.append(pair)
