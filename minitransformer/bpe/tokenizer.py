@@ -101,7 +101,7 @@ class BPETokenizer:
             ValueError if the text has too few frequent pairs to reach `vocab_size`.
         """
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < NUM_BYTES:
-            raise ValueError(f"BPETokenizer.train vocab_size must be an int >= {NUM_BYTES} (the bytes), got {vocab_size!r}")
+            raise ValueError(f"BPETokenizer.train vocab_size must be an int >= {NUM_BYTES} (bytes), got {vocab_size!r}")
         chunk_counts = Counter(split_into_chunks(text))
         words = [list(text_to_bytes(chunk)) for chunk in chunk_counts]
         fresh_ids = itertools.count(NUM_BYTES)
@@ -111,8 +111,8 @@ class BPETokenizer:
             pair, count = next(merge_steps, (None, 0))
             if count < min_count:
                 raise ValueError(
-                    f"BPETokenizer.train: the text allows only {len(merges)} merges of pairs seen at least {min_count} times, "
-                    f"so vocab_size can be at most {NUM_BYTES + len(merges)}; got {vocab_size}"
+                    f"BPETokenizer.train: the text allows only {len(merges)} merges of pairs seen at least "
+                    f"{min_count} times, so vocab_size can be at most {NUM_BYTES + len(merges)}; got {vocab_size}"
                 )
             merges.append(pair)
         return cls(merges)

@@ -21,9 +21,9 @@ HELP = "learn BPE merges from a text file (the lecture's algorithm), print them 
 def add_arguments(parser):
     parser.add_argument("--text", required=True, metavar="FILE", help="UTF-8 text file, split on whitespace into words")
     parser.add_argument("--merges", type=int, required=True, metavar="N", help="number of merges to learn")
-    parser.add_argument("--method", choices=METHODS, default="fast", help="fast trainer or the lecture's loop (same merges)")
-    parser.add_argument("--min-count", type=int, default=2, help="stop when the best pair occurs fewer times (default 2)")
-    parser.add_argument("--save", metavar="PATH", help="also train a byte-level BPETokenizer (256 + N ids) and save it as JSON")
+    parser.add_argument("--method", choices=METHODS, default="fast", help="fast trainer or the lecture's loop")
+    parser.add_argument("--min-count", type=int, default=2, help="stop when the best pair occurs fewer times")
+    parser.add_argument("--save", metavar="PATH", help="also train a byte-level BPETokenizer, 256 + N ids, save it")
 
 
 def run(args):
@@ -51,5 +51,5 @@ def run(args):
             print(f"bpe: tokenizer not saved: {error}", file=sys.stderr)
             return 1
         tokenizer.save(args.save)
-        print(f"saved byte-level tokenizer, vocab_size {tokenizer.vocab_size} (256 bytes + {args.merges} merges), to {args.save}")
+        print(f"saved byte-level tokenizer to {args.save}: vocab_size {tokenizer.vocab_size} (256 bytes + merges)")
     return 0
