@@ -27,9 +27,11 @@ BITTER_MERGES_TO_THE_END = [pair for pair, _ in BITTER_MERGES_SEEN_TWICE] + [
     ("BI", "TE"), ("BITE", "</w>"), ("BU", "TTER</w>"), ("BI", "TER</w>"),
 ]
 
-# The survey note's printed lookarounds (section 12, line 14 of its listing).
+# The survey note's printed lookarounds (section 12, line 14 of its listing) and the
+# joiner of its printed replacement (line 16: the pair joined with a space).
 SURVEY_PRINTED_BEFORE = r"(?!\S)"
 SURVEY_PRINTED_AFTER = r"(!\S)"
+SURVEY_PRINTED_JOINER = " "
 
 
 def test_lecture_vocab_spells_words_with_end_of_word():
@@ -130,12 +132,24 @@ def test_survey_printed_pattern_never_matches():
     }
 
 
-def test_survey_printed_loop_returns_e_s_ten_times():
+def run_survey_loop(before, after, joiner, num_merges=10):
     vocab = lecture_vocab(TOY_WORDS)
-    printed_merges = []
-    for _ in range(10):
+    merges = []
+    for _ in range(num_merges):
         pairs = get_stats(vocab)
         best = max(pairs, key=pairs.get)
-        vocab = merge_vocab_with_pattern(best, vocab, SURVEY_PRINTED_BEFORE, SURVEY_PRINTED_AFTER)
-        printed_merges.append(best)
-    assert printed_merges == [("e", "s")] * 10
+        vocab = merge_vocab_with_pattern(best, vocab, before, after, joiner)
+        merges.append(best)
+    return merges
+
+
+def test_survey_printed_loop_returns_e_s_ten_times():
+    printed = run_survey_loop(SURVEY_PRINTED_BEFORE, SURVEY_PRINTED_AFTER, SURVEY_PRINTED_JOINER)
+    assert printed == [("e", "s")] * 10
+
+
+def test_survey_loop_needs_both_fixes():
+    """Correct lookarounds alone still merge nothing (the space is put back); with '' as joiner it is the lecture."""
+    assert run_survey_loop(r"(?<!\S)", r"(?!\S)", SURVEY_PRINTED_JOINER) == [("e", "s")] * 10
+    assert run_survey_loop(SURVEY_PRINTED_BEFORE, SURVEY_PRINTED_AFTER, "") == [("e", "s")] * 10
+    assert run_survey_loop(r"(?<!\S)", r"(?!\S)", "") == TOY_MERGES

@@ -25,7 +25,9 @@ symbol `st`. The text before the pair must not be a non-space `(?<!\\S)`, and
 the text after it must not be a non-space `(?!\\S)`. The survey note prints a
 lookahead `(?!\\S)` in front of the pair, which can never hold at a position
 where a symbol starts, and `(!\\S)` (a literal "!") after it; as printed the
-pattern never matches (see `tests/test_bpe_reference.py`).
+pattern never matches. Its replacement is printed as `' '.join(pair)`, which
+would put the space back even if the pattern matched; the merge needs
+`''.join(pair)`. Both are shown in `tests/test_bpe_reference.py`.
 
 Left out on purpose: any speed. `iter_merges_reference` rebuilds all pair
 counts and rewrites every word for every merge, exactly like the lecture; use
@@ -81,17 +83,19 @@ def get_stats(vocab):
     return pairs
 
 
-def merge_vocab_with_pattern(pair, vocab, before, after):
-    """Rewrite every word, joining `pair` wherever `before + 'left right' + after` matches.
+def merge_vocab_with_pattern(pair, vocab, before, after, joiner=""):
+    """Rewrite every word, replacing each match of `before + 'left right' + after` by `left + joiner + right`.
 
-    Kept separate from `merge_vocab` so the errata can run the survey note's
-    printed lookarounds through the same code.
+    `merge_vocab` is this with the whole-symbol lookarounds and an empty
+    joiner. It is kept separate so the errata can run the survey note's printed
+    lookarounds and its printed replacement (`' '.join(pair)`, a joiner of one
+    space, which puts back exactly what it matched) through the same code.
     """
     spaced_pair = re.escape(" ".join(pair))
     pattern = re.compile(before + spaced_pair + after)
-    joined = "".join(pair)
-    # A plain replacement string: `joined` may contain backslashes.
-    return {pattern.sub(lambda match: joined, word): count for word, count in vocab.items()}
+    replacement = joiner.join(pair)
+    # A function, not a template string: a symbol may contain a backslash ("\\1" is not a group here).
+    return {pattern.sub(lambda match: replacement, word): count for word, count in vocab.items()}
 
 
 def merge_vocab(pair, vocab):
