@@ -85,6 +85,34 @@ def test_encoding_by_rank_equals_replaying_the_merges_in_order(tokenizer, text):
         assert tokenizer.encode_chunk(chunk) == replayed
 
 
+def naive_byte_merges(text, num_merges):
+    """The lecture's loop on byte chunks with a fresh id per merge: recount everything, `max` over the scan."""
+    chunk_counts = {}
+    for chunk in split_into_chunks(text):
+        chunk_counts[chunk] = chunk_counts.get(chunk, 0) + 1
+    words = {tuple(chunk.encode("utf-8")): count for chunk, count in chunk_counts.items()}
+    merges = []
+    while len(merges) < num_merges:
+        pairs = {}
+        for symbols, count in words.items():
+            for pair in zip(symbols, symbols[1:]):
+                pairs[pair] = pairs.get(pair, 0) + count
+        if not pairs:
+            break
+        best = max(pairs, key=pairs.get)
+        words = {tuple(merge_pair_in_sequence(list(symbols), best, 256 + len(merges))): count
+                 for symbols, count in words.items()}
+        merges.append(best)
+    return merges
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="ab \n", max_size=60))
+def test_train_learns_the_lecture_loops_merges_on_bytes(text):
+    merges = naive_byte_merges(text, 20)
+    assert BPETokenizer.train(text, vocab_size=256 + len(merges), min_count=1).merges == merges
+
+
 def test_train_is_deterministic(tokenizer):
     assert BPETokenizer.train(TRAINING_TEXT, vocab_size=VOCAB_SIZE).merges == tokenizer.merges
 

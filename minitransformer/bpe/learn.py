@@ -68,9 +68,11 @@ def iter_merges_fast_on_strings(word_counts):
             symbol_texts.append(text)
         return symbol_ids[text]
 
+    def merged_symbol(left, right):
+        return symbol_id(symbol_texts[left] + symbol_texts[right])
+
     words = [[symbol_id(symbol) for symbol in [*word, END_OF_WORD]] for word in word_counts]
     counts = list(word_counts.values())
-    merged_symbol = lambda left, right: symbol_id(symbol_texts[left] + symbol_texts[right])  # noqa: E731
     for (left, right), count in iter_merges_fast(words, counts, merged_symbol):
         yield (symbol_texts[left], symbol_texts[right]), count
 
@@ -102,9 +104,9 @@ def learn_bpe(word_counts, num_merges=None, method="fast", *, vocab_size=None, m
     """
     check_word_counts(word_counts)
     if method == "reference":
-        merges = iter_merges_reference(lecture_vocab(word_counts))
+        merge_steps = iter_merges_reference(lecture_vocab(word_counts))
     elif method == "fast":
-        merges = iter_merges_fast_on_strings(word_counts)
+        merge_steps = iter_merges_fast_on_strings(word_counts)
     else:
         raise ValueError(f"learn_bpe method must be one of {METHODS}, got {method!r}")
     symbols = {END_OF_WORD}.union(*word_counts)
@@ -112,8 +114,8 @@ def learn_bpe(word_counts, num_merges=None, method="fast", *, vocab_size=None, m
         raise ValueError(f"learn_bpe vocab_size must be at least the alphabet size {len(symbols)}, got {vocab_size}")
     learned = []
     while (num_merges is None or len(learned) < num_merges) and (vocab_size is None or len(symbols) < vocab_size):
-        pair, count = next(merges, (None, 0))
-        if count < min_count or pair is None:
+        pair, count = next(merge_steps, (None, 0))
+        if pair is None or count < min_count:
             break
         learned.append((pair, count))
         symbols.add(pair[0] + pair[1])
