@@ -147,6 +147,15 @@ def test_save_and_load_round_trip(tokenizer, tmp_path):
     assert content["vocab"][ord("A")] == "A" and content["vocab_size"] == VOCAB_SIZE
 
 
+def test_config_round_trip_is_json(tokenizer):
+    config = json.loads(json.dumps(tokenizer.to_config()))
+    assert config["kind"] == "bpe"
+    assert BPETokenizer.from_config(config).merges == tokenizer.merges
+    config["vocab"][300 - 1] = "changed"
+    with pytest.raises(ValueError, match="BPETokenizer.from_config: the config vocabulary does not match"):
+        BPETokenizer.from_config(config)
+
+
 def test_load_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="no tokenizer file at"):
         BPETokenizer.load(tmp_path / "missing.json")

@@ -21,7 +21,8 @@ unknown:
 * **File.** `save` writes a small JSON file: the merges as pairs of ids, and the
   vocabulary as one string per id (byte b written as the character chr(b), so
   ASCII reads as itself). `load` rebuilds the vocabulary from the merges and
-  checks it against the file.
+  checks it against the file. `to_config` / `from_config` are the same
+  dictionary, for checkpoints.
 
 Left out on purpose: special tokens (end of text, padding), GPT-2's split of
 letters, digits and punctuation into separate chunks, and any limit on the
@@ -67,6 +68,8 @@ class BPETokenizer:
         vocab: list of bytes, vocab[id] is what the id decodes to.
         vocab_size: V = 256 + len(merges).
     """
+
+    kind = "bpe"  # the name `--tokenizer bpe` and checkpoints use
 
     def __init__(self, merges=()):
         self.merges = []
@@ -167,10 +170,11 @@ class BPETokenizer:
         except UnicodeDecodeError:
             return data.decode("utf-8", "replace")
 
-    # ------------------------------------------------------------------ file
-    def save(self, path):
-        """Write the tokenizer to `path` as JSON (merges and vocabulary)."""
-        content = {
+    # ------------------------------------------------------------------ file and config
+    def to_config(self):
+        """A JSON-serialisable description: what `save` writes, what checkpoints store, what `from_config` reads."""
+        return {
+            "kind": self.kind,
             "format": FILE_FORMAT,
             "version": FILE_VERSION,
             "chunk_pattern": CHUNK_PATTERN.pattern,
@@ -178,31 +182,38 @@ class BPETokenizer:
             "merges": [list(pair) for pair in self.merges],
             "vocab": [token.decode("latin-1") for token in self.vocab],
         }
+
+    @classmethod
+    def from_config(cls, config, source="BPETokenizer.from_config: the config"):
+        """Rebuild a tokenizer from `to_config()`, checking it; `source` starts every error message."""
+        expected = {"format": FILE_FORMAT, "version": FILE_VERSION, "chunk_pattern": CHUNK_PATTERN.pattern}
+        if not isinstance(config, dict) or any(config.get(key) != value for key, value in expected.items()):
+            found = {key: config.get(key) for key in expected} if isinstance(config, dict) else type(config).__name__
+            raise ValueError(f"{source} is not a tokenizer file: expected {expected}, got {found}")
+        try:
+            tokenizer = cls([tuple(pair) for pair in config["merges"]])
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{source} has no valid merges: {error}") from None
+        if config.get("vocab") != tokenizer.to_config()["vocab"] or config.get("vocab_size") != tokenizer.vocab_size:
+            raise ValueError(
+                f"{source} vocabulary does not match its merges "
+                f"(expected {tokenizer.vocab_size} tokens, it says {config.get('vocab_size')})"
+            )
+        return tokenizer
+
+    def save(self, path):
+        """Write the tokenizer to `path` as JSON (merges and vocabulary)."""
         with open(path, "w", encoding="utf-8") as file:
-            json.dump(content, file, ensure_ascii=True, indent=0)
+            json.dump(self.to_config(), file, ensure_ascii=True, indent=0)
 
     @classmethod
     def load(cls, path):
         """Read a tokenizer written by `save`, with a clear error for a missing, truncated or foreign file."""
         try:
             with open(path, encoding="utf-8") as file:
-                content = json.load(file)
+                config = json.load(file)
         except FileNotFoundError:
             raise FileNotFoundError(f"BPETokenizer.load: no tokenizer file at {path}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ValueError(f"BPETokenizer.load: {path} is not a complete JSON file (truncated?): {error}") from None
-        expected = {"format": FILE_FORMAT, "version": FILE_VERSION, "chunk_pattern": CHUNK_PATTERN.pattern}
-        if not isinstance(content, dict) or any(content.get(key) != value for key, value in expected.items()):
-            found = {key: content.get(key) for key in expected} if isinstance(content, dict) else type(content).__name__
-            raise ValueError(f"BPETokenizer.load: {path} is not a tokenizer file: expected {expected}, got {found}")
-        try:
-            tokenizer = cls([tuple(pair) for pair in content["merges"]])
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"BPETokenizer.load: {path} has no valid merges: {error}") from None
-        vocab = [token.decode("latin-1") for token in tokenizer.vocab]
-        if content.get("vocab") != vocab or content.get("vocab_size") != tokenizer.vocab_size:
-            raise ValueError(
-                f"BPETokenizer.load: {path} vocabulary does not match its merges "
-                f"(expected {tokenizer.vocab_size} tokens, file says {content.get('vocab_size')})"
-            )
-        return tokenizer
+        return cls.from_config(config, source=f"BPETokenizer.load: {path}")
