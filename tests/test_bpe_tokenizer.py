@@ -110,7 +110,7 @@ def naive_byte_merges(text, num_merges):
 @given(st.text(alphabet="ab \n", max_size=60))
 def test_train_learns_the_lecture_loops_merges_on_bytes(text):
     merges = naive_byte_merges(text, 20)
-    assert BPETokenizer.train(text, vocab_size=256 + len(merges), min_count=1).merges == merges
+    assert BPETokenizer.train(text, vocab_size=256 + len(merges)).merges == merges
 
 
 def test_train_is_deterministic(tokenizer):
@@ -133,8 +133,10 @@ def test_train_errors_name_what_was_expected():
     with pytest.raises(ValueError, match="vocab_size must be an int >= 256"):
         BPETokenizer.train("abc", vocab_size=100)
     with pytest.raises(ValueError, match="vocab_size can be at most 257; got 300"):
-        BPETokenizer.train("ab ab", vocab_size=300)  # only (a, b) occurs twice
-    assert BPETokenizer.train("ab ab", vocab_size=258, min_count=1).vocab_size == 258  # then ("ab", " ") once
+        BPETokenizer.train("ab ab", vocab_size=300, min_count=2)  # only (a, b) occurs twice
+    with pytest.raises(ValueError, match="vocab_size can be at most 258; got 259"):
+        BPETokenizer.train("ab ab", vocab_size=259)  # then ("ab", " ") once, and every chunk is one token
+    assert BPETokenizer.train("ab ab", vocab_size=258).vocab_size == 258
 
 
 def test_save_and_load_round_trip(tokenizer, tmp_path):

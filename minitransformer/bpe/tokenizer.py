@@ -91,13 +91,15 @@ class BPETokenizer:
         return f"BPETokenizer(vocab_size={self.vocab_size})"
 
     @classmethod
-    def train(cls, text, vocab_size, min_count=2):
+    def train(cls, text, vocab_size, min_count=1):
         """Learn `vocab_size - 256` merges from `text`.
 
         Args:
             text: str, the training text.
             vocab_size: exact size V of the id space, at least 256.
-            min_count: a merge must join a pair seen at least this many times.
+            min_count: a merge must join a pair seen at least this many times. The
+                default 1 lets a small text still fill `vocab_size` (the GPT needs
+                that exact size); 2 is the lecture's "stop when no pair repeats".
         Returns:
             BPETokenizer with `vocab_size` ids.
         Raises:
