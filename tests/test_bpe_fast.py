@@ -7,7 +7,6 @@ words where a merged symbol can be built in two ways (`a`+`bc`, `ab`+`c`).
 
 import itertools
 from collections import Counter
-import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -95,7 +94,6 @@ def test_iter_merges_fast_leaves_the_callers_words_alone():
     merges = list(iter_merges_fast(words, counts, merged_symbol=lambda left, right: 10 * left + right))
     assert merges == [((1, 2), 2), ((12, 12), 1)]
     assert words == [[1, 2, 1, 2]]
-    assert re.fullmatch(r"\d+", str(merges[0][1]))
 
 
 @given(st.lists(st.sampled_from([1, 2, 3]), max_size=12), st.sampled_from([(1, 1), (1, 2), (2, 1)]))
