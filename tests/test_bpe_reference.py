@@ -1,5 +1,8 @@
 """The lecture's BPE loop: golden merges from the notes, the tie rule, the stopping rules, the errata."""
 
+import doctest
+import importlib
+
 import pytest
 
 from minitransformer.bpe import get_stats, learn_bpe, lecture_vocab, merge_vocab
@@ -153,3 +156,10 @@ def test_survey_loop_needs_both_fixes():
     assert run_survey_loop(r"(?<!\S)", r"(?!\S)", SURVEY_PRINTED_JOINER) == [("e", "s")] * 10
     assert run_survey_loop(SURVEY_PRINTED_BEFORE, SURVEY_PRINTED_AFTER, "") == [("e", "s")] * 10
     assert run_survey_loop(r"(?<!\S)", r"(?!\S)", "") == TOY_MERGES
+
+
+@pytest.mark.parametrize("module_name", ["reference", "pair_merge", "learn", "tokenizer"])
+def test_docstring_examples_of_the_bpe_package_hold(module_name):
+    module = importlib.import_module(f"minitransformer.bpe.{module_name}")
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
