@@ -91,6 +91,9 @@ def test_copy_blanks_exactly_the_chosen_regions_and_keeps_the_docstrings(copy_of
     assert (copy / "tests/test_gradients.py").is_file() and (copy / "setup.cfg").is_file()
     manifest = json.loads((copy / "exercises.json").read_text())
     assert manifest["exercises"] == ["softmax", "layernorm"]
+    readme = (copy / "README.md").read_text()
+    assert "- `layernorm.backward`: `minitransformer/layers/layernorm.py`, in `LayerNorm.backward`" in readme
+    assert "dx = dout2d @ self.weight.data.T" not in readme            # the reference README quotes Linear's
 
 
 def test_copy_imports_and_every_layer_not_using_an_exercise_still_works(copy_of):

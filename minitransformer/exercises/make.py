@@ -3,7 +3,8 @@
 The copy holds the package (every region not chosen keeps the reference
 code, so every layer that does not use an assigned exercise works), the tests,
 the packaging files (it installs with `pip install -e .`), an `exercises.json`
-manifest for the grader, and, on request, student versions of the notebooks.
+manifest for the grader, a README listing the exercises (the reference README
+quotes backward passes), and, on request, student versions of the notebooks.
 
 Left out of the copy on purpose: byte-compiled files (`__pycache__` would hold
 the reference solutions), this feature's own tests, version control and
@@ -24,7 +25,7 @@ from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
 _ROOT_FOLDERS = ("tests", "data")
-_ROOT_FILES = ("setup.cfg", "pyproject.toml", "README.md", "LICENSE", ".gitignore")
+_ROOT_FILES = ("setup.cfg", "pyproject.toml", "LICENSE", ".gitignore")
 _NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis",
                                      "test_exercises.py")
 
@@ -151,4 +152,23 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
         "notebooks": written_notebooks,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    (out / "README.md").write_text(student_readme(manifest, regions))
     return manifest
+
+
+def student_readme(manifest, regions):
+    """The copy's README: what to implement, where, and how to check it (the reference README shows solutions)."""
+    lines = ["# minitransformer: exercises", "",
+             "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy",
+             "with `pip install -e .`, then fill in each place below, between its `### BEGIN SOLUTION` and",
+             "`### END SOLUTION` lines (keep those two lines: the grader reads your answer from between them).",
+             "The docstring above each place gives the shapes and the mathematics.", ""]
+    for name in manifest["regions"]:
+        relative, region = regions[name]
+        lines.append(f"- `{name}`: `minitransformer/{relative}`, in `{region.where}`")
+    lines += ["", "Check your work with the gradient checker and the tests, e.g.", "",
+              "```bash", "python -m minitransformer gradcheck --only LayerNorm", "python -m pytest tests", "```"]
+    if manifest["unavailable_layers"]:
+        lines += ["", "Until your exercises are done, these layers raise `NotImplementedError`, because they use them:", ""]
+        lines += [f"- {layer}: needs {', '.join(needs)}" for layer, needs in manifest["unavailable_layers"].items()]
+    return "\n".join(lines) + "\n"
