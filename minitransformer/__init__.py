@@ -29,3 +29,7 @@ from .module import Module
 from .parameter import Parameter
 
 __version__ = "0.1.0"
+
+# --- encoders and encoder-decoders (issue 8): padding, BLEU, encoder, BERT, seq2seq, decoding, fine-tuning
+from .bleu import corpus_bleu
+from .layers.padding import key_padding_mask, lengths_to_mask, pad_sequences

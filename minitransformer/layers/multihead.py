@@ -71,12 +71,14 @@ class MultiHeadAttention(Module):
         return dy2d @ weight.data.T
 
     # ---------------------------------------------------------------- forward / backward
-    def forward(self, x, context=None):
+    def forward(self, x, context=None, mask=None):
         """Self-attention over x, or cross-attention from x to context.
 
         Args:
             x: (B, T, C) queries (and keys/values when context is None).
             context: optional (B, S, C) source of keys and values.
+            mask: optional bool, broadcastable to (B, H, T, S); True = may attend
+                (a key padding mask is (B, 1, 1, S), see layers/padding.py).
         Returns:
             out: (B, T, C).
         """
@@ -95,7 +97,7 @@ class MultiHeadAttention(Module):
         q = self._split_heads(self._project(self.x2d, self.w_q, self.b_q), B, T)        # 1. (B, H, T, hs)
         k = self._split_heads(self._project(self.source2d, self.w_k, self.b_k), B, S)   # 1. (B, H, S, hs)
         v = self._split_heads(self._project(self.source2d, self.w_v, self.b_v), B, S)   # 1. (B, H, S, hs)
-        heads = self.attention.forward(q, k, v)                               # 2. (B, H, T, hs)
+        heads = self.attention.forward(q, k, v, mask)                             # 2. (B, H, T, hs)
         self.heads2d = self._merge_heads(heads, B, T)                         # 3. (B*T, C) concatenated heads
         out = self._project(self.heads2d, self.w_o, self.b_o)                 # 4. (B*T, C)
         self.shapes = (B, T, S)
