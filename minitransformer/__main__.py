@@ -11,6 +11,7 @@ import sys
 
 COMMANDS = {
     "gradcheck": "minitransformer.commands.gradcheck",
+    "seq2seq": "minitransformer.commands.seq2seq",
 }
 
 
