@@ -12,6 +12,7 @@ import sys
 COMMANDS = {
     "gradcheck": "minitransformer.commands.gradcheck",
     "seq2seq": "minitransformer.commands.seq2seq",
+    "mlm": "minitransformer.commands.mlm",
 }
 
 

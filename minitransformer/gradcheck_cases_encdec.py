@@ -13,6 +13,7 @@ from .layers.decoder_block import DecoderBlock
 from .layers.loss import CrossEntropyLoss
 from .layers.multihead import MultiHeadAttention
 from .layers.padding import lengths_to_mask
+from .models.bert import BertMLM, mask_tokens
 from .models.encoder import InputEmbedding, TransformerEncoder
 from .models.seq2seq import Seq2SeqTransformer
 
@@ -117,6 +118,42 @@ def _seq2seq_case(norm, positional, shared, with_loss):
     return build
 
 
+class _BertPretrainingLoss:
+    """BertMLM with NSP: L = masked-LM loss + next-sentence loss, one scalar for the checker."""
+
+    def __init__(self, model, mlm_targets, nsp_labels):
+        self.model, self.mlm_targets, self.nsp_labels = model, mlm_targets, nsp_labels
+        self.mlm_loss, self.nsp_loss = CrossEntropyLoss(ignore_index=-1), CrossEntropyLoss()
+
+    def forward(self, ids):
+        mlm_logits, nsp_logits = self.model.forward(ids)
+        return self.mlm_loss.forward(mlm_logits, self.mlm_targets) + self.nsp_loss.forward(nsp_logits, self.nsp_labels)
+
+    def backward(self, grad):
+        return self.model.backward((self.mlm_loss.backward(grad), self.nsp_loss.backward(grad)))
+
+    def named_parameters(self):
+        return self.model.named_parameters()
+
+    def zero_grad(self):
+        self.model.zero_grad()
+
+    def __repr__(self):
+        return f"{self.model!r} + MLM and NSP losses"
+
+
+def _bert_case(nsp):
+    def build(rng):
+        model = perturb(BertMLM(9, 8, 2, 2, 12, 6, pad_id=PAD, nsp=nsp, rng=rng), rng)
+        ids = padded_ids(rng, [6, 4], 6, 9)
+        ids[ids == 1] = 2                                       # 0 = pad, 1 = [MASK], ordinary tokens from 2
+        inputs, targets, _ = mask_tokens(ids, rng, mask_id=1, n_special=2, vocab_size=9, p=0.4)
+        if nsp:
+            return _BertPretrainingLoss(model, targets, np.array([0, 1])), [inputs], None
+        return WithLoss(model, CrossEntropyLoss(ignore_index=-1), targets), [inputs], None
+    return build
+
+
 CASES = [
     GradcheckCase("MultiHeadAttention", "self, causal + key padding, (2, 3, 6)", _masked_mha_case(False)),
     GradcheckCase("MultiHeadAttention", "cross + key padding, (2, 3, 6) -> (2, 4, 6)", _masked_mha_case(True)),
@@ -132,4 +169,6 @@ CASES = [
     GradcheckCase("Seq2SeqTransformer", "post-norm, sinusoidal, separate tables", _seq2seq_case("post", "sinusoidal", False, False)),
     GradcheckCase("Seq2SeqTransformer", "pre-norm, learned, shared + tied tables", _seq2seq_case("pre", "learned", True, False)),
     GradcheckCase("Seq2SeqTransformer + loss", "post-norm, ignore_index = pad", _seq2seq_case("post", "sinusoidal", True, True)),
+    GradcheckCase("BertMLM + masked loss", "post-norm, padded (2, 6), ignore_index -1", _bert_case(False)),
+    GradcheckCase("BertMLM + MLM and NSP losses", "post-norm, padded (2, 6)", _bert_case(True)),
 ]
