@@ -13,6 +13,7 @@ COMMANDS = {
     "gradcheck": "minitransformer.commands.gradcheck",
     "seq2seq": "minitransformer.commands.seq2seq",
     "mlm": "minitransformer.commands.mlm",
+    "finetune": "minitransformer.commands.finetune",
 }
 
 

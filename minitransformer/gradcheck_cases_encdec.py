@@ -15,6 +15,8 @@ from .layers.multihead import MultiHeadAttention
 from .layers.padding import lengths_to_mask
 from .models.bert import BertMLM, mask_tokens
 from .models.encoder import InputEmbedding, TransformerEncoder
+from .models.gpt import GPT
+from .models.gpt_classifier import FineTuningObjective, GPTClassifier
 from .models.seq2seq import Seq2SeqTransformer
 
 PAD = 0
@@ -154,6 +156,15 @@ def _bert_case(nsp):
     return build
 
 
+def _classifier_case(norm, lm_weight):
+    def build(rng):
+        gpt = GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=12, max_len=6, norm=norm, rng=rng)
+        model = perturb(GPTClassifier(gpt, 3, rng=rng), rng, 0.3)
+        labels = rng.integers(0, 3, size=2)
+        return FineTuningObjective(model, lm_weight), [rng.integers(0, 7, size=(2, 5)), labels], None
+    return build
+
+
 CASES = [
     GradcheckCase("MultiHeadAttention", "self, causal + key padding, (2, 3, 6)", _masked_mha_case(False)),
     GradcheckCase("MultiHeadAttention", "cross + key padding, (2, 3, 6) -> (2, 4, 6)", _masked_mha_case(True)),
@@ -171,4 +182,6 @@ CASES = [
     GradcheckCase("Seq2SeqTransformer + loss", "post-norm, ignore_index = pad", _seq2seq_case("post", "sinusoidal", True, True)),
     GradcheckCase("BertMLM + masked loss", "post-norm, padded (2, 6), ignore_index -1", _bert_case(False)),
     GradcheckCase("BertMLM + MLM and NSP losses", "post-norm, padded (2, 6)", _bert_case(True)),
+    GradcheckCase("GPTClassifier + L3", "pre-norm, L2 + 0.5 L1", _classifier_case("pre", 0.5)),
+    GradcheckCase("GPTClassifier + L3", "post-norm, L2 only (lambda 0)", _classifier_case("post", 0.0)),
 ]

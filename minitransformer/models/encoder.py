@@ -55,7 +55,9 @@ class InputEmbedding(Module):
                                  f"expected ({vocab_size}, {d_model})")
             self.token_embedding.weight = share_with.weight          # the same Parameter: gradients add
         if positional == "learned":
-            self.position = LearnedPositionalEmbedding(max_len, d_model, dtype=dtype, rng=rng)
+            # on the scale of the tokens (std 1 after the sqrt(C) factor): GPT-2's 0.02 would leave the
+            # positions drowned by the tokens at the start, and an encoder then learns a bag of words
+            self.position = LearnedPositionalEmbedding(max_len, d_model, dtype=dtype, rng=rng, init_std=1.0)
         else:
             self.position = SinusoidalPositionalEncoding(d_model, max_len, dtype=dtype)
         self.drop = Dropout(dropout, rng=rng if dropout_rng is None else dropout_rng)
