@@ -30,6 +30,19 @@ from .parameter import Parameter
 
 __version__ = "0.1.0"
 
+# Attention and position variants (issue 7): RoPE, ALiBi, GQA, relative positions, sparse and
+# sliding-window attention, Transformer-XL memory, LoRA.
+from .layers.alibi import ALiBi, alibi_bias, alibi_slopes
+from .layers.lora import LoRALinear, LoRAModel, add_lora
+from .layers.relative_position import RelativePositionAttention, skew, skew_backward
+from .layers.rope import RotaryEmbedding, rotary_angles, rotate
+from .layers.sliding_window import BandedAttention, band_mask
+from .layers.sparse_masks import fixed_masks, longformer_mask, strided_masks
+from .layers.transformer_xl import TransformerXL, TransformerXLBlock
+
+# Byte-pair encoding: the lecture's loop, the fast trainer, the byte-level tokenizer
+from .bpe import BPETokenizer, get_stats, learn_bpe, lecture_vocab, merge_vocab, word_counts_from_text
+
 # --- encoders and encoder-decoders (issue 8): padding, BLEU, encoder, BERT, seq2seq, decoding, fine-tuning
 from .bleu import corpus_bleu
 from .decoding import beam_search, greedy_decode

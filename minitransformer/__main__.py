@@ -11,6 +11,7 @@ import sys
 
 COMMANDS = {
     "gradcheck": "minitransformer.commands.gradcheck",
+    "bpe": "minitransformer.commands.bpe",
     "seq2seq": "minitransformer.commands.seq2seq",
     "mlm": "minitransformer.commands.mlm",
     "finetune": "minitransformer.commands.finetune",

@@ -127,3 +127,18 @@ def test_training_smoke_loss_falls_and_short_strings_start_to_come_out_right():
     src, _, _ = task.batch(task.test_sources)
     predicted = greedy_decode(model, src, BOS, EOS, max_len=5)
     assert exact_match(predicted, task.test_sources, task.target_of) >= 0.5
+
+
+def test_cached_step_matches_forward_with_grouped_query_heads():
+    from minitransformer import MultiHeadAttention
+
+    block = DecoderBlock(16, 4, 24, norm="pre", rng=0)
+    block.self_attn = MultiHeadAttention(16, 4, causal=True, n_kv_heads=2, rng=1)
+    block.cross_attn = MultiHeadAttention(16, 4, n_kv_heads=1, rng=2)
+    rng = np.random.default_rng(3)
+    x, memory = rng.standard_normal((2, 5, 16)), rng.standard_normal((2, 4, 16))
+    full = block(x, memory)
+    cache = block.start_cache(memory)
+    steps = [block.step(x[:, t:t + 1], cache) for t in range(5)]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-10, atol=1e-12)
+    assert cache["self"]["k"].shape == (2, 2, 5, 4)                   # the cache keeps the 2 shared heads

@@ -12,19 +12,33 @@ These functions read a `MultiHeadAttention`'s parameters and run the same
 arithmetic as its forward pass on the new position only; tests/test_seq2seq.py
 proves that cached decoding gives the same logits as recomputing the prefix.
 Beam search reorders a cache with `reorder_cache` when beams are reshuffled.
+
+Supported: plain and grouped-query heads (the cache keeps the Hkv key/value
+heads and shares them at attention time). Rotary/ALiBi positions and sliding
+windows, which DecoderBlock does not use, raise rather than give wrong logits.
 """
 
 import numpy as np
 
 
 def _heads(mha, x, name):
-    """x (B, T, C) -> x W_name + b_name split into heads, (B, H, T, hs)."""
+    """x (B, T, C) -> x W_name + b_name split into heads, (B, n, T, hs) with n = H for q, Hkv for k and v."""
+    if getattr(mha, "positional", None) is not None or getattr(mha, "window", None) is not None:
+        raise NotImplementedError(f"{mha!r}: cached decoding supports neither rotary/ALiBi positions nor windows")
     B, T, C = x.shape
     weight, bias = getattr(mha, f"w_{name}"), getattr(mha, f"b_{name}")
-    y = x.reshape(B * T, C) @ weight.data                                  # (B*T, C)
+    y = x.reshape(B * T, C) @ weight.data                                  # (B*T, n*hs)
     if bias is not None:
         y += bias.data
-    return y.reshape(B, T, mha.n_heads, mha.head_size).transpose(0, 2, 1, 3)   # (B, H, T, hs)
+    return y.reshape(B, T, -1, mha.head_size).transpose(0, 2, 1, 3)       # (B, n, T, hs)
+
+
+def _attend(mha, q, k, v, mask=None):
+    """Attention of q (B, H, t, hs) to cached k, v (B, Hkv, S, hs), sharing key/value heads as the layer does."""
+    groups = mha.n_heads // getattr(mha, "n_kv_heads", mha.n_heads)
+    if groups > 1:
+        k, v = np.repeat(k, groups, axis=1), np.repeat(v, groups, axis=1)  # (B, H, S, hs)
+    return mha.attention.forward(q, k, v, mask)
 
 
 def _output(mha, heads):
@@ -44,7 +58,7 @@ def start_cross_cache(mha, memory):
 def cross_attention_step(mha, x, cache, memory_mask=None):
     """Cross-attention of the new positions x (B, t, C) to the cached memory keys/values -> (B, t, C)."""
     q = _heads(mha, x, "q")                                               # (B, H, t, hs)
-    return _output(mha, mha.attention.forward(q, cache["k"], cache["v"], memory_mask))
+    return _output(mha, _attend(mha, q, cache["k"], cache["v"], memory_mask))
 
 
 def self_attention_step(mha, x, cache):
@@ -65,7 +79,7 @@ def self_attention_step(mha, x, cache):
         cache["k"], cache["v"] = k_new, v_new
     q = _heads(mha, x, "q")                                               # (B, H, t, hs)
     # mha.attention is causal: with Tq < Tk it aligns the queries with the last keys (attention.causal_mask)
-    return _output(mha, mha.attention.forward(q, cache["k"], cache["v"]))
+    return _output(mha, _attend(mha, q, cache["k"], cache["v"]))
 
 
 def reorder_cache(cache, rows):
