@@ -7,7 +7,7 @@ passed through unchanged; only float inputs and parameters are perturbed.
 
 import numpy as np
 
-from .gradcheck_cases import GradcheckCase, _normal
+from .gradcheck_cases import GradcheckCase, _ModelWithLoss, _normal
 from .layers.block import TransformerBlock
 from .layers.decoder_block import DecoderBlock
 from .layers.loss import CrossEntropyLoss
@@ -40,26 +40,15 @@ def padded_ids(rng, lengths, T, V):
     return ids
 
 
-class WithLoss:
-    """A model followed by a loss, as one module for the checker (the training objective end to end)."""
+class WithLoss(_ModelWithLoss):
+    """A model followed by any loss, forward taking any inputs (the training objective end to end)."""
 
     def __init__(self, model, loss, targets):
-        self.model, self.loss, self.targets = model, loss, targets
+        super().__init__(model, targets)
+        self.loss = loss
 
     def forward(self, *inputs):
         return self.loss.forward(self.model.forward(*inputs), self.targets)
-
-    def backward(self, grad):
-        return self.model.backward(self.loss.backward(grad))
-
-    def named_parameters(self):
-        return self.model.named_parameters()
-
-    def zero_grad(self):
-        self.model.zero_grad()
-
-    def __repr__(self):
-        return f"{self.model!r} + {self.loss!r}"
 
 
 def _masked_mha_case(cross):
@@ -120,28 +109,19 @@ def _seq2seq_case(norm, positional, shared, with_loss):
     return build
 
 
-class _BertPretrainingLoss:
+class _BertPretrainingLoss(WithLoss):
     """BertMLM with NSP: L = masked-LM loss + next-sentence loss, one scalar for the checker."""
 
     def __init__(self, model, mlm_targets, nsp_labels):
-        self.model, self.mlm_targets, self.nsp_labels = model, mlm_targets, nsp_labels
-        self.mlm_loss, self.nsp_loss = CrossEntropyLoss(ignore_index=-1), CrossEntropyLoss()
+        super().__init__(model, CrossEntropyLoss(ignore_index=-1), mlm_targets)
+        self.nsp_labels, self.nsp_loss = nsp_labels, CrossEntropyLoss()
 
     def forward(self, ids):
         mlm_logits, nsp_logits = self.model.forward(ids)
-        return self.mlm_loss.forward(mlm_logits, self.mlm_targets) + self.nsp_loss.forward(nsp_logits, self.nsp_labels)
+        return self.loss.forward(mlm_logits, self.targets) + self.nsp_loss.forward(nsp_logits, self.nsp_labels)
 
     def backward(self, grad):
-        return self.model.backward((self.mlm_loss.backward(grad), self.nsp_loss.backward(grad)))
-
-    def named_parameters(self):
-        return self.model.named_parameters()
-
-    def zero_grad(self):
-        self.model.zero_grad()
-
-    def __repr__(self):
-        return f"{self.model!r} + MLM and NSP losses"
+        return self.model.backward((self.loss.backward(grad), self.nsp_loss.backward(grad)))
 
 
 def _bert_case(nsp):

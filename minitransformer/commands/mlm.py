@@ -25,6 +25,7 @@ def add_arguments(parser):
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--norm", choices=("post", "pre"), default="post", help="post-norm (BERT) or pre-norm")
+    parser.add_argument("--positional", choices=("learned", "sinusoidal"), default="learned")
     parser.add_argument("--nsp", action="store_true", help="also train the next-sentence head")
     parser.add_argument("--seed", type=int, default=0)
 
@@ -78,7 +79,7 @@ def run(args):
     text = default_corpus() if args.text is None else open(args.text, encoding="utf-8").read()
     corpus = CharCorpus(text, args.chunk, rng)
     model = BertMLM(corpus.vocab_size, args.d_model, 4, args.layers, 4 * args.d_model, 2 * args.chunk + 3,
-                    pad_id=PAD, nsp=args.nsp, norm=args.norm, dtype=np.float32, rng=args.seed + 1)
+                    pad_id=PAD, nsp=args.nsp, norm=args.norm, positional=args.positional, dtype=np.float32, rng=args.seed + 1)
     print(f"{model!r}: {model.num_parameters():,} parameters, {corpus.vocab_size} tokens, "
           f"{len(corpus.parts['train']):,} training characters")
     mlm_loss, nsp_loss = CrossEntropyLoss(ignore_index=-1), CrossEntropyLoss()
