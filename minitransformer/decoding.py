@@ -29,7 +29,7 @@ def _log_softmax(logits):
 class _Recompute:
     """Stand-in for the cache that re-runs the decoder on the whole prefix at every step (for tests)."""
 
-    def __init__(self, model, src_ids, bos_id):
+    def __init__(self, model, src_ids):
         self.model, self.src_ids = model, np.asarray(src_ids)
         self.prefix = np.empty((len(self.src_ids), 0), dtype=np.int64)
 
@@ -55,8 +55,8 @@ class _Cached:
         self.cache = self.model.reorder_cache(self.cache, rows)
 
 
-def _decoder_state(model, src_ids, bos_id, use_cache):
-    return _Cached(model, src_ids) if use_cache else _Recompute(model, src_ids, bos_id)
+def _decoder_state(model, src_ids, use_cache):
+    return _Cached(model, src_ids) if use_cache else _Recompute(model, src_ids)
 
 
 def greedy_decode(model, src_ids, bos_id, eos_id, max_len, pad_id=0, use_cache=True):
@@ -74,7 +74,7 @@ def greedy_decode(model, src_ids, bos_id, eos_id, max_len, pad_id=0, use_cache=T
     """
     src_ids = np.asarray(src_ids)
     B = len(src_ids)
-    state = _decoder_state(model, src_ids, bos_id, use_cache)
+    state = _decoder_state(model, src_ids, use_cache)
     tokens = np.full(B, bos_id, dtype=np.int64)
     finished = np.zeros(B, dtype=bool)
     outputs = []
@@ -102,7 +102,7 @@ def beam_search(model, src_ids, bos_id, eos_id, max_len, beam_size=4, pad_id=0, 
     """
     src_ids = np.asarray(src_ids)
     B, K = len(src_ids), beam_size
-    state = _decoder_state(model, np.repeat(src_ids, K, axis=0), bos_id, use_cache)    # rows b*K + k
+    state = _decoder_state(model, np.repeat(src_ids, K, axis=0), use_cache)    # rows b*K + k
     tokens = np.full(B * K, bos_id, dtype=np.int64)
     scores = np.zeros((B, K))
     scores[:, 1:] = -np.inf                    # all beams start identical: keep one so the top K are distinct
