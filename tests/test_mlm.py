@@ -83,5 +83,6 @@ def test_training_smoke_masked_lm_loss_falls():
         losses.append(float(loss_fn(model(inputs), targets)))
         model.backward(loss_fn.backward())
         optimizer.step()
+    assert model(inputs).dtype == np.float32                                    # nothing upcasts to float64
     assert np.mean(losses[-10:]) < 0.8 * np.mean(losses[:10])
     assert np.mean(losses[-10:]) < unigram_entropy - 0.1

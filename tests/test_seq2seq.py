@@ -142,3 +142,18 @@ def test_cached_step_matches_forward_with_grouped_query_heads():
     steps = [block.step(x[:, t:t + 1], cache) for t in range(5)]
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-10, atol=1e-12)
     assert cache["self"]["k"].shape == (2, 2, 5, 4)                   # the cache keeps the 2 shared heads
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_float32_model_agrees_with_float64_and_keeps_its_dtype(norm):
+    models = {dtype: Seq2SeqTransformer(V, V, 16, 2, 2, 24, 8, pad_id=PAD, norm=norm, share_embeddings=True,
+                                        tie_output=True, dtype=dtype, rng=0) for dtype in (np.float32, np.float64)}
+    src, tgt = sources(None), np.array([[BOS, 3, 4], [BOS, 5, PAD], [BOS, 6, 7]])
+    logits = {dtype: model(src, tgt) for dtype, model in models.items()}
+    assert logits[np.float32].dtype == np.float32
+    np.testing.assert_allclose(logits[np.float32], logits[np.float64], atol=1e-4)
+    model = models[np.float32]
+    model.backward(np.ones_like(logits[np.float32]))
+    assert all(param.grad.dtype == np.float32 for param in model.parameters())
+    cache = model.start_cache(*model.encode(src))
+    assert model.decode_step(tgt[:, 0], cache).dtype == np.float32

@@ -18,9 +18,9 @@ PAD, MASK, CLS, SEP = range(4)
 
 def add_arguments(parser):
     parser.add_argument("--text", default=None, help="training text file (default: CPython's pydoc help text)")
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--chunk", type=int, default=24, help="characters per half-example")
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--chunk", type=int, default=8, help="characters per half-example")
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--lr", type=float, default=1e-3)

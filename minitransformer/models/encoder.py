@@ -47,7 +47,7 @@ class InputEmbedding(Module):
         if positional not in POSITIONAL:
             raise ValueError(f"InputEmbedding expected positional in {POSITIONAL}, got {positional!r}")
         rng = as_generator(rng)
-        self.d_model, self.max_len, self.scale = d_model, max_len, np.sqrt(d_model)
+        self.d_model, self.max_len, self.scale = d_model, max_len, float(np.sqrt(d_model))   # a Python float keeps float32
         self.token_embedding = Embedding(vocab_size, d_model, dtype=dtype, rng=rng, init_std=d_model ** -0.5)
         if share_with is not None:
             if share_with.weight.shape != self.token_embedding.weight.shape:
