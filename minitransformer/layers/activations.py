@@ -3,13 +3,19 @@
 GELU is the tanh approximation GPT-2 uses (Hendrycks & Gimpel 2016, eq. for
 "GELU(x) ~ 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))"), which is what
 PyTorch calls `gelu(approximate="tanh")`. The exact erf form is left out.
+
+The constants are Python floats on purpose: NumPy 2 promotes a float32 array
+times an `np.float64` scalar to float64, which silently doubled the cost of a
+float32 model. GELU's forward and backward work in place on one buffer each;
+the plain formulas are in the docstrings and `tests/test_speed_forms.py`
+proves both forms agree.
 """
 
 import numpy as np
 
 from ..module import Module
 
-SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
+SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 GELU_CUBIC = 0.044715
 
 
@@ -32,11 +38,22 @@ class GELU(Module):
     """y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). Shapes: x (...) -> y (...)."""
 
     def forward(self, x):
-        """x (...) -> y (...)."""
+        """x (...) -> y (...).
+
+        Plain form: t = tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC * x**3)); y = 0.5 * x * (1 + t).
+        """
+        x = np.asarray(x)
         self.x = x
-        u = SQRT_2_OVER_PI * (x + GELU_CUBIC * x ** 3)
-        self.tanh_u = np.tanh(u)
-        return 0.5 * x * (1.0 + self.tanh_u)
+        u = x * x                                   # u = sqrt(2/pi) * x * (1 + 0.044715 x^2), in place
+        u *= GELU_CUBIC
+        u += 1.0
+        u *= x
+        u *= SQRT_2_OVER_PI
+        self.tanh_u = np.tanh(u, out=u)
+        y = self.tanh_u + 1.0
+        y *= x
+        y *= 0.5
+        return y
 
     def backward(self, dout):
         """Product rule on y = 0.5 x (1 + t), t = tanh(u):
@@ -46,6 +63,16 @@ class GELU(Module):
         self._require("x")
         self._check_dout(dout, self.x.shape)
         x, t = self.x, self.tanh_u
-        du_dx = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * x * x)
-        dy_dx = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx
-        return dout * dy_dx
+        dy_dx = x * x                               # du/dx, built in place
+        dy_dx *= 3.0 * GELU_CUBIC
+        dy_dx += 1.0
+        dy_dx *= SQRT_2_OVER_PI
+        sech2 = t * t                               # 1 - t^2
+        np.subtract(1.0, sech2, out=sech2)
+        dy_dx *= sech2
+        dy_dx *= x                                  # x (1 - t^2) du/dx
+        dy_dx += t
+        dy_dx += 1.0
+        dy_dx *= 0.5                                # 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx
+        dy_dx *= dout
+        return dy_dx

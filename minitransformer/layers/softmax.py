@@ -27,7 +27,8 @@ def softmax(x, axis=-1):
     """
     row_max = np.max(x, axis=axis, keepdims=True)
     row_max = np.where(np.isfinite(row_max), row_max, 0)   # all -inf row: shift by 0, exp gives 0
-    y = np.exp(x - row_max)
+    y = np.subtract(x, row_max)
+    np.exp(y, out=y)                                        # in place: one buffer, not two
     total = np.sum(y, axis=axis, keepdims=True)
     total[total == 0] = 1                                   # all -inf row: 0 / 1 = 0, not NaN
     y /= total
@@ -47,7 +48,11 @@ def softmax_backward(y, dy, axis=-1):
     Returns:
         dx: same shape as y.
     """
-    return y * (dy - np.sum(dy * y, axis=axis, keepdims=True))
+    dx = dy * y
+    row_sum = np.sum(dx, axis=axis, keepdims=True)          # sum_i dy_i y_i
+    np.subtract(dy, row_sum, out=dx)                        # reuse the buffer: dx = y * (dy - row_sum)
+    dx *= y
+    return dx
 
 
 class Softmax(Module):

@@ -1,0 +1,199 @@
+"""Benchmark: train nanoGPT's Shakespeare-char "CPU" configuration in float32 and compare with PyTorch.
+
+    python benchmarks/bench_train.py --text ../shared/data/tinyshakespeare.txt
+
+The configuration (karpathy/nanoGPT README): 4 layers, 4 heads, C = 128, T = 64,
+B = 12, AdamW (beta2 0.99, weight decay 0.1), lr 1e-3 with 100 warmup steps and
+cosine decay to 1e-4 at step 2000, clip 1.0, dropout 0, GELU, pre-norm, tied
+embeddings. Like nanoGPT it decays every 2-D tensor, embeddings included.
+
+Prints, in this order:
+1. NumPy's own float32 matrix-multiply rate on this machine, now (GFLOP/s, median).
+2. The training run: median ms per step, wall time, final validation loss
+   (20 batches), peak memory, achieved GFLOP/s, and the share of a step spent
+   outside matrix products (the step's products replayed alone and timed).
+3. If torch is installed: the same model (same shapes, biases, GELU-tanh) in
+   PyTorch eager, its steps interleaved with ours so both see the same machine
+   load; medians of each and the ratio. torch is never required.
+
+The machine is shared, so absolute times move; the ratio within one run is the figure to quote.
+"""
+
+import argparse
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from minitransformer.data import CharTokenizer, get_batch, train_val_split   # noqa: E402
+from minitransformer.trainer import TrainConfig, Trainer                      # noqa: E402
+
+
+def matmul_products(config, V):
+    """Every matrix product of one training step as (batch, m, k, n): forward and backward."""
+    B, T, C, F, H = config.batch_size, config.block_size, config.d_model, config.d_ff, config.n_heads
+    N, hs = B * T, C // H
+    per_layer_forward = [(1, N, C, 3 * C), (B * H, T, hs, T), (B * H, T, T, hs), (1, N, C, C),
+                         (1, N, C, F), (1, N, F, C)]
+    products = []
+    for batch, m, k, n in per_layer_forward * config.n_layers + [(1, N, C, V)]:
+        products += [(batch, m, k, n), (batch, m, n, k), (batch, k, m, n)]   # y = a b; da = dy b^T; db = a^T dy
+    return products
+
+
+def flops(products):
+    return sum(2 * batch * m * k * n for batch, m, k, n in products)
+
+
+def time_products(products, repeats=15):
+    """Median seconds to run all the step's products once, float32, each with fresh-looking operands."""
+    rng = np.random.default_rng(0)
+    operands = [(rng.standard_normal((batch, m, k)).astype(np.float32).squeeze(0) if batch == 1 else
+                 rng.standard_normal((batch, m, k)).astype(np.float32),
+                 rng.standard_normal((batch, k, n)).astype(np.float32).squeeze(0) if batch == 1 else
+                 rng.standard_normal((batch, k, n)).astype(np.float32)) for batch, m, k, n in products]
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for a, b in operands:
+            a @ b
+        times.append(time.perf_counter() - started)
+    return float(np.median(times))
+
+
+def numpy_matmul_rate(repeats=30):
+    """GFLOP/s of a (768, 512) @ (512, 512) float32 product, median of `repeats`."""
+    a = np.random.default_rng(0).standard_normal((768, 512)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((512, 512)).astype(np.float32)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - started)
+    return 2 * 768 * 512 * 512 / float(np.median(times)) / 1e9
+
+
+def torch_step_function(config, V, x, y):
+    """The same GPT in PyTorch eager (nanoGPT's model.py shape, with our biases), and its training step."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    C, H, T = config.d_model, config.n_heads, config.block_size
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.qkv, self.proj = nn.LayerNorm(C), nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.ln2, self.fc1, self.fc2 = nn.LayerNorm(C), nn.Linear(C, config.d_ff), nn.Linear(config.d_ff, C)
+            self.register_buffer("allowed", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+
+        def forward(self, x):
+            B, T_, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, T_, H, C // H).transpose(1, 2) for t in (q, k, v))
+            scores = (q @ k.transpose(-2, -1)) * (C // H) ** -0.5
+            scores = scores.masked_fill(~self.allowed[:T_, :T_], float("-inf"))
+            heads = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).contiguous().view(B, T_, C)
+            x = x + self.proj(heads)
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+            self.blocks = nn.ModuleList([Block() for _ in range(config.n_layers)])
+            self.ln_f = nn.LayerNorm(C)
+
+        def forward(self, ids, targets):
+            h = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
+            for block in self.blocks:
+                h = block(h)
+            logits = self.ln_f(h) @ self.wte.weight.T
+            return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+
+    model = GPT()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
+                                  weight_decay=config.weight_decay)
+    x, y = torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y.astype(np.int64))
+
+    def step():
+        loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        return loss.detach().item()
+    return step, torch.get_num_threads(), torch.__version__
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="training text (read by path)")
+    parser.add_argument("--steps", type=int, default=2000, help="training steps of the full run (0: skip it)")
+    parser.add_argument("--compare-steps", type=int, default=60, help="interleaved steps timed against PyTorch")
+    args = parser.parse_args(argv)
+
+    config = TrainConfig(max_steps=max(args.steps, 1), eval_interval=max(args.steps, 1), eval_batches=20,
+                         decay_embeddings=True)
+    with open(args.text, encoding="utf-8") as file:
+        text = file.read()
+    tokenizer = CharTokenizer.train(text)
+    V = tokenizer.vocab_size
+    train_data, val_data = train_val_split(np.array(tokenizer.encode(text), dtype=np.int64))
+    products = matmul_products(config, V)
+    step_flops = flops(products)
+
+    rate = numpy_matmul_rate()
+    print(f"NumPy {np.__version__} float32 matmul (768x512 @ 512x512): {rate:.0f} GFLOP/s (median of 30)")
+    print(f"one training step: {step_flops / 1e9:.2f} GFLOP in {len(products)} matrix products; "
+          f"floor at that rate {step_flops / rate / 1e6:.1f} ms")
+
+    if args.steps:
+        trainer = Trainer(config, train_data, val_data, V, progress=False)
+        started = time.perf_counter()
+        losses = trainer.fit()
+        wall = time.perf_counter() - started
+        median = float(np.median(trainer.step_times))
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        products_time = time_products(products)
+        print(f"\nminitransformer, {args.steps} steps, float32: median {median * 1e3:.1f} ms/step, "
+              f"wall {wall:.0f} s (incl. evaluation), final val loss {losses['val']:.4f} "
+              f"(train {losses['train']:.4f}, 20 batches), peak memory {peak_mb:.0f} MB")
+        print(f"achieved {step_flops / median / 1e9:.0f} GFLOP/s = {step_flops / median / 1e9 / rate:.0%} of the "
+              f"matmul rate; the step's products alone take {products_time * 1e3:.1f} ms, so "
+              f"{max(0.0, 1 - products_time / median):.0%} of a step is spent outside matrix products")
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("\ntorch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
+        return 0
+    x, y = get_batch(train_data, config.block_size, config.batch_size, np.random.default_rng(0))
+    torch_step, threads, version = torch_step_function(config, V, x, y)
+    ours = Trainer(config, train_data, val_data, V, progress=False)
+    for _ in range(5):                                          # warm up both
+        torch_step()
+        ours.train_step()
+    numpy_times, torch_times = [], []
+    for _ in range(args.compare_steps):
+        started = time.perf_counter()
+        ours.train_step()
+        numpy_times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        torch_step()
+        torch_times.append(time.perf_counter() - started)
+    numpy_median, torch_median = float(np.median(numpy_times)), float(np.median(torch_times))
+    print(f"\ninterleaved, {args.compare_steps} steps each: minitransformer {numpy_median * 1e3:.1f} ms, "
+          f"PyTorch {version} eager ({threads} threads) {torch_median * 1e3:.1f} ms; "
+          f"ratio ours / PyTorch = {numpy_median / torch_median:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
