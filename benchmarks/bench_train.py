@@ -25,7 +25,18 @@ import resource
 import sys
 import time
 
-import numpy as np
+
+def _threads_from_argv(argv):
+    """`--threads N` must act before NumPy loads its BLAS, so it is read here, ahead of argparse."""
+    if "--threads" in argv:
+        threads = argv[argv.index("--threads") + 1]
+        for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[variable] = threads
+
+
+_threads_from_argv(sys.argv)
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -137,6 +148,9 @@ def main(argv=None):
     parser.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="training text (read by path)")
     parser.add_argument("--steps", type=int, default=2000, help="training steps of the full run (0: skip it)")
     parser.add_argument("--compare-steps", type=int, default=60, help="interleaved steps timed against PyTorch")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="BLAS and PyTorch threads (default: the libraries' own choice, all cores); "
+                             "on a machine shared with other jobs 1 thread is often faster for both")
     args = parser.parse_args(argv)
 
     config = TrainConfig(max_steps=max(args.steps, 1), eval_interval=max(args.steps, 1), eval_batches=20,
@@ -150,6 +164,7 @@ def main(argv=None):
     step_flops = flops(products)
 
     rate = numpy_matmul_rate()
+    print(f"threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'library default')}")
     print(f"NumPy {np.__version__} float32 matmul (768x512 @ 512x512): {rate:.0f} GFLOP/s (median of 30)")
     print(f"one training step: {step_flops / 1e9:.2f} GFLOP in {len(products)} matrix products; "
           f"floor at that rate {step_flops / rate / 1e6:.1f} ms")
@@ -175,6 +190,8 @@ def main(argv=None):
         print("\ntorch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
         return 0
     x, y = get_batch(train_data, config.block_size, config.batch_size, np.random.default_rng(0))
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch_step, threads, version = torch_step_function(config, V, x, y)
     ours = Trainer(config, train_data, val_data, V, progress=False)
     for _ in range(5):                                          # warm up both

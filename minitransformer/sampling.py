@@ -47,7 +47,7 @@ def next_token(logits, temperature=1.0, top_k=None, rng=None):
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         k = min(top_k, logits.shape[-1])
-        kth_largest = np.partition(logits, -k, axis=-1)[:, -k:-k + 1]          # (B, 1)
+        kth_largest = np.partition(logits, -k, axis=-1)[:, [-k]]                 # (B, 1)
         logits = np.where(logits < kth_largest, -np.inf, logits)
     probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
     probs /= probs.sum(axis=-1, keepdims=True)                                  # (B, V)
