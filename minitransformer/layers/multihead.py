@@ -9,16 +9,24 @@ concatenated and mixed by W_O. Storing the H slices side by side as one
 Self-attention takes keys and values from `x`; cross-attention (the notes'
 footnote 5) takes them from `context`, e.g. an encoder's output.
 
+Variants (Kumar slides; see `layers/rope.py`, `alibi.py`, `sliding_window.py`):
+grouped-query attention, where n_kv_heads < H key/value heads are each shared
+by a group of H / n_kv_heads query heads (Ainslie et al. 2023; multi-query
+attention when n_kv_heads = 1); rotary or linear-bias positions inside the
+attention; and a sliding window of keys.
+
 Speed: in self-attention the three projections read the same x, so their
-weights are placed side by side, [W_Q | W_K | W_V] (C, 3C), and one matrix
-product computes q, k and v (three small products are slower than one large
-one); the backward pass likewise makes one product for the three weight
-gradients and one for dx. The parameters stay the separate w_q, w_k, w_v.
+weights are placed side by side, [W_Q | W_K | W_V] (C, C + 2 Hkv hs), and one
+matrix product computes q, k and v (three small products are slower than one
+large one); the backward pass likewise makes one product for the three weight
+gradients and one for dx. The parameters stay the separate w_q, w_k, w_v;
+tests/test_speed_forms.py checks the fused path against the separate one.
 
 Incremental decoding: `forward(x, cache=LayerKVCache())` appends this call's
-keys and values to the cache and attends over everything cached so far
-(`minitransformer/kv_cache.py`); a cross-attention cache keeps the context's
-keys and values from its first call. A cached forward is for inference only.
+keys and values (after RoPE, before sharing among query heads) to the cache
+and attends over everything cached so far (`minitransformer/kv_cache.py`); a
+cross-attention cache keeps the context's keys and values from its first
+call. A cached forward is for inference only.
 """
 
 import numpy as np
@@ -26,7 +34,10 @@ import numpy as np
 from ..module import Module
 from ..parameter import Parameter
 from ..random import as_generator, check_float_dtype
+from .alibi import ALiBi
 from .attention import ScaledDotProductAttention
+from .rope import RotaryEmbedding
+from .sliding_window import band_mask
 
 
 class MultiHeadAttention(Module):
@@ -38,25 +49,45 @@ class MultiHeadAttention(Module):
         causal: if True each query sees only keys at its own or earlier positions.
         bias: add learned biases b_q, b_k, b_v, b_o.
         dtype, rng: as everywhere; weights are N(0, 1/C).
+        n_kv_heads: Hkv, the number of key/value heads (default H); must divide H.
+            Query head h reads key/value head h // (H / Hkv).
+        positional: None, "rope" (rotate q and k, `RotaryEmbedding`) or "alibi"
+            (distance bias on the scores, `ALiBi`).
+        window: None, or w: a query sees only keys less than w positions away.
     Parameters:
-        w_q, w_k, w_v, w_o (C, C); b_q, b_k, b_v, b_o (C,) when bias.
+        w_q, w_o (C, C); w_k, w_v (C, Hkv*hs); b_q, b_o (C,), b_k, b_v (Hkv*hs,) when bias.
     Attributes after forward:
         attention.alpha: (B, H, Tq, Tk) attention weights of every head.
     """
 
-    def __init__(self, d_model, n_heads, causal=False, bias=True, dtype=np.float64, rng=None):
+    def __init__(self, d_model, n_heads, causal=False, bias=True, dtype=np.float64, rng=None,
+                 n_kv_heads=None, positional=None, window=None):
         if n_heads <= 0 or d_model % n_heads:
             raise ValueError(f"MultiHeadAttention expected d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if n_kv_heads <= 0 or n_heads % n_kv_heads:
+            raise ValueError(f"MultiHeadAttention expected n_kv_heads dividing n_heads={n_heads}, got {n_kv_heads}")
+        if positional not in (None, "rope", "alibi"):
+            raise ValueError(f"MultiHeadAttention expected positional None, 'rope' or 'alibi', got {positional!r}")
+        if window is not None and window < 1:
+            raise ValueError(f"MultiHeadAttention expected window None or >= 1, got {window}")
         dtype = check_float_dtype(dtype, "MultiHeadAttention")
         rng = as_generator(rng)
         self.d_model, self.n_heads, self.head_size = d_model, n_heads, d_model // n_heads
+        self.n_kv_heads, self.window = n_kv_heads, window
         self.causal = causal
         std = d_model ** -0.5
+        widths = {"q": d_model, "k": n_kv_heads * self.head_size, "v": n_kv_heads * self.head_size, "o": d_model}
         for name in ("q", "k", "v", "o"):
-            setattr(self, f"w_{name}", Parameter((rng.standard_normal((d_model, d_model)) * std).astype(dtype)))
+            setattr(self, f"w_{name}", Parameter((rng.standard_normal((d_model, widths[name])) * std).astype(dtype)))
         for name in ("q", "k", "v", "o"):
-            setattr(self, f"b_{name}", Parameter(np.zeros(d_model, dtype=dtype)) if bias else None)
+            setattr(self, f"b_{name}", Parameter(np.zeros(widths[name], dtype=dtype)) if bias else None)
         self.attention = ScaledDotProductAttention(causal=causal)
+        self.positional = None                   # position hook: transform(q, k), its backward, score_bias(Tq, Tk)
+        if positional == "rope":
+            self.positional = RotaryEmbedding(self.head_size)
+        elif positional == "alibi":
+            self.positional = ALiBi(n_heads)
 
     # ---------------------------------------------------------------- helpers for the projections
     def _project(self, x2d, weight, bias):
@@ -67,20 +98,30 @@ class MultiHeadAttention(Module):
         return y
 
     def _split_heads(self, y2d, B, T):
-        """(B*T, C) -> (B, H, T, hs)."""
-        return y2d.reshape(B, T, self.n_heads, self.head_size).transpose(0, 2, 1, 3)
+        """(B*T, n*hs) -> (B, n, T, hs), n = H or Hkv."""
+        return y2d.reshape(B, T, -1, self.head_size).transpose(0, 2, 1, 3)
 
     def _merge_heads(self, y, B, T):
-        """(B, H, T, hs) -> (B*T, C)."""
-        return y.transpose(0, 2, 1, 3).reshape(B * T, self.d_model)
+        """(B, n, T, hs) -> (B*T, n*hs)."""
+        return y.transpose(0, 2, 1, 3).reshape(B * T, -1)
+
+    def _share_kv_heads(self, y):
+        """(B, Hkv, S, hs) -> (B, H, S, hs): each key/value head serves H / Hkv query heads in a row."""
+        return y if self.n_kv_heads == self.n_heads else np.repeat(y, self.n_heads // self.n_kv_heads, axis=1)
+
+    def _share_kv_heads_backward(self, dy):
+        """(B, H, S, hs) -> (B, Hkv, S, hs): a shared head's gradient is the sum over the heads it served."""
+        if self.n_kv_heads == self.n_heads:
+            return dy
+        B, _, S, hs = dy.shape
+        return dy.reshape(B, self.n_kv_heads, self.n_heads // self.n_kv_heads, S, hs).sum(axis=2)
 
     def _fused_qkv(self):
-        """[W_Q | W_K | W_V] (C, 3C) and [b_Q | b_K | b_V] (3C,) or None."""
-        weights = (self.w_q, self.w_k, self.w_v)
-        biases = (self.b_q, self.b_k, self.b_v)
-        w_qkv = np.concatenate([w.data for w in weights], axis=1)
-        b_qkv = None if self.b_q is None else np.concatenate([b.data for b in biases])
-        return w_qkv, b_qkv
+        """[W_Q | W_K | W_V] (C, C + 2 Hkv hs), the matching biases or None, and the column splits."""
+        w_qkv = np.concatenate([self.w_q.data, self.w_k.data, self.w_v.data], axis=1)
+        b_qkv = None if self.b_q is None else np.concatenate([self.b_q.data, self.b_k.data, self.b_v.data])
+        splits = [self.w_q.shape[1], self.w_q.shape[1] + self.w_k.shape[1]]
+        return w_qkv, b_qkv, splits
 
     def _project_backward(self, dy2d, x2d, weight, bias):
         """Undo y = x W + b: dW += x^T dy, db += sum dy; return dx = dy W^T."""
@@ -113,23 +154,33 @@ class MultiHeadAttention(Module):
         self.source2d = source.reshape(B * S, C)                              # (B*S, C)
         self.has_context = context is not None
         self.used_cache = cache is not None
+        new_keys = not (self.has_context and cache is not None and cache.length)
         if context is None:                                                   # 1. one product for q, k, v
-            self.w_qkv, b_qkv = self._fused_qkv()
-            qkv2d = self.x2d @ self.w_qkv                                     # (B*T, 3C)
+            self.w_qkv, b_qkv, splits = self._fused_qkv()
+            qkv2d = self.x2d @ self.w_qkv                                     # (B*T, C + 2 Hkv hs)
             if b_qkv is not None:
                 qkv2d += b_qkv
-            q2d, k2d, v2d = np.split(qkv2d, np.cumsum([self.w_q.shape[1], self.w_k.shape[1]]), axis=1)
-            q, k, v = (self._split_heads(y2d, B, T) for y2d in (q2d, k2d, v2d))   # (B, H, T, hs) views
+            q, k, v = (self._split_heads(y2d, B, T) for y2d in np.split(qkv2d, splits, axis=1))  # views
         else:
             q = self._split_heads(self._project(self.x2d, self.w_q, self.b_q), B, T)        # 1. (B, H, T, hs)
-            if cache is not None and cache.length:                            # context seen before: reuse
+            if new_keys:
+                k = self._split_heads(self._project(self.source2d, self.w_k, self.b_k), B, S)   # (B, Hkv, S, hs)
+                v = self._split_heads(self._project(self.source2d, self.w_v, self.b_v), B, S)   # (B, Hkv, S, hs)
+            else:                                                             # context seen before: reuse
                 k, v = cache.k, cache.v
-            else:
-                k = self._split_heads(self._project(self.source2d, self.w_k, self.b_k), B, S)   # (B, H, S, hs)
-                v = self._split_heads(self._project(self.source2d, self.w_v, self.b_v), B, S)   # (B, H, S, hs)
-        if cache is not None and not (self.has_context and cache.length):
-            k, v = cache.append(k, v)                                         # (B, H, S_cached, hs)
-        heads = self.attention.forward(q, k, v)                               # 2. (B, H, T, hs)
+        offset = cache.length if (cache is not None and not self.has_context) else 0
+        if self.positional is not None and new_keys:
+            q, k = self.positional.transform(q, k, offset=offset)             # 1b. rotary positions
+        if cache is not None and new_keys:
+            k, v = cache.append(k, v)                                         # (B, Hkv, S_cached, hs)
+        S_keys = k.shape[-2]
+        score_bias = None
+        if self.positional is not None:
+            score_bias = self.positional.score_bias(T, S_keys)                # 1b. ALiBi, (H, T, S)
+            score_bias = None if score_bias is None else score_bias.astype(q.dtype)
+        k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. (B, H, S, hs)
+        window = None if self.window is None else band_mask(T, S_keys, self.window, self.causal)
+        heads = self.attention.forward(q, k, v, mask=window, bias=score_bias)  # 2. (B, H, T, hs)
         self.heads2d = self._merge_heads(heads, B, T)                         # 3. (B*T, C) concatenated heads
         out = self._project(self.heads2d, self.w_o, self.b_o)                 # 4. (B*T, C)
         self.shapes = (B, T, S)
@@ -141,13 +192,15 @@ class MultiHeadAttention(Module):
             4. out = heads W_O + b_O   -> dheads = dout W_O^T; dW_O += heads^T dout
             3. concatenation           -> split dheads back into (B, H, T, hs)
             2. attention               -> (dq, dk, dv) from ScaledDotProductAttention.backward
+            1c. k, v shared by a group -> dk, dv of a shared head = sum over its group
+            1b. q, k rotated (RoPE)    -> rotate dq, dk back; a score bias is constant
             1. q = x W_Q, k = src W_K, v = src W_V
                                        -> dW_Q += x^T dq, ...; dx = dq W_Q^T (+ dk W_K^T + dv W_V^T
                                           when src is x itself: x feeds all three paths, so the
                                           three contributions add)
-        In self-attention step 1 runs fused: with dqkv = [dq | dk | dv] (B*T, 3C),
-        d[W_Q | W_K | W_V] = x^T dqkv and dx = dqkv [W_Q | W_K | W_V]^T, which is
-        exactly the sum of the three separate terms above.
+        In self-attention step 1 runs fused: with dqkv = [dq | dk | dv] (B*T, C + 2 Hkv hs),
+        d[W_Q | W_K | W_V] = x^T dqkv and dx = dqkv [W_Q | W_K | W_V]^T, which is exactly
+        the sum of the three separate terms above.
 
         Args:
             dout: (B, T, C).
@@ -165,10 +218,13 @@ class MultiHeadAttention(Module):
         dheads2d = self._project_backward(dout2d, self.heads2d, self.w_o, self.b_o)     # 4.
         dheads = self._split_heads(dheads2d, B, T)                                       # 3. (B, H, T, hs)
         dq, dk, dv = self.attention.backward(dheads)                                     # 2.
+        dk, dv = self._share_kv_heads_backward(dk), self._share_kv_heads_backward(dv)    # 1c. (B, Hkv, S, hs)
+        if self.positional is not None:
+            dq, dk = self.positional.transform_backward(dq, dk)                          # 1b.
         if not self.has_context:                                                         # 1. fused
-            dqkv2d = np.concatenate([self._merge_heads(d, B, T) for d in (dq, dk, dv)], axis=1)   # (B*T, 3C)
-            dw_qkv = self.x2d.T @ dqkv2d                                                 # (C, 3C)
-            splits = np.cumsum([self.w_q.shape[1], self.w_k.shape[1]])
+            dqkv2d = np.concatenate([self._merge_heads(d, B, T) for d in (dq, dk, dv)], axis=1)
+            _, _, splits = self._fused_qkv()
+            dw_qkv = self.x2d.T @ dqkv2d                                                 # (C, C + 2 Hkv hs)
             for weight, dweight in zip((self.w_q, self.w_k, self.w_v), np.split(dw_qkv, splits, axis=1)):
                 weight.grad += dweight
             if self.b_q is not None:
@@ -186,4 +242,7 @@ class MultiHeadAttention(Module):
             raise ValueError(f"{self!r} expected {what} (B, T, {self.d_model}), got {x.shape}")
 
     def __repr__(self):
-        return f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal})"
+        extras = "" if self.n_kv_heads == self.n_heads else f", n_kv_heads={self.n_kv_heads}"
+        extras += "" if self.positional is None else f", positional={self.positional!r}"
+        extras += "" if self.window is None else f", window={self.window}"
+        return f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}{extras})"
