@@ -39,3 +39,12 @@ from .layers.rope import RotaryEmbedding, rotary_angles, rotate
 from .layers.sliding_window import BandedAttention, band_mask
 from .layers.sparse_masks import fixed_masks, longformer_mask, strided_masks
 from .layers.transformer_xl import TransformerXL, TransformerXLBlock
+
+# Training and sampling (issue 4): optimizers, schedules, data, trainer, checkpoints, KV cache, sampling.
+from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from .data import CharTokenizer, default_corpus, get_batch, train_val_split
+from .kv_cache import KVCache, LayerKVCache
+from .optim import SGD, Adam, AdamW, clip_grad_norm, parameter_groups
+from .sampling import generate, next_token, sample_text
+from .schedules import cosine_rate, noam_rate
+from .trainer import TrainConfig, Trainer

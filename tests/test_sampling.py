@@ -31,6 +31,19 @@ def test_cached_logits_equal_full_recomputation(prompt_length, seed, positional,
     assert cache.length == 10
 
 
+@pytest.mark.parametrize("options", [dict(positional="rope"), dict(positional="alibi"), dict(n_kv_heads=1),
+                                     dict(positional="rope", n_kv_heads=2, window=3), dict(positional="none")],
+                         ids=["rope", "alibi", "multi-query", "rope+gqa+window", "no-positions"])
+def test_cached_logits_equal_full_recomputation_for_attention_variants(options):
+    model = GPT(13, 16, 4, 2, 32, 10, rng=1, **options)
+    ids = np.random.default_rng(2).integers(0, 13, size=(2, 9))
+    cache = KVCache(len(model.blocks))
+    steps = [model.forward(ids[:, :3], cache=cache)[:, -1]]
+    steps += [model.forward(ids[:, t:t + 1], cache=cache)[:, -1] for t in range(3, 9)]
+    full = model.forward(ids)
+    np.testing.assert_allclose(np.stack(steps, axis=1), full[:, 2:], rtol=1e-10, atol=1e-12)
+
+
 def test_cache_beyond_max_len_is_refused():
     model = tiny_gpt()
     cache = KVCache(2)
