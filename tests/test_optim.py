@@ -89,11 +89,40 @@ def test_parameter_groups_exempt_biases_layernorm_and_embeddings():
 
 
 def test_float32_parameters_stay_float32():
-    param = Parameter(np.ones(4, dtype=np.float32))
-    param.grad[...] = 0.5
-    for optimizer in (SGD([param], lr=0.1, momentum=0.9), AdamW([param], lr=0.1)):
+    for make in (lambda p: SGD(p, lr=0.1, momentum=0.9), lambda p: AdamW(p, lr=0.1)):
+        param = Parameter(np.ones(4, dtype=np.float32))
+        param.grad[...] = 0.5
+        optimizer = make([param])
         optimizer.step()
         assert param.data.dtype == np.float32 and all(s.dtype == np.float32 for s in optimizer.state[0].values())
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
+def test_flat_buffers_give_the_per_parameter_update_bit_for_bit(name):
+    make = {"SGD": lambda p, flat: SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01, flatten=flat),
+            "Adam": lambda p, flat: Adam(p, lr=0.01, weight_decay=0.01, flatten=flat),
+            "AdamW": lambda p, flat: AdamW(p, lr=0.01, weight_decay=0.1, flatten=flat)}[name]
+    models = [GPT(11, 8, 2, 2, 16, 6, dtype=np.float32, rng=0) for _ in range(2)]
+    optimizers = [make(parameter_groups(model, 0.1), flat) for model, flat in zip(models, (True, False))]
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        grads = [rng.standard_normal(p.shape).astype(np.float32) for p in models[0].parameters()]
+        for model, optimizer in zip(models, optimizers):
+            optimizer.zero_grad()
+            for param, grad in zip(model.parameters(), grads):
+                param.grad += grad
+            optimizer.step()
+    for (name_a, a), (_, b) in zip(models[0].named_parameters(), models[1].named_parameters()):
+        assert np.array_equal(a.data, b.data), name_a
+    assert optimizers[0].state_dict().keys() == optimizers[1].state_dict().keys()
+
+
+def test_replacing_a_flattened_parameter_array_is_an_error():
+    param = _param([1.0, 2.0], [0.1, 0.1])
+    optimizer = AdamW([param], lr=0.1)
+    param.data = np.array([5.0, 6.0])
+    with pytest.raises(RuntimeError, match="replaced after the optimizer was built"):
+        optimizer.step()
 
 
 @given(st.floats(0.01, 10.0), st.integers(0, 2**32 - 1))

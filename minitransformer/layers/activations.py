@@ -41,38 +41,37 @@ class GELU(Module):
         """x (...) -> y (...).
 
         Plain form: t = tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC * x**3)); y = 0.5 * x * (1 + t).
+        Here the gate gate = 0.5 (1 + t) is kept for the backward pass, and y = x * gate.
         """
         x = np.asarray(x)
         self.x = x
-        u = x * x                                   # u = sqrt(2/pi) * x * (1 + 0.044715 x^2), in place
-        u *= GELU_CUBIC
-        u += 1.0
-        u *= x
-        u *= SQRT_2_OVER_PI
-        self.tanh_u = np.tanh(u, out=u)
-        y = self.tanh_u + 1.0
-        y *= x
-        y *= 0.5
-        return y
+        gate = x * x                                # u = x (sqrt(2/pi) + sqrt(2/pi) 0.044715 x^2), in place
+        gate *= SQRT_2_OVER_PI * GELU_CUBIC
+        gate += SQRT_2_OVER_PI
+        gate *= x
+        np.tanh(gate, out=gate)                     # t
+        gate *= 0.5
+        gate += 0.5                                 # gate = 0.5 (1 + t)
+        self.gate = gate
+        return x * gate
 
     def backward(self, dout):
         """Product rule on y = 0.5 x (1 + t), t = tanh(u):
             dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx,
             du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+        With gate = 0.5 (1 + t), 1 - t^2 = 4 gate (1 - gate), so
+            dy/dx = gate (1 + 2 x (1 - gate) du/dx),
+        which is what the in-place steps below compute.
         """
         self._require("x")
         self._check_dout(dout, self.x.shape)
-        x, t = self.x, self.tanh_u
-        dy_dx = x * x                               # du/dx, built in place
-        dy_dx *= 3.0 * GELU_CUBIC
+        x, gate = self.x, self.gate
+        dy_dx = x * x                               # 2 x du/dx = x (2 sqrt(2/pi) + 6 sqrt(2/pi) 0.044715 x^2)
+        dy_dx *= 6.0 * SQRT_2_OVER_PI * GELU_CUBIC
+        dy_dx += 2.0 * SQRT_2_OVER_PI
+        dy_dx *= x
+        dy_dx *= 1.0 - gate                         # (1 - gate) is one temporary
         dy_dx += 1.0
-        dy_dx *= SQRT_2_OVER_PI
-        sech2 = t * t                               # 1 - t^2
-        np.subtract(1.0, sech2, out=sech2)
-        dy_dx *= sech2
-        dy_dx *= x                                  # x (1 - t^2) du/dx
-        dy_dx += t
-        dy_dx += 1.0
-        dy_dx *= 0.5                                # 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx
+        dy_dx *= gate                               # gate (1 + 2 x (1 - gate) du/dx)
         dy_dx *= dout
         return dy_dx

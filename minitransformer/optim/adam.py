@@ -41,19 +41,18 @@ class Adam(Optimizer):
     state_names = ("m", "v")
     decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, flatten=True):
         beta1, beta2 = betas
         if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
             raise ValueError(f"{type(self).__name__} expected betas in [0, 1), got {betas}")
-        super().__init__(params, lr, weight_decay)
+        super().__init__(params, lr, weight_decay, flatten)
         self.beta1, self.beta2, self.eps = float(beta1), float(beta2), float(eps)
 
-    def _update(self, param, state, weight_decay):
-        grad = param.grad
+    def _update(self, data, grad, state, weight_decay):
         if weight_decay and self.decoupled:
-            param.data *= 1.0 - self.lr * weight_decay                 # AdamW: p <- p - lr lambda p
+            data *= 1.0 - self.lr * weight_decay                       # AdamW: p <- p - lr lambda p
         elif weight_decay:
-            grad = grad + weight_decay * param.data                    # Adam + L2: g <- g + lambda p
+            grad = grad + weight_decay * data                          # Adam + L2: g <- g + lambda p
         m, v = state["m"], state["v"]
         m *= self.beta1                                                # m <- beta1 m + (1 - beta1) g
         m += (1.0 - self.beta1) * grad
@@ -68,7 +67,7 @@ class Adam(Optimizer):
         denominator += self.eps
         step = np.divide(m, denominator, out=denominator)
         step *= self.lr / bias1
-        param.data -= step
+        data -= step
 
 
 class AdamW(Adam):
@@ -79,5 +78,5 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, flatten=True):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, flatten=flatten)

@@ -7,6 +7,16 @@ usual two groups: matrices that are decayed, and the parameters that are not
 split that AdamW papers and nanoGPT use: decaying a bias or a LayerNorm gain
 towards zero has no regularising meaning, it only shifts or shrinks features.
 
+Speed: a model has dozens of small parameters, and an update written per
+parameter costs a dozen NumPy calls for each of them. So the optimizer moves
+each group's parameters into one contiguous buffer (`data`, and one for `grad`)
+and leaves every `Parameter` holding views into it: the objects, names, shapes
+and values are unchanged, and one update over the group's buffer is exactly
+the per-parameter update, applied to all of them at once (`flatten=False`
+keeps the per-parameter loop; tests/test_optim.py shows both agree bit for
+bit). Replacing `param.data` by a new array after the optimizer is built would
+cut it off from the buffer; `step()` then raises instead of silently skipping it.
+
 The learning rate is the attribute `lr`, set by the trainer from a schedule
 before each `step()`. State (moments, momentum buffers, the step count) is
 kept per parameter in the order of the groups, so `state_dict()` and
@@ -65,7 +75,7 @@ class Optimizer:
 
     state_names = ()                                   # per-parameter buffers, e.g. ("m", "v")
 
-    def __init__(self, params, lr, weight_decay=0.0):
+    def __init__(self, params, lr, weight_decay=0.0, flatten=True):
         params = list(params)
         if not params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
@@ -75,8 +85,14 @@ class Optimizer:
                         "weight_decay": float(group.get("weight_decay", weight_decay))} for group in params]
         self.lr = float(lr)
         self.step_count = 0
-        self.state = [{name: np.zeros_like(param.data) for name in self.state_names}
-                      for param in self.parameters()]
+        self.state = []                                # per parameter: {name: array}, views when flat
+        for group in self.groups:
+            flat = flatten and group["params"] and len({p.data.dtype for p in group["params"]}) == 1
+            group["data"], group["grad"] = _flatten(group["params"]) if flat else (None, None)
+            group["state"] = {name: np.zeros_like(group["data"]) for name in self.state_names} if flat else None
+            for param, (start, stop) in zip(group["params"], _spans(group["params"])):
+                self.state.append({name: group["state"][name][start:stop].reshape(param.shape) if flat
+                                   else np.zeros_like(param.data) for name in self.state_names})
 
     def parameters(self):
         return [param for group in self.groups for param in group["params"]]
@@ -86,16 +102,32 @@ class Optimizer:
         self.step_count += 1
         index = 0
         for group in self.groups:
+            if group["data"] is not None:
+                self._check_flat(group)
+                self._update(group["data"], group["grad"], group["state"], group["weight_decay"])
+                index += len(group["params"])
+                continue
             for param in group["params"]:
-                self._update(param, self.state[index], group["weight_decay"])
+                self._update(param.data, param.grad, self.state[index], group["weight_decay"])
                 index += 1
 
-    def _update(self, param, state, weight_decay):
+    def _update(self, data, grad, state, weight_decay):
+        """Update `data` in place from `grad` and the buffers in `state` (arrays of one shape)."""
         raise NotImplementedError
 
+    def _check_flat(self, group):
+        for param in group["params"]:
+            if param.data.base is not group["data"] or param.grad.base is not group["grad"]:
+                raise RuntimeError(f"{type(self).__name__}: a {param!r} had its .data or .grad replaced after the "
+                                   "optimizer was built; assign in place (param.data[...] = ...) or rebuild it")
+
     def zero_grad(self):
-        for param in self.parameters():
-            param.zero_grad()
+        for group in self.groups:
+            if group["grad"] is not None:
+                group["grad"][...] = 0
+            else:
+                for param in group["params"]:
+                    param.zero_grad()
 
     def state_dict(self):
         """{"step_count", "lr", "state.<i>.<name>": array}: everything `step()` depends on."""
@@ -121,3 +153,25 @@ class Optimizer:
                 buffers[name][...] = state[f"state.{index}.{name}"]
         self.step_count = int(state["step_count"])
         self.lr = float(state["lr"])
+
+
+def _spans(params):
+    """(start, stop) of each parameter in its group's flat buffer."""
+    spans, start = [], 0
+    for param in params:
+        spans.append((start, start + param.size))
+        start += param.size
+    return spans
+
+
+def _flatten(params):
+    """Copy the parameters' data and grad into two flat buffers and make each Parameter hold views into them."""
+    size = sum(param.size for param in params)
+    data = np.empty(size, dtype=params[0].data.dtype)
+    grad = np.empty(size, dtype=params[0].data.dtype)
+    for param, (start, stop) in zip(params, _spans(params)):
+        data[start:stop] = param.data.reshape(-1)
+        grad[start:stop] = param.grad.reshape(-1)
+        param.data = data[start:stop].reshape(param.shape)        # views: the layers see the same values
+        param.grad = grad[start:stop].reshape(param.shape)
+    return data, grad

@@ -21,15 +21,16 @@ class SGD(Optimizer):
 
     state_names = ("velocity",)
 
-    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
+    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, flatten=True):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"SGD expected 0 <= momentum < 1, got {momentum}")
-        super().__init__(params, lr, weight_decay)
+        super().__init__(params, lr, weight_decay, flatten)
         self.momentum = float(momentum)
 
-    def _update(self, param, state, weight_decay):
-        grad = param.grad if not weight_decay else param.grad + weight_decay * param.data
+    def _update(self, data, grad, state, weight_decay):
+        if weight_decay:
+            grad = grad + weight_decay * data                     # L2: g <- g + lambda p
         velocity = state["velocity"]
-        velocity *= self.momentum
+        velocity *= self.momentum                                 # v <- mu v + g
         velocity += grad
-        param.data -= self.lr * velocity
+        data -= self.lr * velocity                                # p <- p - lr v
