@@ -148,13 +148,14 @@ def main(argv=None):
     parser.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="training text (read by path)")
     parser.add_argument("--steps", type=int, default=2000, help="training steps of the full run (0: skip it)")
     parser.add_argument("--compare-steps", type=int, default=60, help="interleaved steps timed against PyTorch")
+    parser.add_argument("--seed", type=int, default=1337, help="seed of the weights and batches (nanoGPT's 1337)")
     parser.add_argument("--threads", type=int, default=None,
                         help="BLAS and PyTorch threads (default: the libraries' own choice, all cores); "
                              "on a machine shared with other jobs 1 thread is often faster for both")
     args = parser.parse_args(argv)
 
     config = TrainConfig(max_steps=max(args.steps, 1), eval_interval=max(args.steps, 1), eval_batches=20,
-                         decay_embeddings=True)
+                         decay_embeddings=True, seed=args.seed)
     with open(args.text, encoding="utf-8") as file:
         text = file.read()
     tokenizer = CharTokenizer.train(text)
