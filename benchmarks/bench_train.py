@@ -185,6 +185,8 @@ def main(argv=None):
               f"matmul rate; the step's products alone take {products_time * 1e3:.1f} ms, so "
               f"{max(0.0, 1 - products_time / median):.0%} of a step is spent outside matrix products")
 
+    if not args.compare_steps:
+        return 0
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -11,7 +11,7 @@ import os
 
 HELP = "train a GPT language model on a text (default: CPython's pydoc help topics) and print samples"
 
-DEFAULT_STEPS = 1000
+DEFAULT_STEPS = 2000
 
 
 def add_arguments(parser):

@@ -156,7 +156,8 @@ class MultiHeadAttention(Module):
         self.used_cache = cache is not None
         new_keys = not (self.has_context and cache is not None and cache.length)
         if context is None:                                                   # 1. one product for q, k, v
-            self.w_qkv, b_qkv, splits = self._fused_qkv()
+            self.w_qkv, b_qkv, self.qkv_splits = self._fused_qkv()
+            splits = self.qkv_splits
             qkv2d = self.x2d @ self.w_qkv                                     # (B*T, C + 2 Hkv hs)
             if b_qkv is not None:
                 qkv2d += b_qkv
@@ -222,8 +223,11 @@ class MultiHeadAttention(Module):
         if self.positional is not None:
             dq, dk = self.positional.transform_backward(dq, dk)                          # 1b.
         if not self.has_context:                                                         # 1. fused
-            dqkv2d = np.concatenate([self._merge_heads(d, B, T) for d in (dq, dk, dv)], axis=1)
-            _, _, splits = self._fused_qkv()
+            splits = self.qkv_splits
+            dqkv = np.empty((B, T, self.w_qkv.shape[1] // self.head_size, self.head_size), dtype=dq.dtype)
+            for start, d in zip((0, *(width // self.head_size for width in splits)), (dq, dk, dv)):
+                dqkv[:, :, start:start + d.shape[1]] = d.transpose(0, 2, 1, 3)           # merge heads in place
+            dqkv2d = dqkv.reshape(B * T, -1)                                             # [dq | dk | dv]
             dw_qkv = self.x2d.T @ dqkv2d                                                 # (C, C + 2 Hkv hs)
             for weight, dweight in zip((self.w_q, self.w_k, self.w_v), np.split(dw_qkv, splits, axis=1)):
                 weight.grad += dweight
