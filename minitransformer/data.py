@@ -68,8 +68,9 @@ class CharTokenizer:
 
 
 def _bpe_class():
+    """The BPE tokenizer (`minitransformer.bpe`, API: train(text, vocab_size), encode, decode, to_config)."""
     try:
-        from . import BPETokenizer
+        from .bpe import BPETokenizer
     except ImportError:
         raise ValueError("bpe tokenizer not available in this version of minitransformer; use --tokenizer char") from None
     return BPETokenizer

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 import minitransformer.data
 from minitransformer.__main__ import main
-from minitransformer.data import CharTokenizer, default_corpus, get_batch, make_tokenizer, train_val_split
+from minitransformer.data import (CharTokenizer, default_corpus, get_batch, make_tokenizer, tokenizer_from_config,
+                                  train_val_split)
 from test_checkpoint import TEXT, tiny_trainer
 
 
@@ -90,13 +91,15 @@ def test_default_corpus_is_cpython_help_text():
 
 def test_bpe_tokenizer_is_used_when_available_or_named_when_not():
     try:
-        from minitransformer import BPETokenizer  # noqa: F401
+        from minitransformer.bpe import BPETokenizer  # noqa: F401
     except ImportError:
         with pytest.raises(ValueError, match="bpe tokenizer not available"):
             make_tokenizer("bpe", TEXT, 300)
         return
     tokenizer = make_tokenizer("bpe", TEXT, 300)
     assert tokenizer.decode(tokenizer.encode(TEXT)) == TEXT
+    again = tokenizer_from_config(tokenizer.to_config())                   # as checkpoints store it
+    assert again.encode(TEXT) == tokenizer.encode(TEXT)
 
 
 def test_train_and_sample_commands(tmp_path, capsys):

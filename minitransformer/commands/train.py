@@ -129,6 +129,7 @@ def run(args):
           f"{config.max_steps} steps of {config.batch_size} x {config.block_size} tokens")
     if trainer.step == 0:
         first = trainer.evaluate()
+        trainer.history["eval"].append([0, first["train"], first["val"]])     # the curve starts untrained
         print(f"untrained: val loss {first['val']:.4f} (uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f})")
         _print_sample("sample before training", trainer, tokenizer, args)
     else:
