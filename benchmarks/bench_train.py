@@ -10,11 +10,12 @@ embeddings. Like nanoGPT it decays every 2-D tensor, embeddings included.
 Prints, in this order:
 1. NumPy's own float32 matrix-multiply rate on this machine, now (GFLOP/s, median).
 2. The training run: median ms per step, wall time, final validation loss
-   (20 batches), peak memory, achieved GFLOP/s, and the share of a step spent
-   outside matrix products (the step's products replayed alone and timed).
-3. If torch is installed: the same model (same shapes, biases, GELU-tanh) in
-   PyTorch eager, its steps interleaved with ours so both see the same machine
-   load; medians of each and the ratio. torch is never required.
+   (20 batches), peak memory.
+3. Interleaved rounds, so that all see the same machine load: our step, the
+   step's matrix products replayed alone (the share of a step spent outside
+   them, and the achieved GFLOP/s), and, if torch is installed, the same model
+   (same shapes, biases, GELU-tanh) in PyTorch eager. Medians of wall time and
+   of this process's CPU time, and the ratio. torch is never required.
 
 The machine is shared, so absolute times move; the ratio within one run is the figure to quote.
 """
@@ -60,20 +61,20 @@ def flops(products):
     return sum(2 * batch * m * k * n for batch, m, k, n in products)
 
 
-def time_products(products, repeats=15):
-    """Median seconds to run all the step's products once, float32, each with fresh-looking operands."""
+def product_replay(products):
+    """A function that runs every product of one step once, float32, on operands made here beforehand."""
     rng = np.random.default_rng(0)
-    operands = [(rng.standard_normal((batch, m, k)).astype(np.float32).squeeze(0) if batch == 1 else
-                 rng.standard_normal((batch, m, k)).astype(np.float32),
-                 rng.standard_normal((batch, k, n)).astype(np.float32).squeeze(0) if batch == 1 else
-                 rng.standard_normal((batch, k, n)).astype(np.float32)) for batch, m, k, n in products]
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
+
+    def operand(batch, rows, cols):
+        array = rng.standard_normal((batch, rows, cols)).astype(np.float32)
+        return array[0] if batch == 1 else array
+
+    operands = [(operand(batch, m, k), operand(batch, k, n)) for batch, m, k, n in products]
+
+    def replay():
         for a, b in operands:
             a @ b
-        times.append(time.perf_counter() - started)
-    return float(np.median(times))
+    return replay
 
 
 def numpy_matmul_rate(repeats=30):
@@ -177,42 +178,57 @@ def main(argv=None):
         wall = time.perf_counter() - started
         median = float(np.median(trainer.step_times))
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        products_time = time_products(products)
         print(f"\nminitransformer, {args.steps} steps, float32: median {median * 1e3:.1f} ms/step, "
               f"wall {wall:.0f} s (incl. evaluation), final val loss {losses['val']:.4f} "
               f"(train {losses['train']:.4f}, 20 batches), peak memory {peak_mb:.0f} MB")
-        print(f"achieved {step_flops / median / 1e9:.0f} GFLOP/s = {step_flops / median / 1e9 / rate:.0%} of the "
-              f"matmul rate; the step's products alone take {products_time * 1e3:.1f} ms, so "
-              f"{max(0.0, 1 - products_time / median):.0%} of a step is spent outside matrix products")
 
     if not args.compare_steps:
         return 0
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("\ntorch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
-        return 0
-    x, y = get_batch(train_data, config.block_size, config.batch_size, np.random.default_rng(0))
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch_step, threads, version = torch_step_function(config, V, x, y)
-    ours = Trainer(config, train_data, val_data, V, progress=False)
-    for _ in range(5):                                          # warm up both
-        torch_step()
-        ours.train_step()
-    numpy_times, torch_times = [], []
-    for _ in range(args.compare_steps):
-        started = time.perf_counter()
-        ours.train_step()
-        numpy_times.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        torch_step()
-        torch_times.append(time.perf_counter() - started)
-    numpy_median, torch_median = float(np.median(numpy_times)), float(np.median(torch_times))
-    print(f"\ninterleaved, {args.compare_steps} steps each: minitransformer {numpy_median * 1e3:.1f} ms, "
-          f"PyTorch {version} eager ({threads} threads) {torch_median * 1e3:.1f} ms; "
-          f"ratio ours / PyTorch = {numpy_median / torch_median:.2f}")
+    compare(config, train_data, val_data, V, products, args)
     return 0
+
+
+def _timed(function, times):
+    """Run function(); append (wall seconds, CPU seconds of this process) to `times`."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    function()
+    times.append((time.perf_counter() - wall, time.process_time() - cpu))
+
+
+def compare(config, train_data, val_data, V, products, args):
+    """Interleave our step, a replay of its matrix products, and (if installed) PyTorch's step."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
+        print("\ntorch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
+    ours = Trainer(config, train_data, val_data, V, progress=False)
+    contenders = {"minitransformer step": ours.train_step,
+                  "its matrix products alone": product_replay(products)}
+    if torch is not None:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        x, y = get_batch(train_data, config.block_size, config.batch_size, np.random.default_rng(0))
+        torch_step, threads, version = torch_step_function(config, V, x, y)
+        contenders[f"PyTorch {version} eager step ({threads} threads)"] = torch_step
+    times = {name: [] for name in contenders}
+    for _ in range(5):                                          # warm up
+        for function in contenders.values():
+            function()
+    for _ in range(args.compare_steps):
+        for name, function in contenders.items():
+            _timed(function, times[name])
+    medians = {name: np.median(np.array(values), axis=0) for name, values in times.items()}
+    print(f"\ninterleaved, {args.compare_steps} rounds (median wall ms / median CPU ms of this process):")
+    for name, (wall, cpu) in medians.items():
+        print(f"  {name:<45} {wall * 1e3:7.1f} / {cpu * 1e3:7.1f}")
+    ours_wall, ours_cpu = medians["minitransformer step"]
+    products_wall, products_cpu = medians["its matrix products alone"]
+    print(f"  outside matrix products: {1 - products_wall / ours_wall:.0%} of the step (wall), "
+          f"{1 - products_cpu / ours_cpu:.0%} (CPU); achieved {flops(products) / ours_wall / 1e9:.0f} GFLOP/s")
+    if torch is not None:
+        torch_wall, torch_cpu = list(medians.values())[-1]
+        print(f"  ratio minitransformer / PyTorch: {ours_wall / torch_wall:.2f} (wall), {ours_cpu / torch_cpu:.2f} (CPU)")
 
 
 if __name__ == "__main__":
