@@ -45,8 +45,8 @@ class GELU(Module):
         """
         x = np.asarray(x)
         self.x = x
-        self.x_squared = x * x                      # kept: backward needs x^2 too
-        gate = self.x_squared * (SQRT_2_OVER_PI * GELU_CUBIC)   # u = x (sqrt(2/pi) + sqrt(2/pi) 0.044715 x^2)
+        gate = x * x                                # u = x (sqrt(2/pi) + sqrt(2/pi) 0.044715 x^2), in place
+        gate *= SQRT_2_OVER_PI * GELU_CUBIC
         gate += SQRT_2_OVER_PI
         gate *= x
         np.tanh(gate, out=gate)                     # t
@@ -66,8 +66,8 @@ class GELU(Module):
         self._require("x")
         self._check_dout(dout, self.x.shape)
         x, gate = self.x, self.gate
-        dy_dx = self.x_squared * (6.0 * SQRT_2_OVER_PI * GELU_CUBIC)   # 2 x du/dx, built in place:
-        # x (2 sqrt(2/pi) + 6 sqrt(2/pi) 0.044715 x^2)
+        dy_dx = x * x                               # 2 x du/dx = x (2 sqrt(2/pi) + 6 sqrt(2/pi) 0.044715 x^2)
+        dy_dx *= 6.0 * SQRT_2_OVER_PI * GELU_CUBIC
         dy_dx += 2.0 * SQRT_2_OVER_PI
         dy_dx *= x
         dy_dx *= 1.0 - gate                         # (1 - gate) is one temporary
