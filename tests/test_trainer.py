@@ -115,9 +115,9 @@ def test_train_and_sample_commands(tmp_path, capsys):
     assert main(["train", "--max-steps", "6", "--resume"] + common) == 0
     assert "resuming at step 4" in capsys.readouterr().out
     assert main(["train", "--max-steps", "6", "--resume"] + common + ["--d-model", "32"]) == 2
-    assert "different config: --d-model 32 (checkpoint: 16)" in capsys.readouterr().out
+    assert "different config: --d-model 32 (checkpoint: 16)" in capsys.readouterr().err
     assert main(["sample", "--checkpoint", str(out), "--prompt", "the quick", "--max-new-tokens", "12"]) == 0
     sample = capsys.readouterr().out
     assert sample.startswith("he quick") and len(sample.rstrip("\n")) == 8 + 12     # cropped to block_size 8
     assert main(["sample", "--checkpoint", str(tmp_path / "missing")]) == 2
-    assert "no checkpoint" in capsys.readouterr().out
+    assert "no checkpoint" in capsys.readouterr().err

@@ -1,5 +1,7 @@
 """`python -m minitransformer sample`: continue a prompt with a trained checkpoint."""
 
+import sys
+
 HELP = "generate text from a checkpoint written by `train` (greedy, temperature, top-k)"
 
 
@@ -32,6 +34,6 @@ def run(args):
                                top_k=args.top_k, rng=rng)
             print(text if args.num_samples == 1 else f"--- sample {index + 1} ---\n{text}")
     except (CheckpointError, ValueError) as error:
-        print(f"error: {error}")
+        print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -8,6 +8,7 @@ loss-curve PNG go to --out; `--resume` continues a run from its checkpoint.
 """
 
 import os
+import sys
 
 HELP = "train a GPT language model on a text (default: CPython's pydoc help topics) and print samples"
 
@@ -121,7 +122,7 @@ def run(args):
             trainer = Trainer(config, train_data, val_data, tokenizer.vocab_size, out_dir=args.out,
                               tokenizer_config=tokenizer.to_config(), progress=not args.no_progress)
     except (CheckpointError, ValueError) as error:
-        print(f"error: {error}")
+        print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"corpus: {source}, {len(text):,} characters -> {len(ids):,} tokens "
           f"({tokenizer!r}; {len(train_data):,} train / {len(val_data):,} validation)")
