@@ -11,7 +11,9 @@ Prints, in this order:
 1. NumPy's own float32 matrix-multiply rate on this machine, now (GFLOP/s, median).
 2. The training run: median ms per step, wall time, final validation loss
    (20 batches), peak memory.
-3. Interleaved rounds, so that all see the same machine load: our step, the
+3. With --torch-train: the PyTorch twin trained on the same batches with the
+   same schedule, and its validation loss on the same windows.
+4. Interleaved rounds, so that all see the same machine load: our step, the
    step's matrix products replayed alone (the share of a step spent outside
    them, and the achieved GFLOP/s), and, if torch is installed, the same model
    (same shapes, biases, GELU-tanh) in PyTorch eager. Medians of wall time and
@@ -89,8 +91,9 @@ def numpy_matmul_rate(repeats=30):
     return 2 * 768 * 512 * 512 / float(np.median(times)) / 1e9
 
 
-def torch_step_function(config, V, x, y):
-    """The same GPT in PyTorch eager (nanoGPT's model.py shape, with our biases), and its training step."""
+def torch_model(config, V):
+    """The same GPT in PyTorch eager (nanoGPT's model.py shape, with our biases, GPT-2 initialisation),
+    and AdamW with nanoGPT's groups (every tensor of two or more axes decayed)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -130,18 +133,50 @@ def torch_step_function(config, V, x, y):
             return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
 
     model = GPT()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
-                                  weight_decay=config.weight_decay)
-    x, y = torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y.astype(np.int64))
+    for name, param in model.named_parameters():                # GPT-2 / nanoGPT initialisation
+        if param.dim() < 2:
+            if name.endswith("bias"):
+                torch.nn.init.zeros_(param)
+        else:
+            residual = name.endswith("proj.weight") or name.endswith("fc2.weight")
+            torch.nn.init.normal_(param, 0.0, 0.02 / (2 * config.n_layers) ** 0.5 if residual else 0.02)
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": config.weight_decay},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=config.lr, betas=(config.beta1, config.beta2))
+    return model, optimizer
 
-    def step():
-        loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        return loss.detach().item()
-    return step, torch.get_num_threads(), torch.__version__
+
+def torch_step(model, optimizer, config, x, y, lr):
+    """One PyTorch training step on int arrays x, y (B, T); returns the loss."""
+    import torch
+
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss = model(torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y.astype(np.int64)))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    optimizer.step()
+    return loss.detach().item()
+
+
+def torch_train(config, train_data, val_data, V):
+    """Train the PyTorch twin with our schedule and our batch generators; return (val loss, wall s)."""
+    import torch
+
+    model, optimizer = torch_model(config, V)
+    data_rng = np.random.default_rng([config.seed, 1])          # the trainer's batch generator
+    started = time.perf_counter()
+    for step in range(config.max_steps):
+        x, y = get_batch(train_data, config.block_size, config.batch_size, data_rng)
+        torch_step(model, optimizer, config, x, y, config.learning_rate(step))
+    wall = time.perf_counter() - started
+    eval_rng = np.random.default_rng([config.seed, 2])          # the trainer's evaluation windows
+    with torch.no_grad():
+        losses = [model(*(torch.from_numpy(a.astype(np.int64)) for a in
+                          get_batch(val_data, config.block_size, config.batch_size, eval_rng))).item()
+                  for _ in range(config.eval_batches)]
+    return float(np.mean(losses)), wall
 
 
 def main(argv=None):
@@ -150,6 +185,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=2000, help="training steps of the full run (0: skip it)")
     parser.add_argument("--compare-steps", type=int, default=60, help="interleaved steps timed against PyTorch")
     parser.add_argument("--seed", type=int, default=1337, help="seed of the weights and batches (nanoGPT's 1337)")
+    parser.add_argument("--torch-train", action="store_true",
+                        help="also train the PyTorch twin for --steps steps on the same batches and report its val loss")
     parser.add_argument("--threads", type=int, default=None,
                         help="BLAS and PyTorch threads (default: the libraries' own choice, all cores); "
                              "on a machine shared with other jobs 1 thread is often faster for both")
@@ -182,6 +219,13 @@ def main(argv=None):
               f"wall {wall:.0f} s (incl. evaluation), final val loss {losses['val']:.4f} "
               f"(train {losses['train']:.4f}, 20 batches), peak memory {peak_mb:.0f} MB")
 
+    if args.torch_train:
+        import torch
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        torch_val, torch_wall = torch_train(config, train_data, val_data, V)
+        print(f"PyTorch twin, same schedule, batches and evaluation windows: val loss {torch_val:.4f} "
+              f"after {config.max_steps} steps in {torch_wall:.0f} s")
     if not args.compare_steps:
         return 0
     compare(config, train_data, val_data, V, products, args)
@@ -209,8 +253,9 @@ def compare(config, train_data, val_data, V, products, args):
         if args.threads:
             torch.set_num_threads(args.threads)
         x, y = get_batch(train_data, config.block_size, config.batch_size, np.random.default_rng(0))
-        torch_step, threads, version = torch_step_function(config, V, x, y)
-        contenders[f"PyTorch {version} eager step ({threads} threads)"] = torch_step
+        model, optimizer = torch_model(config, V)
+        contenders[f"PyTorch {torch.__version__} eager step ({torch.get_num_threads()} threads)"] = (
+            lambda: torch_step(model, optimizer, config, x, y, config.lr))
     times = {name: [] for name in contenders}
     for _ in range(5):                                          # warm up
         for function in contenders.values():
