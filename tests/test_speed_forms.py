@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from minitransformer import GPT, GELU, Embedding, MultiHeadAttention
 from minitransformer.layers.activations import GELU_CUBIC, SQRT_2_OVER_PI
 from minitransformer.layers.attention import causal_bias, causal_mask
+from minitransformer.layers.reductions import sum_last_axis, sum_rows
 from minitransformer.layers.softmax import softmax_backward
 
 
@@ -75,3 +76,14 @@ def test_a_float32_gpt_computes_in_float32_throughout():
     assert model.blocks[0].ff.act.gate.dtype == np.float32               # NumPy 2 promotes np.float64 scalars
     model.backward(np.ones_like(logits))
     assert all(p.grad.dtype == np.float32 for p in model.parameters())
+
+
+@given(st.integers(1, 5), st.integers(1, 70), st.sampled_from([np.float32, np.float64]))
+def test_sums_through_blas_equal_np_sum(rows, cols, dtype):
+    x = np.random.default_rng(rows * 100 + cols).standard_normal((2, rows, cols)).astype(dtype)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(sum_last_axis(x), x.sum(axis=-1, keepdims=True), rtol=tolerance, atol=tolerance)
+    x2d = x.reshape(-1, cols)
+    np.testing.assert_allclose(sum_rows(x2d), x2d.sum(axis=0), rtol=tolerance, atol=tolerance)
+    assert sum_last_axis(x).dtype == dtype and sum_rows(x2d).dtype == dtype
+    assert np.array_equal(sum_rows(np.arange(6).reshape(3, 2)), [6, 9])          # integers: plain np.sum

@@ -11,6 +11,7 @@ import numpy as np
 from ..module import Module
 from ..parameter import Parameter
 from ..random import check_float_dtype
+from .reductions import sum_rows
 
 
 class LayerNorm(Module):
@@ -69,8 +70,8 @@ class LayerNorm(Module):
         dout2d = dout.reshape(-1, C)                          # (N, C)
         xhat2d = self.xhat.reshape(-1, C)
         dout_xhat = dout2d * xhat2d
-        self.gamma.grad += dout_xhat.sum(axis=0)              # undo 6: y = xhat*gamma + beta
-        self.beta.grad += dout2d.sum(axis=0)
+        self.gamma.grad += sum_rows(dout_xhat)                # undo 6: y = xhat*gamma + beta
+        self.beta.grad += sum_rows(dout2d)
         g = dout2d * self.gamma.data                          # dL/dxhat
         g_xhat = np.multiply(dout_xhat, self.gamma.data, out=dout_xhat)   # g * xhat, reusing the buffer
         averager = np.full(C, 1.0 / C, dtype=g.dtype)

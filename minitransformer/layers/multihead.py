@@ -36,6 +36,7 @@ from ..parameter import Parameter
 from ..random import as_generator, check_float_dtype
 from .alibi import ALiBi
 from .attention import ScaledDotProductAttention
+from .reductions import sum_rows
 from .rope import RotaryEmbedding
 from .sliding_window import band_mask
 
@@ -232,7 +233,7 @@ class MultiHeadAttention(Module):
             for weight, dweight in zip((self.w_q, self.w_k, self.w_v), np.split(dw_qkv, splits, axis=1)):
                 weight.grad += dweight
             if self.b_q is not None:
-                dbias = dqkv2d.sum(axis=0)
+                dbias = sum_rows(dqkv2d)
                 for bias, dbias_part in zip((self.b_q, self.b_k, self.b_v), np.split(dbias, splits)):
                     bias.grad += dbias_part
             return (dqkv2d @ self.w_qkv.T).reshape(B, T, C)
