@@ -40,6 +40,19 @@ from .layers.sliding_window import BandedAttention, band_mask
 from .layers.sparse_masks import fixed_masks, longformer_mask, strided_masks
 from .layers.transformer_xl import TransformerXL, TransformerXLBlock
 
+# Byte-pair encoding: the lecture's loop, the fast trainer, the byte-level tokenizer
+from .bpe import BPETokenizer, get_stats, learn_bpe, lecture_vocab, merge_vocab, word_counts_from_text
+
+# --- encoders and encoder-decoders (issue 8): padding, BLEU, encoder, BERT, seq2seq, decoding, fine-tuning
+from .bleu import corpus_bleu
+from .decoding import beam_search, greedy_decode
+from .layers.decoder_block import DecoderBlock
+from .layers.padding import key_padding_mask, lengths_to_mask, pad_sequences
+from .models.bert import BertMLM, mask_tokens
+from .models.encoder import InputEmbedding, TransformerEncoder
+from .models.gpt_classifier import FineTuningObjective, GPTClassifier
+from .models.seq2seq import Seq2SeqTransformer
+
 # Training and sampling (issue 4): optimizers, schedules, data, trainer, checkpoints, KV cache, sampling.
 from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from .data import CharTokenizer, default_corpus, get_batch, train_val_split

@@ -94,9 +94,9 @@ def test_bpe_tokenizer_is_used_when_available_or_named_when_not():
         from minitransformer.bpe import BPETokenizer  # noqa: F401
     except ImportError:
         with pytest.raises(ValueError, match="bpe tokenizer not available"):
-            make_tokenizer("bpe", TEXT, 300)
+            make_tokenizer("bpe", TEXT, 280)
         return
-    tokenizer = make_tokenizer("bpe", TEXT, 300)
+    tokenizer = make_tokenizer("bpe", TEXT, 280)
     assert tokenizer.decode(tokenizer.encode(TEXT)) == TEXT
     again = tokenizer_from_config(tokenizer.to_config())                   # as checkpoints store it
     assert again.encode(TEXT) == tokenizer.encode(TEXT)
