@@ -17,8 +17,12 @@ One `LayerKVCache` serves one attention layer, self- or cross-attention (a
 cross-attention cache stores the encoder output's keys and values on its first
 call and reuses them), so an encoder-decoder can use the same objects. A
 `KVCache` holds one per block of a model and knows how many positions it has
-seen. Left out: preallocated buffers, paged or sliding-window caches; keys
-and values are concatenated, which is simple and cheap at these lengths.
+seen; `reorder(rows)` keeps chosen batch rows, as beam search needs. Left
+out: preallocated buffers, paged or sliding-window caches; keys and values are
+concatenated, which is simple and cheap at these lengths.
+
+(`layers/kv_cache.py` is a second, functional cache written for the
+encoder-decoder while this one was being built; it could move onto this one.)
 """
 
 import numpy as np
@@ -52,6 +56,11 @@ class LayerKVCache:
             self.v = np.concatenate([self.v, v], axis=-2)
         return self.k, self.v
 
+    def reorder(self, rows):
+        """Keep batch rows `rows` (int (B',)), in that order: beam search reshuffling its beams."""
+        if self.k is not None:
+            self.k, self.v = self.k[rows], self.v[rows]
+
     def __repr__(self):
         return f"LayerKVCache(length={self.length})"
 
@@ -73,6 +82,11 @@ class KVCache:
 
     def __getitem__(self, index):
         return self.layers[index]
+
+    def reorder(self, rows):
+        """Keep batch rows `rows` of every layer's cache (see `LayerKVCache.reorder`)."""
+        for layer in self.layers:
+            layer.reorder(rows)
 
     def __len__(self):
         return len(self.layers)

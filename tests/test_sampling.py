@@ -108,3 +108,14 @@ def test_float32_model_stays_float32_when_sampling():
     model = tiny_gpt(dtype=np.float32)
     assert model.forward(np.array([[1, 2]])).dtype == np.float32
     assert generate(model, np.array([1, 2]), 3, rng=0).shape == (5,)
+
+
+def test_reordering_the_cache_follows_the_chosen_rows():
+    model = tiny_gpt()
+    ids = np.random.default_rng(3).integers(0, 13, size=(3, 6))
+    cache = KVCache(len(model.blocks))
+    model.forward(ids[:, :4], cache=cache)
+    cache.reorder(np.array([2, 2, 0]))                       # beams 0 and 1 continue beam 2, beam 2 continues 0
+    reordered = ids[[2, 2, 0]]
+    logits = model.forward(reordered[:, 4:5], cache=cache)[:, -1]
+    np.testing.assert_allclose(logits, model.forward(reordered[:, :5])[:, -1], rtol=1e-10)
