@@ -5,51 +5,27 @@ ignored, backward, global-norm clipping, an Adam update. The learning rate
 rises linearly over `warmup` steps (post-norm Transformers need the warm-up,
 Vaswani et al. §5.3) and then decays linearly to a tenth.
 
-`_Adam` is a placeholder, written while the shared optimizers (issue 4,
-`minitransformer.optim`) were still being built: TO BE REPLACED by
-`minitransformer.optim.Adam`, which has the same constructor and `step()`.
+The optimizer is `minitransformer.optim.Adam` (`_Adam` only keeps this module's
+defaults and the `.params` list its callers read); clipping is `minitransformer.optim.clip_grad_norm`.
 """
 
 import numpy as np
 
 from .decoding import beam_search, greedy_decode
 from .layers.loss import CrossEntropyLoss
+from .optim import Adam, clip_grad_norm  # noqa: F401  (clip_grad_norm is imported from here by the commands)
 from .tasks import BOS, EOS, PAD, exact_match
 
 
-class _Adam:
-    """Minimal Adam (Kingma & Ba 2015). PLACEHOLDER: replace with minitransformer.optim.Adam."""
+class _Adam(Adam):
+    """`minitransformer.optim.Adam` with the defaults used here and the `.params` list the callers read."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.98), eps=1e-9):
-        self.params, self.lr, self.betas, self.eps = list(params), lr, betas, eps
-        self.m = [np.zeros_like(p.data) for p in self.params]
-        self.v = [np.zeros_like(p.data) for p in self.params]
-        self.t = 0
+        super().__init__(list(params), lr=lr, betas=betas, eps=eps)
 
-    def step(self):
-        self.t += 1
-        beta1, beta2 = self.betas
-        for param, m, v in zip(self.params, self.m, self.v):
-            m *= beta1
-            m += (1 - beta1) * param.grad
-            v *= beta2
-            v += (1 - beta2) * param.grad * param.grad
-            m_hat = m / (1 - beta1 ** self.t)
-            v_hat = v / (1 - beta2 ** self.t)
-            param.data -= (self.lr * m_hat / (np.sqrt(v_hat) + self.eps)).astype(param.dtype)
-
-    def zero_grad(self):
-        for param in self.params:
-            param.zero_grad()
-
-
-def clip_grad_norm(params, max_norm):
-    """Scale all gradients together so their global L2 norm is at most max_norm; return the norm before."""
-    norm = float(np.sqrt(sum(float((p.grad.astype(np.float64) ** 2).sum()) for p in params)))
-    if norm > max_norm:
-        for param in params:
-            param.grad *= max_norm / norm
-    return norm
+    @property
+    def params(self):
+        return self.parameters()
 
 
 def learning_rate(step, steps, lr, warmup):

@@ -24,7 +24,7 @@ def add_arguments(parser):
 def _train(objective, params, batches, steps, lr, log_every, what):
     from ..training_encdec import _Adam, clip_grad_norm, learning_rate
 
-    optimizer = _Adam(params, lr=lr)                 # placeholder until minitransformer.optim lands
+    optimizer = _Adam(params, lr=lr)
     window = []
     for step in range(steps):
         inputs = batches()

@@ -83,7 +83,7 @@ def run(args):
     print(f"{model!r}: {model.num_parameters():,} parameters, {corpus.vocab_size} tokens, "
           f"{len(corpus.parts['train']):,} training characters")
     mlm_loss, nsp_loss = CrossEntropyLoss(ignore_index=-1), CrossEntropyLoss()
-    optimizer = _Adam(model.parameters(), lr=args.lr)             # placeholder until minitransformer.optim lands
+    optimizer = _Adam(model.parameters(), lr=args.lr)
     started, window = time.perf_counter(), []
     for step in range(args.steps):
         ids, follows = corpus.batch(args.batch_size)
