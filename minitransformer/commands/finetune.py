@@ -22,9 +22,9 @@ def add_arguments(parser):
 
 
 def _train(objective, params, batches, steps, lr, log_every, what):
-    from ..training_encdec import _Adam, clip_grad_norm, learning_rate
+    from ..training_encdec import transformer_adam, clip_grad_norm, learning_rate
 
-    optimizer = _Adam(params, lr=lr)
+    optimizer = transformer_adam(params, lr=lr)
     window = []
     for step in range(steps):
         inputs = batches()

@@ -73,7 +73,7 @@ def run(args):
 
     from ..layers.loss import CrossEntropyLoss
     from ..models.bert import BertMLM, mask_tokens
-    from ..training_encdec import _Adam, clip_grad_norm, learning_rate
+    from ..training_encdec import transformer_adam, clip_grad_norm, learning_rate
 
     rng = np.random.default_rng(args.seed)
     text = default_corpus() if args.text is None else open(args.text, encoding="utf-8").read()
@@ -83,7 +83,7 @@ def run(args):
     print(f"{model!r}: {model.num_parameters():,} parameters, {corpus.vocab_size} tokens, "
           f"{len(corpus.parts['train']):,} training characters")
     mlm_loss, nsp_loss = CrossEntropyLoss(ignore_index=-1), CrossEntropyLoss()
-    optimizer = _Adam(model.parameters(), lr=args.lr)
+    optimizer = transformer_adam(model.parameters(), lr=args.lr)
     started, window = time.perf_counter(), []
     for step in range(args.steps):
         ids, follows = corpus.batch(args.batch_size)
@@ -97,7 +97,7 @@ def run(args):
         else:
             loss = float(mlm_loss(out, targets))
             model.backward(mlm_loss.backward())
-        clip_grad_norm(optimizer.params, 1.0)
+        clip_grad_norm(optimizer.parameters(), 1.0)
         optimizer.step()
         window.append(loss)
         if (step + 1) % max(args.steps // 8, 1) == 0:
