@@ -13,7 +13,7 @@ import numpy as np
 
 from .decoding import beam_search, greedy_decode
 from .layers.loss import CrossEntropyLoss
-from .optim import Adam, clip_grad_norm  # noqa: F401  (clip_grad_norm is imported from here by the commands)
+from .optim import Adam, clip_grad_norm
 from .tasks import BOS, EOS, PAD, exact_match
 
 

@@ -22,7 +22,8 @@ def add_arguments(parser):
 
 
 def _train(objective, params, batches, steps, lr, log_every, what):
-    from ..training_encdec import transformer_adam, clip_grad_norm, learning_rate
+    from ..optim import clip_grad_norm
+    from ..training_encdec import learning_rate, transformer_adam
 
     optimizer = transformer_adam(params, lr=lr)
     window = []
