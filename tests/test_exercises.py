@@ -153,8 +153,12 @@ def test_putting_the_reference_bodies_back_gives_full_marks(copy_of, tmp_path):
 
 def test_layernorm_backward_without_the_mean_term_is_caught_and_located(copy_of):
     copy = copy_of("layernorm")
-    wrong = [line for line in reference_body("layernorm.backward") if "undo 1-2" not in line]
-    wrong = [line.replace("g - mean_g - ", "g - ") for line in wrong]
+    indent = REGIONS["layernorm.backward"][1].indent
+    wrong = [f"{indent}{line}\n" for line in (                   # the textbook formula, minus mean(g)
+        "self.gamma.grad += (dout * self.xhat).reshape(-1, self.d).sum(axis=0)",
+        "self.beta.grad += dout.reshape(-1, self.d).sum(axis=0)",
+        "g = dout * self.gamma.data",
+        "return self.rstd * (g - self.xhat * (g * self.xhat).mean(axis=-1, keepdims=True))")]
     put_bodies(copy, {"layernorm.forward": reference_body("layernorm.forward"), "layernorm.backward": wrong})
     # a student edit outside the regions is never run: a checker that always passes changes nothing
     gradcheck = copy / "minitransformer/gradcheck.py"
