@@ -136,9 +136,10 @@ def _bert_case(nsp):
     return build
 
 
-def _classifier_case(norm, lm_weight):
+def _classifier_case(norm, lm_weight, positional="learned"):
     def build(rng):
-        gpt = GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=12, max_len=6, norm=norm, rng=rng)
+        gpt = GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=12, max_len=6, norm=norm,
+                  positional=positional, rng=rng)
         model = perturb(GPTClassifier(gpt, 3, rng=rng), rng, 0.3)
         labels = rng.integers(0, 3, size=2)
         return FineTuningObjective(model, lm_weight), [rng.integers(0, 7, size=(2, 5)), labels], None
@@ -164,4 +165,7 @@ CASES = [
     GradcheckCase("BertMLM + MLM and NSP losses", "post-norm, padded (2, 6)", _bert_case(True)),
     GradcheckCase("GPTClassifier + L3", "pre-norm, L2 + 0.5 L1", _classifier_case("pre", 0.5)),
     GradcheckCase("GPTClassifier + L3", "post-norm, L2 only (lambda 0)", _classifier_case("post", 0.0)),
+    GradcheckCase("GPTClassifier + L3", "pre-norm, rope", _classifier_case("pre", 0.5, "rope")),
+    GradcheckCase("GPTClassifier + L3", "pre-norm, alibi", _classifier_case("pre", 0.5, "alibi")),
+    GradcheckCase("GPTClassifier + L3", "post-norm, no positions", _classifier_case("post", 0.5, "none")),
 ]

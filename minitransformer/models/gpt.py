@@ -119,28 +119,36 @@ class GPT(Module):
         if start + ids.shape[1] > self.max_len and self.position is not None:
             raise ValueError(f"{self!r} expected at most max_len={self.max_len} positions, "
                              f"got T={ids.shape[1]}" + (f" after {start} cached" if start else ""))
+        return self.lm_head(self.hidden(ids, cache))                    # (B, T, V)
+
+    def backward(self, dlogits):
+        """dlogits (B, T, V) -> None (ids are integers); every parameter's .grad receives its share."""
+        self.hidden_backward(self.lm_head.backward(dlogits))
+        return None
+
+    def hidden(self, ids, cache=None):
+        """Checked ids int (B, T) -> hidden states (B, T, C): everything below the LM head.
+
+        `forward` and the fine-tuning classifier (gpt_classifier.py) both build on it.
+        """
+        start = 0 if cache is None else cache.length
         x = self.token_embedding(ids)                                   # (B, T, C)
         if self.position is not None:
             x = self.position(x, start=start)
         x = self.drop(x)
         for index, block in enumerate(self.blocks):
             x = block(x, cache=None if cache is None else cache[index])   # (B, T, C)
-        if self.ln_f is not None:
-            x = self.ln_f(x)
-        return self.lm_head(x)                                          # (B, T, V)
+        return x if self.ln_f is None else self.ln_f(x)                 # (B, T, C)
 
-    def backward(self, dlogits):
-        """dlogits (B, T, V) -> None (ids are integers); every parameter's .grad receives its share."""
-        dx = self.lm_head.backward(dlogits)
-        if self.ln_f is not None:
-            dx = self.ln_f.backward(dx)
+    def hidden_backward(self, dhidden):
+        """dhidden (B, T, C) -> None; the layers of `hidden` in reverse."""
+        dx = dhidden if self.ln_f is None else self.ln_f.backward(dhidden)
         for block in reversed(self.blocks):
             dx = block.backward(dx)
         dx = self.drop.backward(dx)
         if self.position is not None:
             dx = self.position.backward(dx)
         self.token_embedding.backward(dx)
-        return None
 
     @classmethod
     def from_gpt2_state_dict(cls, state_dict, n_heads=None, config=None, dtype=np.float64, dropout=0.0):

@@ -52,13 +52,11 @@ class GPTClassifier(Module):
         """ids int (B, T) -> (lm_logits (B, T, V), class_logits (B, n_classes))."""
         gpt = self.gpt
         ids = check_token_ids(ids, gpt.vocab_size, repr(self))
-        if ids.ndim != 2 or not 1 <= ids.shape[1] <= gpt.max_len:
-            raise ValueError(f"{self!r} expected token ids (B, T) with 1 <= T <= {gpt.max_len}, got shape {ids.shape}")
-        # GPT.forward up to its LM head, keeping the hidden states the classifier needs
-        x = gpt.drop(gpt.position(gpt.token_embedding(ids)))                     # (B, T, C)
-        for block in gpt.blocks:
-            x = block(x)
-        hidden = x if gpt.ln_f is None else gpt.ln_f(x)                          # (B, T, C)
+        if ids.ndim != 2 or ids.shape[1] < 1:
+            raise ValueError(f"{self!r} expected token ids (B, T) with T >= 1, got shape {ids.shape}")
+        if gpt.position is not None and ids.shape[1] > gpt.max_len:
+            raise ValueError(f"{self!r} expected at most max_len={gpt.max_len} positions, got T={ids.shape[1]}")
+        hidden = gpt.hidden(ids)                                                  # (B, T, C)
         return gpt.lm_head(hidden), self.classifier(hidden[:, -1])               # h_l^m, the last position
 
     def backward(self, dout):
@@ -70,10 +68,7 @@ class GPTClassifier(Module):
         gpt = self.gpt
         dhidden = gpt.lm_head.backward(dlm_logits).copy()                        # (B, T, C)
         dhidden[:, -1] += self.classifier.backward(dclass_logits)
-        dx = dhidden if gpt.ln_f is None else gpt.ln_f.backward(dhidden)
-        for block in reversed(gpt.blocks):
-            dx = block.backward(dx)
-        gpt.token_embedding.backward(gpt.position.backward(gpt.drop.backward(dx)))
+        gpt.hidden_backward(dhidden)
         return None
 
     def __repr__(self):
