@@ -65,6 +65,19 @@ def test_greedy_and_beam_search_with_cache_equal_recomputation(norm):
     np.testing.assert_allclose(scores, scores2, rtol=1e-10)
 
 
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_untrained_greedy_never_emits_pad_before_eos_and_cached_equals_uncached(norm):
+    """Untrained models put real mass on pad; a pad chosen mid-sentence used to split the two paths."""
+    src = np.random.default_rng(0).integers(3, 13, (4, 7))
+    src[1, 5:] = PAD
+    for seed in range(5):
+        model = Seq2SeqTransformer(13, 13, 16, 4, 2, 32, 12, pad_id=PAD, norm=norm, rng=seed).eval()
+        cached = greedy_decode(model, src, BOS, EOS, max_len=10)
+        np.testing.assert_array_equal(cached, greedy_decode(model, src, BOS, EOS, max_len=10, use_cache=False))
+        before_eos = np.cumsum(cached == EOS, axis=1) - (cached == EOS) == 0
+        assert not np.any((cached == PAD) & before_eos), f"seed {seed}: pad before EOS in {cached}"
+
+
 def sequence_log_prob(model, src, tokens):
     """Total log-probability of each row of tokens (up to and including its EOS) under teacher forcing."""
     tgt_in = np.concatenate([np.full((len(src), 1), BOS), tokens[:, :-1]], axis=1)
