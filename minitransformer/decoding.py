@@ -1,7 +1,7 @@
 """Generating target sequences from an encoder-decoder: batched greedy decoding and beam search.
 
 Both run the encoder once, then the decoder one position at a time through the
-model's key/value cache (`start_cache` / `decode_step`, layers/kv_cache.py):
+model's key/value cache (`start_cache` / `decode_step`, kv_cache.py):
 each step feeds only the newest token, so a sentence of T tokens costs T
 decoder steps of one position each instead of prefixes of length 1, 2, ..., T.
 `use_cache=False` recomputes the whole prefix at every step; it exists so the
