@@ -95,3 +95,9 @@ def test_training_smoke_classifier_learns_the_majority_task():
     ids, labels = majority_task(500, length=12, rng=99)
     accuracy = np.mean(model(ids)[1].argmax(axis=-1) == labels)
     assert accuracy > 0.85
+
+
+def test_next_token_targets_shift_left_and_ignore_the_last_position():
+    from minitransformer.models.gpt_classifier import next_token_targets
+
+    np.testing.assert_array_equal(next_token_targets(np.array([[3, 4, 5], [1, 2, 0]])), [[4, 5, -1], [2, 0, -1]])

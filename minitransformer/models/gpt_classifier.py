@@ -32,6 +32,12 @@ from ..random import as_generator
 from .gpt import GPT
 
 
+def next_token_targets(ids, ignore_index=-1):
+    """ids int (B, T) -> the next token at every position, int (B, T); the last has none (ignore_index)."""
+    ids = np.asarray(ids)
+    return np.concatenate([ids[:, 1:], np.full((len(ids), 1), ignore_index, dtype=ids.dtype)], axis=1)
+
+
 class GPTClassifier(Module):
     """A GPT with a classification head W_y on the last position.
 
@@ -91,7 +97,7 @@ class FineTuningObjective(Module):
         """ids int (B, T), labels int (B,) -> scalar L3; L1 and L2 are kept in self.l1, self.l2."""
         ids = np.asarray(ids)
         lm_logits, class_logits = self.model.forward(ids)
-        next_tokens = np.concatenate([ids[:, 1:], np.full((len(ids), 1), -1)], axis=1)   # the last has no next
+        next_tokens = next_token_targets(ids)                                # (B, T), -1 at the last position
         self.l2 = self.classification_loss.forward(class_logits, labels)
         self.l1 = self.lm_loss.forward(lm_logits, next_tokens)
         return self.l2 + self.lm_weight * self.l1
