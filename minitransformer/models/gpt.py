@@ -66,8 +66,8 @@ class GPT(Module):
                  n_kv_heads=None, window=None):
         if positional not in POSITIONAL:
             raise ValueError(f"GPT expected positional in {POSITIONAL}, got {positional!r}")
-        if d_model % n_heads:
-            raise ValueError(f"GPT expected d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
+        if n_heads <= 0 or d_model % n_heads:
+            raise ValueError(f"GPT expected n_heads >= 1 and d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
         rng = as_generator(rng)
         self.dropout_rng = np.random.default_rng(rng.integers(2**63))
         self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
@@ -115,6 +115,8 @@ class GPT(Module):
         ids = check_token_ids(ids, self.vocab_size, repr(self))
         if ids.ndim != 2:
             raise ValueError(f"{self!r} expected token ids (B, T), got shape {ids.shape}")
+        if cache is not None and len(cache) != len(self.blocks):
+            raise ValueError(f"{self!r} expected a KVCache of {len(self.blocks)} layers, got {len(cache)}")
         start = 0 if cache is None else cache.length
         if start + ids.shape[1] > self.max_len and self.position is not None:
             raise ValueError(f"{self!r} expected at most max_len={self.max_len} positions, "
