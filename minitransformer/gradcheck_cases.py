@@ -73,10 +73,12 @@ def perturb(module, rng, std):
     return module
 
 
-def _tied_head_case(rng):
-    embedding = Embedding(7, 4, rng=rng)
-    embedding.weight.data[...] = rng.standard_normal((7, 4))
-    return TiedLMHead(embedding), [_normal(rng, 2, 3, 4)], None
+def _tied_head_case(V, *shape):
+    def build(rng):
+        embedding = Embedding(V, shape[-1], rng=rng)
+        embedding.weight.data[...] = rng.standard_normal((V, shape[-1]))
+        return TiedLMHead(embedding), [_normal(rng, *shape)], None
+    return build
 
 
 def _gpt_case(norm, positional, tie_weights, with_loss):
@@ -210,7 +212,8 @@ CASES = [
     GradcheckCase("TransformerBlock", "pre-norm, dropout 0.2", _block_case("pre", 0.2)),
     GradcheckCase("CrossEntropyLoss", "logits (2, 3, 5)", _loss_case((2, 3), 5)),
     GradcheckCase("CrossEntropyLoss", "logits (4, 7), ignore_index -1", _loss_case((4,), 7, ignore_index=-1)),
-    GradcheckCase("TiedLMHead", "h (2, 3, 4), V 7", _tied_head_case),
+    GradcheckCase("TiedLMHead", "h (2, 3, 4), V 7", _tied_head_case(7, 2, 3, 4)),
+    GradcheckCase("TiedLMHead", "h (5, 4), V 3", _tied_head_case(3, 5, 4)),
     GradcheckCase("GPT", "pre-norm, learned, tied, logits", _gpt_case("pre", "learned", True, False)),
     GradcheckCase("GPT", "post-norm, sinusoidal, untied, logits", _gpt_case("post", "sinusoidal", False, False)),
     GradcheckCase("GPT + loss", "pre-norm, learned, tied", _gpt_case("pre", "learned", True, True)),
