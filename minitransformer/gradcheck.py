@@ -121,7 +121,8 @@ def _compare(name, analytic, numeric):
     analytic = np.asarray(analytic, dtype=np.float64)
     difference = np.abs(analytic - numeric)
     worst = np.unravel_index(np.argmax(difference), difference.shape) if difference.size else ()
-    both_zero = np.max(np.abs(analytic), initial=0.0) < ZERO_GRADIENT_FLOOR > np.max(np.abs(numeric), initial=0.0)
+    largest = max(np.max(np.abs(analytic), initial=0.0), np.max(np.abs(numeric), initial=0.0))
+    both_zero = largest < ZERO_GRADIENT_FLOOR
     return GradientComparison(name, 0.0 if both_zero else rel_error(analytic, numeric), tuple(int(i) for i in worst),
                               float(analytic[worst]) if difference.size else 0.0,
                               float(numeric[worst]) if difference.size else 0.0)
