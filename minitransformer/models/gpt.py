@@ -19,6 +19,10 @@ layer, "none" leaves it out (Haviv et al. 2022: a causal mask alone lets the
 model infer positions); with these three there is no position table, so
 `max_len` is not a limit. `n_kv_heads` gives grouped-query attention and
 `window` a sliding attention window.
+
+Left out: GPT-2's dropout on the attention weights (attn_pdrop): dropout here
+acts after the embeddings and on each sublayer's output (resid_pdrop, embd_pdrop)
+only. Also left out: a padding mask (every sequence in a batch is full length).
 """
 
 import numpy as np
@@ -35,7 +39,6 @@ from ..module import Module
 from ..random import as_generator
 
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
-TABLE_FREE = ("rope", "alibi", "none")          # no position table: any sequence length runs
 
 
 class GPT(Module):
