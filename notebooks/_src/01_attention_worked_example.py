@@ -123,8 +123,9 @@ for ax, (matrix, title) in zip(axes, panels):
     for (i, j), value in np.ndenumerate(matrix):
         ax.text(j, i, f"{value:.2f}", ha="center", va="center", color="w" if value < .6 else "k")
     ax.set_title(f"{title}\nrow sums {np.round(matrix.sum(axis=1), 2)}", fontsize=9)
-    ax.set_xlabel("key position"); ax.set_ylabel("query position")
+    ax.set_xlabel("key position")
     ax.set_xticks(range(3), ["x1", "x2", "x3"]); ax.set_yticks(range(3), ["x1", "x2", "x3"])
+axes[0].set_ylabel("query position")
 fig.colorbar(image, ax=axes, shrink=0.8)
 plt.show()
 

@@ -1,0 +1,295 @@
+# %% [markdown]
+# # 6. The lectures' errata, each with a computation
+#
+# The five lecture sources (in `seeds/`) are good teaching material, and they contain mistakes. Where
+# they do, the package follows the papers, and this notebook shows the difference with numbers. Every
+# item names the source and section, states the mistake and the correction in our own words, and
+# proves it with an `assert`.
+#
+# | seed | source |
+# | --- | --- |
+# | 000 | lecture notes, 2024 version (J. May) |
+# | 002 | lecture notes, 2025 version (J. May) |
+# | 001 | Si Wu's slides "Transformers" |
+# | 003 | Sachin Kumar's slides "Language Modeling III: Transformers" |
+# | 004 | Greg Strabel's survey note "Transformers" |
+#
+# Contents: E1 the positional-encoding formula · E2 the mask applied after the softmax · E3 "Vα" /
+# "XVα" · E4 footnote 6 in words · E5 the extra ReLU in the feed-forward formula · E6 dropout of
+# "parameters" · E7 the BPE listing's regular expression · E8 the Kumar slides' softmax numbers ·
+# E9 the [1 × N] position-embedding matrix · E10 the residual "concatenation" · E11 GPT's objective
+# called masked · E12 the substring count of the BLEU definitions.
+
+# %%
+import re
+
+import numpy as np
+import matplotlib.pyplot as plt
+
+from minitransformer import (GPT, Dropout, FeedForward, LearnedPositionalEmbedding, LayerNorm,
+                             MultiHeadAttention, ScaledDotProductAttention, TransformerBlock, causal_mask,
+                             sinusoidal_table, softmax)
+
+rng = np.random.default_rng(0)
+np.set_printoptions(precision=4, suppress=True)
+
+# %% [markdown]
+# ## E1. The sinusoidal formula (notes 2024 and 2025, §1.4)
+# **Printed:** p_n^(i) = n × sin(w_k) if i = 2k, n × cos(w_k) if i = 2k + 2.
+# **Correct** (Vaswani et al. 2017; also the survey note §3, eq. 17, and the Kumar slides):
+# sin(n · w_k) at i = 2k and cos(n · w_k) at i = 2k + 1.
+#
+# Two separate slips. (a) The position belongs *inside* the sine: n × sin(w_k) is a straight line in
+# n, unbounded, and makes every position vector a multiple of the first. (b) 2k + 2 is even, so the
+# cosines land on the sine slots of the next frequency and the odd slots stay empty. Notebook 2 shows
+# the full picture; here are the two facts in numbers.
+
+# %%
+d, n = 16, np.arange(60)[:, None]
+w = 1 / 10000 ** (np.arange(0, d, 2) / d)
+printed_sine_part = n * np.sin(w)                       # the printed product, sine slots only
+correct = sinusoidal_table(60, d)
+slots_of_printed_cosines = {2 * k + 2 for k in range(d // 2)}
+assert slots_of_printed_cosines & set(range(0, d, 2))            # they collide with sine slots
+assert not slots_of_printed_cosines & set(range(1, d, 2))        # and no odd slot is ever filled
+assert np.allclose(printed_sine_part[7], 7 * printed_sine_part[1])
+assert np.abs(printed_sine_part).max() > 40 and np.abs(correct).max() <= 1
+print("largest printed entry by n = 59:", printed_sine_part.max().round(1), "| correct table stays in [-1, 1]")
+
+# %% [markdown]
+# ## E2. The causal mask multiplied into α after the softmax (notes 2024 and 2025, §1.1)
+# The notes multiply the attention weights, element by element, by the lower-triangular 0/1 matrix M.
+# Each row of α was a distribution over *all* positions; zeroing the future entries leaves a row that
+# sums to less than 1, so the output is a shrunken average (the first position keeps only its own
+# weight, however small). The fix is to mask *before* the softmax with −∞, as the Si Wu slides do and
+# as the package does; renormalising the rows afterwards gives the same thing (notebook 1).
+
+# %%
+T = 5
+scores = rng.standard_normal((T, T)) * 2
+alpha = softmax(scores)
+M = causal_mask(T, T).astype(float)                 # the notes' matrix M
+row_sums = (alpha * M).sum(axis=1)
+masked = ScaledDotProductAttention(causal=True, scale=1.0)
+masked(np.eye(T), scores.T, np.eye(T))              # q = I and k = scores^T give raw scores = scores
+print("row sums of alpha * M:", row_sums)
+assert np.all(row_sums[:-1] < 1) and np.isclose(row_sums[-1], 1)
+assert np.allclose(masked.alpha.sum(axis=1), 1)
+assert np.allclose(masked.alpha, (alpha * M) / row_sums[:, None])
+
+# %% [markdown]
+# ## E3. "Vα" (2024) and "XVα" (2025), §1.1
+# The rows of X are the positions; the values are the rows of X W_V, a (T × d_v) matrix; α is (T × T)
+# with one row per query. Each output row is a weighted sum of value rows, i.e. α (X W_V): α on the
+# **left**. In the printed order the shapes do not even fit unless d_v = T, and when they happen to fit
+# the result is something else.
+
+# %%
+T, C, d_v = 5, 4, 3
+X, w_v = rng.standard_normal((T, C)), rng.standard_normal((C, d_v))
+alpha = softmax(rng.standard_normal((T, T)))
+attention = ScaledDotProductAttention(scale=1.0)
+try:
+    (X @ w_v) @ alpha
+    raise AssertionError("XV alpha should not have fitted")
+except ValueError as error:
+    print("X V alpha:", error)
+values = X @ w_v
+weights_as_scores = np.log(alpha)                   # softmax(log alpha) = alpha
+out = attention(weights_as_scores, np.eye(T), values)
+assert np.allclose(out, alpha @ values)
+square_values = rng.standard_normal((T, T))          # d_v = T: the printed order runs, and is wrong
+assert not np.allclose(square_values @ alpha, alpha @ square_values)
+
+# %% [markdown]
+# ## E4. Footnote 6 in words (notes 2024 and 2025, §1.1)
+# The formula in the footnote divides the scores by √|K|, but the sentence after it says "divide by
+# the dimension of K". The square root matters: with unit-variance entries a dot product of two
+# d_k-vectors has standard deviation √d_k, so dividing by √d_k brings the scores back to unit scale,
+# while dividing by d_k shrinks them to 1/√d_k and makes the attention nearly uniform. (|K| must
+# also be read as the key size d_k per head, not the size of the matrix K.)
+
+# %%
+d_k = 64
+q, k = rng.standard_normal((2000, d_k)), rng.standard_normal((2000, d_k))
+raw = np.sum(q * k, axis=1)
+print("std of q.k:", raw.std().round(2), " / sqrt(d_k):", (raw / 8).std().round(3), " / d_k:", (raw / 64).std().round(3))
+assert abs(raw.std() / np.sqrt(d_k) - 1) < 0.1 and (raw / d_k).std() < 0.2
+rows = raw[:16 * 8].reshape(16, 8)                   # 16 queries over 8 keys
+peak_sqrt = softmax(rows / np.sqrt(d_k)).max(axis=1).mean()
+peak_dim = softmax(rows / d_k).max(axis=1).mean()
+assert peak_dim < 0.2 < peak_sqrt                    # dividing by d_k: close to uniform (1/8 = .125)
+
+# %% [markdown]
+# ## E5. An extra ReLU around the feed-forward layer (notes 2024 and 2025, §1)
+# The notes write the position-wise layer as max(0, max(0, x W_1 + b_1) W_2 + b_2). The paper (and the
+# Si Wu slides, "FFN(x) = ReLU(x W_1 + b_1) W_2 + b_2") have only the inner ReLU: the second linear map
+# writes into the residual stream, and it must be able to *subtract* as well as add. With the outer
+# ReLU every feed-forward update would be non-negative.
+
+# %%
+ff = FeedForward(8, 32, rng=0)
+update = ff(rng.standard_normal((100, 8)))
+print("fraction of negative feed-forward outputs:", (update < 0).mean())
+assert 0.3 < (update < 0).mean() < 0.7
+
+# %% [markdown]
+# ## E6. Dropout zeroes activations, not parameters (notes 2024 and 2025, §1.6)
+# The notes describe dropout as treating a *parameter* as 0 with probability 0.1. Dropout (Srivastava
+# et al. 2014; the paper's "residual dropout") zeroes *outputs of a layer* (activations), and scales
+# the survivors by 1/(1 − p) so that the expected value is unchanged; the weights are never touched.
+# (Zeroing weights is a different method, DropConnect.)
+
+# %%
+drop = Dropout(0.1, rng=0)
+activations = np.ones(10_000)
+dropped = drop(activations)
+print("values after dropout:", np.unique(dropped.round(6)), " kept:", (dropped > 0).mean())
+assert set(np.unique(dropped.round(6))) == {0.0, round(1 / 0.9, 6)}
+assert abs(dropped.mean() - 1) < 0.02 and drop.parameters() == []
+drop.eval()
+assert np.array_equal(drop(activations), activations)     # and nothing at all at evaluation time
+
+# %% [markdown]
+# ## E7. The regular expression in the survey note's BPE listing (Strabel §12)
+# The listing builds its merge pattern as `(?!\S)` + the escaped pair + `(!\S)`. Both ends are wrong:
+#
+# * `(?!\S)` is a *lookahead* ("the next character is not a non-space"), placed before a pair that
+#   starts with a non-space character: it can never succeed. The intended guard is the lookbehind
+#   `(?<!\S)`, "the previous character is not a non-space", i.e. the pair starts a symbol.
+# * `(!\S)` is not a lookaround at all but a group matching a literal `!` and a character; the intended
+#   `(?!\S)` says the pair ends a symbol.
+#
+# So the printed pattern matches nothing: every "merge" leaves the vocabulary as it was, the pair
+# counts never change, and the loop prints the same best pair, ('e', 's'), ten times. With the
+# corrected lookarounds the pair is merged, and only where it is made of whole symbols.
+
+# %%
+vocab_words = ["l o w </w>", "l o w e r </w>", "n e w e s t </w>", "w i d e s t </w>"]
+bigram = re.escape("e s")
+printed = re.compile(r"(?!\S)" + bigram + r"(!\S)")       # as printed in the survey note
+intended = re.compile(r"(?<!\S)" + bigram + r"(?!\S)")
+assert not any(printed.search(word) for word in vocab_words + ["e s", "x e s!y"])
+assert [intended.sub("es", word) for word in vocab_words][2:] == ["n e w es t </w>", "w i d es t </w>"]
+assert intended.sub("es", "n e w e st </w>") == "n e w e st </w>"     # not inside a longer symbol
+print([printed.sub("es", word) for word in vocab_words])
+
+# %% [markdown]
+# ## E8. The softmax numbers on the Kumar slides ("Step 3")
+# The slides compute the scores 92, 124, 22, 8 of one query against four keys, divide them by 8
+# (= √64) and print the weights a_2 = .91, a_3 = .01, a_4 = 0 (so a_1 would be about .08). The actual
+# softmax of [11.5, 15.5, 2.75, 1] is about [.018, .982, .000003, .0000005]: a 4-point gap in the
+# scaled scores is a factor e^4 ≈ 55 in weight, and a gap of 12.75 is a factor of about 340,000.
+# No other divisor reproduces the printed pair either: the one that makes a_2 = .91 makes a_3 about
+# .0006, not .01 (the plot).
+
+# %%
+slide_scores = np.array([92, 124, 22, 8])
+weights = softmax(slide_scores / 8)
+print("softmax(scores / 8) =", weights)
+assert np.allclose(weights, [0.018, 0.982, 0, 0], atol=1e-3)
+assert abs(weights[1] - 0.91) > 0.05 and abs(weights[2] - 0.01) > 0.009
+
+divisors = np.linspace(4, 40, 721)
+curves = softmax(slide_scores[None, :] / divisors[:, None])          # (divisors, 4)
+at_091 = np.argmin(np.abs(curves[:, 1] - 0.91))
+print(f"a_2 = .91 needs a divisor of {divisors[at_091]:.1f}; then a_3 = {curves[at_091, 2]:.4f}")
+assert curves[at_091, 2] < 0.002
+
+fig, ax = plt.subplots(figsize=(6.5, 3.5))
+for index in range(4):
+    ax.plot(divisors, curves[:, index], label=f"a_{index + 1} (score {slide_scores[index]})")
+ax.plot([8, 8, 8], [0.91, 0.01, 0.0], "kx", ms=9, label="printed on the slide")
+ax.axvline(8, ls=":", color="k"); ax.set_xlabel("divisor of the scores"); ax.set_ylabel("weight")
+ax.legend(fontsize=8); ax.set_title("softmax(scores / divisor)")
+plt.show()
+
+# %% [markdown]
+# ## E9. The position-embedding matrix of shape [1 × N] (Si Wu slides, "Position Embeddings")
+# The slides ask to learn E_pos "of shape [1 × N]". A learned table holds one d-dimensional vector per
+# position, [N × d] (N positions up to the maximum length), so that it can be added row by row to the
+# [N × d] token embeddings X, as the same slides do two pages earlier. A [1 × N] row cannot be added
+# to X at all unless N = d, and then it would add the same row to every position.
+
+# %%
+N, d = 6, 4
+positions = LearnedPositionalEmbedding(max_len=N, d=d, rng=0)
+X = rng.standard_normal((N, d))
+assert positions.weight.shape == (N, d)
+assert np.allclose(positions(X), X + positions.weight.data)
+try:
+    X + rng.standard_normal((1, N))
+    raise AssertionError("[1 x N] should not broadcast against [N x d]")
+except ValueError as error:
+    print("X + E_pos[1 x N]:", error)
+
+# %% [markdown]
+# ## E10. A residual connection adds, it does not concatenate (Kumar slides)
+# One slide writes the residual as v = z + x, and a later one says "We concat w/ a residual
+# connection". It is an addition: the sublayer's output and its input have the same width C, and the
+# block's output keeps that width, which is what lets blocks be stacked. Concatenation would double
+# the width at every sublayer (×4 per block), and the next block would not accept it.
+
+# %%
+C = 8
+block = TransformerBlock(d_model=C, n_heads=2, d_ff=16, rng=0)
+x = rng.standard_normal((1, 5, C))
+y = block(x)
+assert y.shape == x.shape
+try:
+    TransformerBlock(d_model=C, n_heads=2, d_ff=16, rng=1)(np.concatenate([y, x], axis=-1))
+    raise AssertionError("a doubled width should be rejected")
+except ValueError as error:
+    print("next block, concatenated input:", error)
+print("width after 6 blocks if each of the 12 sublayers concatenated:", C * 2 ** 12)
+
+# %% [markdown]
+# ## E11. GPT's pre-training objective is left-to-right, not masked (Strabel §4)
+# The survey note says GPT pre-trains "with a masked language model objective" and that fine-tuning
+# "continued to use the masked language modeling". Its own eq. (18) is the left-to-right objective:
+# each token is predicted from the k tokens *before* it, and the decoder's attention is causal. A
+# masked LM (BERT, Strabel §8) hides some tokens and predicts them from both sides. (Eq. (22) also
+# lost its parentheses: L_2(C) + λ L_1(C).)
+#
+# The computation: in a GPT the prediction at position t cannot depend on any later token. Changing
+# the tokens after t leaves every logit up to t unchanged, to the last bit; in a bidirectional
+# (non-causal) attention layer the early outputs change.
+
+# %%
+gpt = GPT(vocab_size=13, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=10, rng=0)
+ids = rng.integers(0, 13, size=(1, 10))
+changed = ids.copy()
+changed[0, 6:] = (changed[0, 6:] + 1) % 13             # rewrite the future from position 6 on
+logits, logits_changed = gpt(ids), gpt(changed)
+assert np.array_equal(logits[:, :6], logits_changed[:, :6])
+assert not np.allclose(logits[:, 6:], logits_changed[:, 6:])
+
+bidirectional = MultiHeadAttention(16, 2, causal=False, rng=0)
+h = rng.standard_normal((1, 10, 16))
+h_changed = h.copy(); h_changed[:, 6:] += 1
+assert not np.allclose(bidirectional(h)[:, :6], bidirectional(h_changed)[:, :6])
+
+# %% [markdown]
+# ## E12. The substring count behind BLEU (Strabel §1.3, Definition 1.3)
+# The note counts the positions i with i + M ≤ K and y_i … y_{i+M} = s, where s has M symbols. But
+# y_i … y_{i+M} has M + 1 symbols, so it never equals s and every count is 0; the modified precision
+# of Definition 1.4 then divides 0 by 0. The window should be y_i … y_{i+M−1}, with i + M − 1 ≤ K.
+# (Definitions 1.4 and 1.5 then reuse M for the number of sentences, a second, harmless clash.)
+# The two functions below write the two definitions literally with 1-based i.
+
+# %%
+def count_as_printed(s, y):
+    M, K = len(s), len(y)
+    return sum(1 for i in range(1, K + 1) if i + M <= K and y[i - 1:i + M] == s)      # y_i..y_{i+M}
+
+
+def count_corrected(s, y):
+    M, K = len(s), len(y)
+    return sum(1 for i in range(1, K + 1) if i + M - 1 <= K and y[i - 1:i + M - 1] == s)
+
+
+sentence = tuple("the cat the hat the end".split())
+for gram in (("the",), ("the", "cat"), ("cat", "the", "hat")):
+    print(gram, "printed:", count_as_printed(gram, sentence), " corrected:", count_corrected(gram, sentence))
+assert count_corrected(("the",), sentence) == 3 and count_corrected(("the", "cat"), sentence) == 1
+assert all(count_as_printed(gram, sentence) == 0 for gram in (("the",), ("the", "cat"), tuple(sentence[:3])))
