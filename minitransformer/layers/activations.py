@@ -9,7 +9,7 @@ import numpy as np
 
 from ..module import Module
 
-SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
+SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))   # a Python float: it must not promote float32 arrays
 GELU_CUBIC = 0.044715
 
 

@@ -1,0 +1,128 @@
+"""The module contract: parameter discovery, names, tying, accumulation, train/eval, state, seeds."""
+
+import numpy as np
+import pytest
+
+from minitransformer import GPT, Dropout, Linear, Parameter
+
+
+def tiny_gpt(**overrides):
+    config = dict(vocab_size=11, d_model=8, n_heads=2, n_layers=2, d_ff=16, max_len=6, rng=0)
+    config.update(overrides)
+    return GPT(**config)
+
+
+def test_parameter_grad_matches_data_and_zero_grad_clears_in_place():
+    param = Parameter(np.ones((2, 3), dtype=np.float32))
+    assert param.grad.shape == (2, 3) and param.grad.dtype == np.float32
+    grad_array = param.grad
+    param.grad += 5
+    param.zero_grad()
+    assert param.grad is grad_array and not param.grad.any()
+    with pytest.raises(TypeError, match="floating-point"):
+        Parameter(np.arange(3))
+
+
+def test_named_parameters_are_dotted_stable_and_list_the_tied_matrix_once():
+    model = tiny_gpt()
+    names = [name for name, _ in model.named_parameters()]
+    assert "blocks.0.attn.w_q" in names and "blocks.1.ff.fc2.bias" in names and "ln_f.gamma" in names
+    assert names == [name for name, _ in tiny_gpt().named_parameters()]
+    assert len(names) == len(set(names))
+    assert "lm_head.weight" not in names                      # tied: it *is* token_embedding.weight
+    assert model.lm_head.weight is model.token_embedding.weight
+    assert len(model.parameters()) == len({id(p) for p in model.parameters()})
+    untied = tiny_gpt(tie_weights=False)
+    assert "lm_head.weight" in [name for name, _ in untied.named_parameters()]
+    assert untied.num_parameters() == model.num_parameters() + 11 * 8
+
+
+def test_backward_accumulates_gradients_with_plus_equals():
+    layer = Linear(3, 2, rng=0)
+    x = np.random.default_rng(1).standard_normal((4, 3))
+    dout = np.ones((4, 2))
+    layer.forward(x)
+    layer.backward(dout)
+    once = layer.weight.grad.copy()
+    layer.forward(x)
+    layer.backward(dout)
+    np.testing.assert_allclose(layer.weight.grad, 2 * once)
+    layer.zero_grad()
+    assert not layer.weight.grad.any() and not layer.bias.grad.any()
+
+
+def test_tied_embedding_receives_both_contributions():
+    """Tied gradient = lookup gradient + output-projection gradient of an untied twin with equal weights."""
+    tied, untied = tiny_gpt(rng=4), tiny_gpt(rng=4, tie_weights=False)
+    state = tied.state_dict()
+    state["lm_head.weight"] = tied.token_embedding.weight.data.T.copy()
+    untied.load_state_dict(state)
+    ids = np.array([[1, 2, 3], [3, 3, 0]])
+    dlogits = np.random.default_rng(0).standard_normal((2, 3, 11))
+    np.testing.assert_allclose(tied.forward(ids), untied.forward(ids))
+    tied.backward(dlogits)
+    untied.backward(dlogits)
+    expected = untied.token_embedding.weight.grad + untied.lm_head.weight.grad.T
+    np.testing.assert_allclose(tied.token_embedding.weight.grad, expected, rtol=1e-12, atol=1e-15)
+    assert not untied.token_embedding.weight.grad[4].any()       # id 4 never looked up ...
+    assert tied.token_embedding.weight.grad[4].any()             # ... yet its tied row learns from the head
+
+
+def test_train_and_eval_switch_every_dropout():
+    model = tiny_gpt(dropout=0.5)
+    ids = np.array([[1, 2, 3, 4]])
+    model.eval()
+    assert all(not block.drop1.training for block in model.blocks)
+    np.testing.assert_array_equal(model.forward(ids), model.forward(ids))
+    model.train()
+    assert model.blocks[1].drop2.training
+    assert not np.allclose(model.forward(ids), model.forward(ids))
+
+
+def test_dropout_is_inverted_and_reproducible():
+    x = np.ones((200, 50))
+    first = Dropout(0.25, rng=3).forward(x)
+    np.testing.assert_array_equal(first, Dropout(0.25, rng=3).forward(x))
+    assert set(np.unique(first)) == {0.0, 1 / 0.75}
+    assert abs(first.mean() - 1.0) < 0.02
+    layer = Dropout(0.25, rng=3).eval()
+    assert layer.forward(x) is x
+
+
+def test_same_seed_same_numbers_and_different_seed_different_numbers():
+    a, b, c = tiny_gpt(rng=5), tiny_gpt(rng=5), tiny_gpt(rng=6)
+    for (name, pa), (_, pb), (_, pc) in zip(a.named_parameters(), b.named_parameters(), c.named_parameters()):
+        np.testing.assert_array_equal(pa.data, pb.data, err_msg=name)
+    assert not np.array_equal(a.blocks[0].attn.w_q.data, c.blocks[0].attn.w_q.data)
+    generator = np.random.default_rng(9)
+    assert not np.array_equal(Linear(3, 3, rng=generator).weight.data, Linear(3, 3, rng=generator).weight.data)
+
+
+def test_state_dict_round_trips_and_a_bad_state_loads_nothing():
+    source, target = tiny_gpt(rng=1), tiny_gpt(rng=2)
+    target.load_state_dict(source.state_dict())
+    ids = np.array([[1, 2, 3]])
+    np.testing.assert_array_equal(source.forward(ids), target.forward(ids))
+    state = source.state_dict()
+    state["ln_f.gamma"] = np.ones(9)
+    before = tiny_gpt(rng=3)
+    snapshot = before.state_dict()
+    with pytest.raises(ValueError, match="ln_f.gamma"):
+        before.load_state_dict(state)
+    for name, value in before.state_dict().items():
+        np.testing.assert_array_equal(value, snapshot[name], err_msg=name)
+    del state["ln_f.gamma"]
+    with pytest.raises(KeyError, match="missing"):
+        before.load_state_dict(state)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dtype_reaches_every_parameter_and_gradient(dtype):
+    model = tiny_gpt(dtype=dtype)
+    logits = model.forward(np.array([[1, 2, 3]]))
+    assert logits.dtype == dtype
+    model.backward(np.ones_like(logits))
+    for name, param in model.named_parameters():
+        assert param.data.dtype == dtype and param.grad.dtype == dtype, name
+    with pytest.raises(TypeError, match="float32 or float64"):
+        Linear(2, 2, dtype=np.float16)
