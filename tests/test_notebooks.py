@@ -6,12 +6,14 @@ notebook runs in a fresh kernel of the current interpreter, from inside
 `notebooks/`, with the non-interactive matplotlib backend.
 """
 
+import ast
 import importlib.util
-import os
 import pathlib
 
 import nbformat
 import pytest
+
+import minitransformer
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -48,6 +50,17 @@ def test_committed_notebook_has_no_outputs(path):
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda path: path.stem)
+def test_notebook_does_not_redefine_package_code(path):
+    """A notebook may define small helpers, never a function or class the package already exports."""
+    exported = {name for name in dir(minitransformer) if not name.startswith("_")}
+    notebook = nbformat.read(path, as_version=4)
+    source = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    defined = {node.name for node in ast.walk(ast.parse(source))
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert not defined & exported, f"{path.name} redefines {sorted(defined & exported)}"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda path: path.stem)
 def test_notebook_runs_top_to_bottom(path, monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
@@ -61,4 +74,3 @@ def test_notebook_runs_top_to_bottom(path, monkeypatch):
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             assert output.get("output_type") != "error", f"{path.name}: {output.get('ename')}"
-    assert os.environ["MPLBACKEND"] == "Agg"
