@@ -66,6 +66,10 @@ def test_notebook_runs_top_to_bottom(path, monkeypatch):
     pytest.importorskip("ipykernel")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("PYTHONHASHSEED", "0")
+    # One BLAS thread per kernel: on the shared 2-core machine a multi-threaded OpenBLAS competing with
+    # other processes made the small matrix products of notebook 5 about 20 times slower.
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(variable, "1")
     notebook = nbformat.read(path, as_version=4)
     # kernel "python3" is ipykernel's own spec; jupyter_client starts it with sys.executable
     client = nbclient.NotebookClient(notebook, kernel_name="python3", timeout=300,
