@@ -45,7 +45,7 @@ assert np.array_equal(bits[5], [0, 1, 0, 1]) and np.array_equal(bits[12], [1, 1,
 # %% [markdown]
 # In the binary table the last bit flips every row, the next every two rows, then every four: each
 # column is a square wave with twice the period of its right-hand neighbour. In the encoding the
-# columns are smooth waves whose period grows geometrically, from 2π at the first pair of columns to
+# columns are smooth waves whose period grows geometrically, from 2π at the first pair of columns to nearly
 # 2π · 10000 at the last. Both give every row a distinct pattern. We check that every position in the
 # first 50 gets a distinct vector and that the periods grow geometrically.
 
