@@ -29,3 +29,13 @@ from .module import Module
 from .parameter import Parameter
 
 __version__ = "0.1.0"
+
+# Attention and position variants (issue 7): RoPE, ALiBi, GQA, relative positions, sparse and
+# sliding-window attention, Transformer-XL memory, LoRA.
+from .layers.alibi import ALiBi, alibi_bias, alibi_slopes
+from .layers.lora import LoRALinear, LoRAModel, add_lora
+from .layers.relative_position import RelativePositionAttention, skew, skew_backward
+from .layers.rope import RotaryEmbedding, rotary_angles, rotate
+from .layers.sliding_window import BandedAttention, band_mask
+from .layers.sparse_masks import fixed_masks, longformer_mask, strided_masks
+from .layers.transformer_xl import TransformerXL, TransformerXLBlock

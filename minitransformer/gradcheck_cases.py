@@ -207,6 +207,7 @@ CASES = [
 
 # Catalogues added by other parts of the package: each module holds its own `CASES` list.
 EXTRA_CASE_MODULES = [
+    "minitransformer.gradcheck_cases_variants",
 ]
 
 

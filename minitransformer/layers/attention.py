@@ -48,7 +48,7 @@ class ScaledDotProductAttention(Module):
     def __init__(self, causal=False, scale=None):
         self.causal, self.scale = causal, scale
 
-    def forward(self, q, k, v, mask=None):
+    def forward(self, q, k, v, mask=None, bias=None):
         """Attend from each query to the keys.
 
         Args:
@@ -56,6 +56,8 @@ class ScaledDotProductAttention(Module):
             k: (..., Tk, dk) keys.
             v: (..., Tk, dv) values.
             mask: optional bool, broadcastable to (..., Tq, Tk); True = may attend.
+            bias: optional constant float, broadcastable to (..., Tq, Tk), added to the
+                scaled scores (ALiBi's distance penalties); it receives no gradient.
         Returns:
             out: (..., Tq, dv).
         """
@@ -65,6 +67,8 @@ class ScaledDotProductAttention(Module):
         Tq, Tk = q.shape[-2], k.shape[-2]
         scores = q @ np.swapaxes(k, -1, -2)                        # 1. (..., Tq, Tk)
         scores *= scale                                            # 2.
+        if bias is not None:
+            scores += bias                                         # 2b. constant score bias
         allowed = self._allowed(mask, scores.shape, Tq, Tk)
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)            # 3. masked keys get -inf
@@ -78,6 +82,7 @@ class ScaledDotProductAttention(Module):
             5. out = alpha v        ->  dalpha = dout v^T,   dv = alpha^T dout
             4. alpha = softmax(s)   ->  ds = alpha * (dalpha - sum_j dalpha_j alpha_j)
             3. masked entries have alpha = 0, so ds = 0 there: nothing to undo
+            2b. s += bias           ->  the bias is a constant: nothing to undo
             2. s = scale * raw      ->  draw = scale * ds
             1. raw = q k^T          ->  dq = draw k,   dk = draw^T q
         Args:

@@ -32,19 +32,21 @@ class TransformerBlock(Module):
         activation: "relu" or "gelu" in the feed-forward sublayer.
         dtype, rng: as everywhere.
         dropout_rng: generator for dropout masks (default: `rng`).
+        attention_options: extra keyword arguments for MultiHeadAttention
+            (n_kv_heads, positional, window).
     Children:
         ln1, attn, drop1, ln2, ff, drop2.
     """
 
     def __init__(self, d_model, n_heads, d_ff, norm="pre", causal=True, dropout=0.0, activation="relu",
-                 dtype=np.float64, rng=None, dropout_rng=None):
+                 dtype=np.float64, rng=None, dropout_rng=None, attention_options=None):
         if norm not in ("pre", "post"):
             raise ValueError(f"TransformerBlock expected norm 'pre' or 'post', got {norm!r}")
         rng = as_generator(rng)
         dropout_rng = rng if dropout_rng is None else as_generator(dropout_rng)
         self.norm = norm
         self.ln1 = LayerNorm(d_model, dtype=dtype)
-        self.attn = MultiHeadAttention(d_model, n_heads, causal=causal, dtype=dtype, rng=rng)
+        self.attn = MultiHeadAttention(d_model, n_heads, causal=causal, dtype=dtype, rng=rng, **(attention_options or {}))
         self.drop1 = Dropout(dropout, rng=dropout_rng)
         self.ln2 = LayerNorm(d_model, dtype=dtype)
         self.ff = FeedForward(d_model, d_ff, activation=activation, dtype=dtype, rng=rng)

@@ -8,6 +8,12 @@ concatenated and mixed by W_O. Storing the H slices side by side as one
 
 Self-attention takes keys and values from `x`; cross-attention (the notes'
 footnote 5) takes them from `context`, e.g. an encoder's output.
+
+Variants (Kumar slides; see `layers/rope.py`, `alibi.py`, `sliding_window.py`):
+grouped-query attention, where n_kv_heads < H key/value heads are each shared
+by a group of H / n_kv_heads query heads (Ainslie et al. 2023; multi-query
+attention when n_kv_heads = 1); rotary or linear-bias positions inside the
+attention; and a sliding window of keys.
 """
 
 import numpy as np
@@ -15,7 +21,10 @@ import numpy as np
 from ..module import Module
 from ..parameter import Parameter
 from ..random import as_generator, check_float_dtype
+from .alibi import ALiBi
 from .attention import ScaledDotProductAttention
+from .rope import RotaryEmbedding
+from .sliding_window import band_mask
 
 
 class MultiHeadAttention(Module):
@@ -27,25 +36,45 @@ class MultiHeadAttention(Module):
         causal: if True each query sees only keys at its own or earlier positions.
         bias: add learned biases b_q, b_k, b_v, b_o.
         dtype, rng: as everywhere; weights are N(0, 1/C).
+        n_kv_heads: Hkv, the number of key/value heads (default H); must divide H.
+            Query head h reads key/value head h // (H / Hkv).
+        positional: None, "rope" (rotate q and k, `RotaryEmbedding`) or "alibi"
+            (distance bias on the scores, `ALiBi`).
+        window: None, or w: a query sees only keys less than w positions away.
     Parameters:
-        w_q, w_k, w_v, w_o (C, C); b_q, b_k, b_v, b_o (C,) when bias.
+        w_q, w_o (C, C); w_k, w_v (C, Hkv*hs); b_q, b_o (C,), b_k, b_v (Hkv*hs,) when bias.
     Attributes after forward:
         attention.alpha: (B, H, Tq, Tk) attention weights of every head.
     """
 
-    def __init__(self, d_model, n_heads, causal=False, bias=True, dtype=np.float64, rng=None):
+    def __init__(self, d_model, n_heads, causal=False, bias=True, dtype=np.float64, rng=None,
+                 n_kv_heads=None, positional=None, window=None):
         if n_heads <= 0 or d_model % n_heads:
             raise ValueError(f"MultiHeadAttention expected d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if n_kv_heads <= 0 or n_heads % n_kv_heads:
+            raise ValueError(f"MultiHeadAttention expected n_kv_heads dividing n_heads={n_heads}, got {n_kv_heads}")
+        if positional not in (None, "rope", "alibi"):
+            raise ValueError(f"MultiHeadAttention expected positional None, 'rope' or 'alibi', got {positional!r}")
+        if window is not None and window < 1:
+            raise ValueError(f"MultiHeadAttention expected window None or >= 1, got {window}")
         dtype = check_float_dtype(dtype, "MultiHeadAttention")
         rng = as_generator(rng)
         self.d_model, self.n_heads, self.head_size = d_model, n_heads, d_model // n_heads
+        self.n_kv_heads, self.window = n_kv_heads, window
         self.causal = causal
         std = d_model ** -0.5
+        widths = {"q": d_model, "k": n_kv_heads * self.head_size, "v": n_kv_heads * self.head_size, "o": d_model}
         for name in ("q", "k", "v", "o"):
-            setattr(self, f"w_{name}", Parameter((rng.standard_normal((d_model, d_model)) * std).astype(dtype)))
+            setattr(self, f"w_{name}", Parameter((rng.standard_normal((d_model, widths[name])) * std).astype(dtype)))
         for name in ("q", "k", "v", "o"):
-            setattr(self, f"b_{name}", Parameter(np.zeros(d_model, dtype=dtype)) if bias else None)
+            setattr(self, f"b_{name}", Parameter(np.zeros(widths[name], dtype=dtype)) if bias else None)
         self.attention = ScaledDotProductAttention(causal=causal)
+        self.positional = None                   # position hook: transform(q, k), its backward, score_bias(Tq, Tk)
+        if positional == "rope":
+            self.positional = RotaryEmbedding(self.head_size)
+        elif positional == "alibi":
+            self.positional = ALiBi(n_heads)
 
     # ---------------------------------------------------------------- helpers for the projections
     def _project(self, x2d, weight, bias):
@@ -56,12 +85,23 @@ class MultiHeadAttention(Module):
         return y
 
     def _split_heads(self, y2d, B, T):
-        """(B*T, C) -> (B, H, T, hs)."""
-        return y2d.reshape(B, T, self.n_heads, self.head_size).transpose(0, 2, 1, 3)
+        """(B*T, n*hs) -> (B, n, T, hs), n = H or Hkv."""
+        return y2d.reshape(B, T, -1, self.head_size).transpose(0, 2, 1, 3)
 
     def _merge_heads(self, y, B, T):
-        """(B, H, T, hs) -> (B*T, C)."""
-        return y.transpose(0, 2, 1, 3).reshape(B * T, self.d_model)
+        """(B, n, T, hs) -> (B*T, n*hs)."""
+        return y.transpose(0, 2, 1, 3).reshape(B * T, -1)
+
+    def _share_kv_heads(self, y):
+        """(B, Hkv, S, hs) -> (B, H, S, hs): each key/value head serves H / Hkv query heads in a row."""
+        return y if self.n_kv_heads == self.n_heads else np.repeat(y, self.n_heads // self.n_kv_heads, axis=1)
+
+    def _share_kv_heads_backward(self, dy):
+        """(B, H, S, hs) -> (B, Hkv, S, hs): a shared head's gradient is the sum over the heads it served."""
+        if self.n_kv_heads == self.n_heads:
+            return dy
+        B, _, S, hs = dy.shape
+        return dy.reshape(B, self.n_kv_heads, self.n_heads // self.n_kv_heads, S, hs).sum(axis=2)
 
     def _project_backward(self, dy2d, x2d, weight, bias):
         """Undo y = x W + b: dW += x^T dy, db += sum dy; return dx = dy W^T."""
@@ -93,9 +133,16 @@ class MultiHeadAttention(Module):
         self.source2d = source.reshape(B * S, C)                              # (B*S, C)
         self.has_context = context is not None
         q = self._split_heads(self._project(self.x2d, self.w_q, self.b_q), B, T)        # 1. (B, H, T, hs)
-        k = self._split_heads(self._project(self.source2d, self.w_k, self.b_k), B, S)   # 1. (B, H, S, hs)
-        v = self._split_heads(self._project(self.source2d, self.w_v, self.b_v), B, S)   # 1. (B, H, S, hs)
-        heads = self.attention.forward(q, k, v)                               # 2. (B, H, T, hs)
+        k = self._split_heads(self._project(self.source2d, self.w_k, self.b_k), B, S)   # 1. (B, Hkv, S, hs)
+        v = self._split_heads(self._project(self.source2d, self.w_v, self.b_v), B, S)   # 1. (B, Hkv, S, hs)
+        score_bias = None
+        if self.positional is not None:
+            q, k = self.positional.transform(q, k)                            # 1b. rotary positions
+            score_bias = self.positional.score_bias(T, S)                     # 1b. ALiBi, (H, T, S)
+            score_bias = None if score_bias is None else score_bias.astype(q.dtype)
+        k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. (B, H, S, hs)
+        window = None if self.window is None else band_mask(T, S, self.window, self.causal)
+        heads = self.attention.forward(q, k, v, mask=window, bias=score_bias)  # 2. (B, H, T, hs)
         self.heads2d = self._merge_heads(heads, B, T)                         # 3. (B*T, C) concatenated heads
         out = self._project(self.heads2d, self.w_o, self.b_o)                 # 4. (B*T, C)
         self.shapes = (B, T, S)
@@ -107,6 +154,8 @@ class MultiHeadAttention(Module):
             4. out = heads W_O + b_O   -> dheads = dout W_O^T; dW_O += heads^T dout
             3. concatenation           -> split dheads back into (B, H, T, hs)
             2. attention               -> (dq, dk, dv) from ScaledDotProductAttention.backward
+            1c. k, v shared by a group -> dk, dv of a shared head = sum over its group
+            1b. q, k rotated (RoPE)    -> rotate dq, dk back; a score bias is constant
             1. q = x W_Q, k = src W_K, v = src W_V
                                        -> dW_Q += x^T dq, ...; dx = dq W_Q^T (+ dk W_K^T + dv W_V^T
                                           when src is x itself: x feeds all three paths, so the
@@ -124,6 +173,9 @@ class MultiHeadAttention(Module):
         dheads2d = self._project_backward(dout2d, self.heads2d, self.w_o, self.b_o)     # 4.
         dheads = self._split_heads(dheads2d, B, T)                                       # 3. (B, H, T, hs)
         dq, dk, dv = self.attention.backward(dheads)                                     # 2.
+        dk, dv = self._share_kv_heads_backward(dk), self._share_kv_heads_backward(dv)    # 1c. (B, Hkv, S, hs)
+        if self.positional is not None:
+            dq, dk = self.positional.transform_backward(dq, dk)                          # 1b.
         dx2d = self._project_backward(self._merge_heads(dq, B, T), self.x2d, self.w_q, self.b_q)             # 1.
         dsource2d = self._project_backward(self._merge_heads(dk, B, S), self.source2d, self.w_k, self.b_k)
         dsource2d += self._project_backward(self._merge_heads(dv, B, S), self.source2d, self.w_v, self.b_v)
@@ -136,4 +188,7 @@ class MultiHeadAttention(Module):
             raise ValueError(f"{self!r} expected {what} (B, T, {self.d_model}), got {x.shape}")
 
     def __repr__(self):
-        return f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal})"
+        extras = "" if self.n_kv_heads == self.n_heads else f", n_kv_heads={self.n_kv_heads}"
+        extras += "" if self.positional is None else f", positional={self.positional!r}"
+        extras += "" if self.window is None else f", window={self.window}"
+        return f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}{extras})"

@@ -12,10 +12,18 @@ The backward pass visits the same layers top to bottom. Initialisation follows
 GPT-2: weights N(0, 0.02^2), the two projections that write into the residual
 stream (attention's W_O, the feed-forward's second layer) scaled down by
 1/sqrt(2 n_layers), biases 0, LayerNorm gamma 1.
+
+Attention variants (Kumar slides, `layers/rope.py`, `alibi.py`, `sliding_window.py`):
+positional="rope" or "alibi" moves position information into every attention
+layer, "none" leaves it out (Haviv et al. 2022: a causal mask alone lets the
+model infer positions); with these three there is no position table, so
+`max_len` is not a limit. `n_kv_heads` gives grouped-query attention and
+`window` a sliding attention window.
 """
 
 import numpy as np
 
+from ..interop import gpt2 as gpt2_interop
 from ..layers.block import TransformerBlock
 from ..layers.dropout import Dropout
 from ..layers.embedding import Embedding, check_token_ids
@@ -26,7 +34,8 @@ from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositional
 from ..module import Module
 from ..random import as_generator
 
-POSITIONAL = ("learned", "sinusoidal")
+POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
+TABLE_FREE = ("rope", "alibi", "none")          # no position table: any sequence length runs
 
 
 class GPT(Module):
@@ -35,9 +44,15 @@ class GPT(Module):
     Args:
         vocab_size: V.  d_model: C.  n_heads: H.  n_layers: number of blocks.
         d_ff: feed-forward hidden width (4 C in GPT-2).
-        max_len: the longest sequence (context window).
+        max_len: the longest sequence (context window); not enforced with a
+            table-free `positional` ("rope", "alibi", "none").
         norm: "pre" (GPT-2) or "post" (the 2017 paper).
-        positional: "learned" (GPT-2) or "sinusoidal" (the 2017 paper, notes §1.4).
+        positional: "learned" (GPT-2), "sinusoidal" (the 2017 paper, notes §1.4),
+            "rope" (rotary, Su et al.), "alibi" (linear biases, Press et al.) or
+            "none" (no position information, Haviv et al.).
+        n_kv_heads: key/value heads per attention layer (default n_heads;
+            1 is multi-query attention).
+        window: None, or the number of most recent positions each query sees.
         tie_weights: share the token embedding with the output projection.
         dropout: drop probability after the embeddings and on every sublayer.
         activation: "gelu" (GPT-2) or "relu".
@@ -47,7 +62,8 @@ class GPT(Module):
     """
 
     def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, max_len, norm="pre", positional="learned",
-                 tie_weights=True, dropout=0.0, activation="gelu", dtype=np.float64, rng=None):
+                 tie_weights=True, dropout=0.0, activation="gelu", dtype=np.float64, rng=None,
+                 n_kv_heads=None, window=None):
         if positional not in POSITIONAL:
             raise ValueError(f"GPT expected positional in {POSITIONAL}, got {positional!r}")
         if d_model % n_heads:
@@ -56,16 +72,21 @@ class GPT(Module):
         self.dropout_rng = np.random.default_rng(rng.integers(2**63))
         self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
                            max_len=max_len, norm=norm, positional=positional, tie_weights=tie_weights,
-                           dropout=dropout, activation=activation, dtype=np.dtype(dtype).name)
+                           dropout=dropout, activation=activation, dtype=np.dtype(dtype).name,
+                           n_kv_heads=n_kv_heads, window=window)
         self.vocab_size, self.max_len, self.norm = vocab_size, max_len, norm
         self.token_embedding = Embedding(vocab_size, d_model, dtype=dtype, rng=rng)
+        self.position = None                                          # table-free positions
         if positional == "learned":
             self.position = LearnedPositionalEmbedding(max_len, d_model, dtype=dtype, rng=rng)
-        else:
+        elif positional == "sinusoidal":
             self.position = SinusoidalPositionalEncoding(d_model, max_len, dtype=dtype)
+        attention_options = dict(n_kv_heads=n_kv_heads, window=window,
+                                 positional=positional if positional in ("rope", "alibi") else None)
         self.drop = Dropout(dropout, rng=self.dropout_rng)
         self.blocks = [TransformerBlock(d_model, n_heads, d_ff, norm=norm, causal=True, dropout=dropout,
-                                        activation=activation, dtype=dtype, rng=rng, dropout_rng=self.dropout_rng)
+                                        activation=activation, dtype=dtype, rng=rng, dropout_rng=self.dropout_rng,
+                                        attention_options=attention_options)
                        for _ in range(n_layers)]
         self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
         self.lm_head = TiedLMHead(self.token_embedding) if tie_weights else Linear(d_model, vocab_size, bias=False,
@@ -86,13 +107,16 @@ class GPT(Module):
                 param.data[...] = rng.standard_normal(param.shape) * std
 
     def forward(self, ids):
-        """ids int (B, T) with T <= max_len -> logits (B, T, V)."""
+        """ids int (B, T) with T <= max_len (any T without a position table) -> logits (B, T, V)."""
         ids = check_token_ids(ids, self.vocab_size, repr(self))
         if ids.ndim != 2:
             raise ValueError(f"{self!r} expected token ids (B, T), got shape {ids.shape}")
-        if ids.shape[1] > self.max_len:
+        if ids.shape[1] > self.max_len and self.position is not None:
             raise ValueError(f"{self!r} expected at most max_len={self.max_len} positions, got T={ids.shape[1]}")
-        x = self.drop(self.position(self.token_embedding(ids)))          # (B, T, C)
+        x = self.token_embedding(ids)                                   # (B, T, C)
+        if self.position is not None:
+            x = self.position(x)
+        x = self.drop(x)
         for block in self.blocks:
             x = block(x)                                                # (B, T, C)
         if self.ln_f is not None:
@@ -106,8 +130,20 @@ class GPT(Module):
             dx = self.ln_f.backward(dx)
         for block in reversed(self.blocks):
             dx = block.backward(dx)
-        self.token_embedding.backward(self.position.backward(self.drop.backward(dx)))
+        dx = self.drop.backward(dx)
+        if self.position is not None:
+            dx = self.position.backward(dx)
+        self.token_embedding.backward(dx)
         return None
+
+    @classmethod
+    def from_gpt2_state_dict(cls, state_dict, n_heads=None, config=None, dtype=np.float64, dropout=0.0):
+        """A GPT holding Hugging Face GPT-2 weights (see `minitransformer.interop.gpt2`)."""
+        return gpt2_interop.from_gpt2_state_dict(cls, state_dict, n_heads=n_heads, config=config, dtype=dtype, dropout=dropout)
+
+    def to_gpt2_state_dict(self):
+        """{Hugging Face GPT-2 name: ndarray}, the inverse of `from_gpt2_state_dict`."""
+        return gpt2_interop.to_gpt2_state_dict(self)
 
     def __repr__(self):
         c = self.config

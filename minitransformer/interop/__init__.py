@@ -1,0 +1,1 @@
+"""Bridges to other libraries' weight formats (GPT-2 from Hugging Face)."""

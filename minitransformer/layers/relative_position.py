@@ -1,0 +1,144 @@
+"""Relative position representations (Shaw et al. 2018) and the memory-efficient "skewing" of
+Huang et al. (Music Transformer, 2018; survey note §11, Algorithm 1).
+
+Shaw et al. give each clipped offset d = clip(j - i, -K, K) a learned vector
+a_d (hs,) and add to the score of query i and key j the term q_i . a_(j-i):
+
+    score(i, j) = (q_i . k_j + q_i . a_(j-i)) / sqrt(hs)
+
+Two ways to compute the relative term S_rel (T, T):
+
+* direct: build R[i, j] = a_(j-i), a (T, T, hs) array, and take
+  S_rel[i, j] = q_i . R[i, j]. Memory O(T^2 hs).
+* skewed (causal only): in a causal model query i needs the offsets
+  -(T-1) .. 0 only. Stack them as E (T, hs), row r for offset r - (T - 1),
+  and take A = q E^T (T, T): A[i, r] = q_i . a_(r-(T-1)), every offset for
+  every query, memory O(T hs) beyond the scores. The entry S_rel[i, j] needs
+  is A[i, (T - 1) + j - i]: row i shifted left by T - 1 - i. The skew does
+  this shift for all rows with one pad and one reshape: put a zero column in
+  front (T, T+1), read the same memory as (T+1, T), drop the first row. Entry
+  (i, j <= i) then lands exactly on A[i, T - 1 - i + j]; the entries with
+  j > i receive padding or values of the next row, which the causal mask
+  removes anyway.
+
+`tests/test_relative_position.py` proves both forms equal, forward and
+backward. The survey note's listing of the skew (Algorithm 1) masks A with a
+lower-triangular matrix *before* skewing; that erases the entries the skew
+needs (errata in notebooks/errata_variants.md, shown in the same test file).
+
+The backward of the skew is its adjoint: pad the gradient with a zero first
+row, read it as (T, T+1), drop the first column. Left out: Shaw's value-side
+vectors a^V (Huang et al. also use only the key side) and the non-causal skew.
+"""
+
+import numpy as np
+
+from ..module import Module
+from ..parameter import Parameter
+from ..random import as_generator, check_float_dtype
+from .attention import causal_mask
+from .softmax import softmax, softmax_backward
+
+
+def skew(rel_logits):
+    """(..., T, T) with column r = offset r - (T - 1)  ->  (..., T, T) with entry (i, j) = offset j - i, j <= i."""
+    T = rel_logits.shape[-1]
+    padded = np.concatenate([np.zeros((*rel_logits.shape[:-1], 1), rel_logits.dtype), rel_logits], axis=-1)  # (..., T, T+1)
+    return padded.reshape(*rel_logits.shape[:-2], T + 1, T)[..., 1:, :]                                     # (..., T, T)
+
+
+def skew_backward(dskewed):
+    """The adjoint of `skew`: (..., T, T) -> (..., T, T)."""
+    T = dskewed.shape[-1]
+    dpadded = np.zeros((*dskewed.shape[:-2], T + 1, T), dskewed.dtype)
+    dpadded[..., 1:, :] = dskewed                                        # undo: drop the first row
+    return dpadded.reshape(*dskewed.shape[:-2], T, T + 1)[..., :, 1:]    # undo: reshape; drop the pad column
+
+
+class RelativePositionAttention(Module):
+    """Self-attention with Shaw et al.'s relative key vectors, in the direct or the skewed form.
+
+    Args:
+        head_size: hs.
+        max_distance: K; offsets beyond +-K share the vector of +-K.
+        causal: mask keys after the query.
+        skewed: use Huang et al.'s skewing (needs causal=True).
+        dtype, rng: as everywhere; the table is N(0, 1/hs).
+    Parameters:
+        table (2K + 1, hs): row K + d holds a_d.
+    Attributes after forward:
+        alpha (..., T, T).
+    """
+
+    def __init__(self, head_size, max_distance, causal=True, skewed=False, dtype=np.float64, rng=None):
+        if skewed and not causal:
+            raise ValueError("RelativePositionAttention: the skewed form is defined for causal attention only")
+        dtype = check_float_dtype(dtype, "RelativePositionAttention")
+        self.head_size, self.max_distance, self.causal, self.skewed = head_size, max_distance, causal, skewed
+        table = as_generator(rng).standard_normal((2 * max_distance + 1, head_size)) * head_size ** -0.5
+        self.table = Parameter(table.astype(dtype))
+
+    def _rows(self, offsets):
+        """Row of the table for each offset: clip(d, -K, K) + K."""
+        return np.clip(offsets, -self.max_distance, self.max_distance) + self.max_distance
+
+    def forward(self, q, k, v):
+        """q, k (..., T, hs), v (..., T, dv) -> out (..., T, dv)."""
+        q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+        if q.ndim < 2 or q.shape != k.shape or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != self.head_size:
+            raise ValueError(f"{self!r} expected q, k (..., T, {self.head_size}) and v (..., T, dv), "
+                             f"got {q.shape}, {k.shape}, {v.shape}")
+        T = q.shape[-2]
+        scores = q @ np.swapaxes(k, -1, -2)                                      # 1. (..., T, T) content
+        if self.skewed:
+            self.rows = self._rows(np.arange(-(T - 1), 1))                       # (T,) offsets -(T-1) .. 0
+            embeddings = self.table.data[self.rows]                              # (T, hs) E
+            scores += skew(q @ embeddings.T)                                     # 2. skew(q E^T)
+        else:
+            self.rows = self._rows(np.arange(T)[None, :] - np.arange(T)[:, None])  # (T, T) offset j - i
+            relative = self.table.data[self.rows]                                # (T, T, hs) R
+            scores += (q[..., :, None, :] @ np.swapaxes(relative, -1, -2))[..., 0, :]  # 2. q_i . R[i, j]
+        scores *= self.head_size ** -0.5                                         # 3.
+        if self.causal:
+            scores = np.where(causal_mask(T, T), scores, -np.inf)                # 4.
+        self.alpha = softmax(scores, axis=-1)                                    # 5.
+        self.q, self.k, self.v = q, k, v
+        return self.alpha @ v                                                    # 6. (..., T, dv)
+
+    def backward(self, dout):
+        """Reverse steps 6 to 1 (ds is the gradient of the scaled, masked scores):
+
+            6. out = alpha v       ->  dalpha = dout v^T,  dv = alpha^T dout
+            5., 4., 3.             ->  ds = alpha * (dalpha - sum dalpha alpha) / sqrt(hs), 0 where masked
+            2. direct: s += q_i . R[i, j]   ->  dq_i += sum_j ds_ij R[i, j],  da_(j-i) += sum ds_ij q_i
+               skewed: s += skew(q E^T)    ->  dA = skew^T(ds),  dq += dA E,  dE = dA^T q
+               (a row of the table used for several offsets, or several times, gets every share)
+            1. s = q k^T           ->  dq += ds k,  dk = ds^T q
+        Returns:
+            (dq, dk, dv).
+        """
+        self._require("alpha")
+        self._check_dout(dout, (*self.alpha.shape[:-1], self.v.shape[-1]))
+        dalpha = dout @ np.swapaxes(self.v, -1, -2)                              # 6.
+        dv = np.swapaxes(self.alpha, -1, -2) @ dout
+        dscores = softmax_backward(self.alpha, dalpha, axis=-1) * self.head_size ** -0.5   # 5., 3.
+        q2d = self.q.reshape(-1, *self.q.shape[-2:])                             # (N, T, hs), N = batch axes
+        if self.skewed:                                                          # 2.
+            drel = skew_backward(dscores)                                        # (..., T, T) dA
+            dq = drel @ self.table.data[self.rows]
+            dembeddings = (np.swapaxes(drel, -1, -2).reshape(q2d.shape[0], *drel.shape[-2:]) @ q2d).sum(axis=0)
+            np.add.at(self.table.grad, self.rows, dembeddings)                   # (T, hs) into the table
+        else:
+            relative = self.table.data[self.rows]                                # (T, T, hs)
+            dq = (dscores[..., :, None, :] @ relative)[..., 0, :]
+            ds2d = dscores.reshape(-1, *dscores.shape[-2:])                      # (N, T, T)
+            # dR[i, j] = sum_n ds[n, i, j] q[n, i]: for each i a (T, N) @ (N, hs) product
+            drelative = ds2d.transpose(1, 2, 0) @ q2d.transpose(1, 0, 2)         # (T, T, hs), the O(T^2 hs) array
+            np.add.at(self.table.grad, self.rows, drelative)
+        dq += dscores @ self.k                                                   # 1.
+        dk = np.swapaxes(dscores, -1, -2) @ self.q
+        return dq, dk, dv
+
+    def __repr__(self):
+        form = "skewed" if self.skewed else "direct"
+        return f"RelativePositionAttention(head_size={self.head_size}, max_distance={self.max_distance}, {form})"

@@ -1,0 +1,104 @@
+"""Sliding-window attention: each query sees only its last w keys (Longformer, Beltagy et al. 2020;
+survey note §9.3; Child et al. 2019's local pattern, §9.2).
+
+Two ways to compute the same thing:
+
+* dense: ordinary attention with `band_mask(T, T, w)`, which still builds the
+  full (T, T) score matrix and throws most of it away, cost O(T^2 hs);
+* banded (`BandedAttention`): gather, for every query t, the w keys
+  t - w + 1 .. t into a (T, w, hs) block and score only those, cost
+  O(T w hs). The scores are a (T, w) array whose column o holds key
+  t - (w - 1) + o; slots before the start of the sequence are masked.
+
+`tests/test_sliding_window.py` proves the two equal on every allowed position,
+forward and backward. The banded form is causal only (the decoder case);
+`band_mask` also gives the symmetric window of an encoder.
+
+Left out: dilated windows, and Longformer's global tokens in the banded form
+(they are in `sparse_masks.longformer_mask`, for the dense form).
+"""
+
+import numpy as np
+
+from ..module import Module
+from .softmax import softmax, softmax_backward
+
+
+def band_mask(Tq, Tk, window, causal=True):
+    """Bool (Tq, Tk), True where query i (at absolute position Tk - Tq + i) may see key j.
+
+    causal: 0 <= i - j < window.  Otherwise: |i - j| < window.
+    """
+    distance = np.arange(Tk - Tq, Tk)[:, None] - np.arange(Tk)[None, :]     # (Tq, Tk) i - j
+    if causal:
+        return (distance >= 0) & (distance < window)
+    return np.abs(distance) < window
+
+
+class BandedAttention(Module):
+    """Causal sliding-window attention computed on the band only.
+
+    Args:
+        window: w >= 1, the number of keys each query sees (itself included).
+        scale: multiplies the scores; None means 1/sqrt(hs).
+    Attributes after forward:
+        alpha: (..., T, w) weights; alpha[..., t, o] belongs to key t - (w - 1) + o.
+    """
+
+    def __init__(self, window, scale=None):
+        if window < 1:
+            raise ValueError(f"BandedAttention expected window >= 1, got {window}")
+        self.window, self.scale = window, scale
+
+    def forward(self, q, k, v):
+        """q, k, v: (..., T, hs) each (self-attention, one length) -> out (..., T, hs)."""
+        q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+        if q.ndim < 2 or q.shape != k.shape or k.shape[:-1] != v.shape[:-1]:
+            raise ValueError(f"{self!r} expected q, k (..., T, hs) and v (..., T, dv) of one length T, "
+                             f"got {q.shape}, {k.shape}, {v.shape}")
+        T, w = q.shape[-2], self.window
+        scale = q.shape[-1] ** -0.5 if self.scale is None else self.scale
+        key_index = np.arange(T)[:, None] + np.arange(-(w - 1), 1)[None, :]    # (T, w) key of slot (t, o)
+        self.valid = key_index >= 0                                             # (T, w)
+        self.key_index = np.where(self.valid, key_index, 0)
+        self.k_band = k[..., self.key_index, :]                                 # 1. (..., T, w, hs) gather
+        self.v_band = v[..., self.key_index, :]                                 # 1. (..., T, w, dv)
+        scores = (q[..., None, :] @ np.swapaxes(self.k_band, -1, -2))[..., 0, :]  # 2. (..., T, w)
+        scores *= scale
+        scores = np.where(self.valid, scores, -np.inf)                          # 3. before the start
+        self.alpha = softmax(scores, axis=-1)                                   # 4. (..., T, w)
+        self.q, self.used_scale, self.T = q, scale, T
+        return (self.alpha[..., None, :] @ self.v_band)[..., 0, :]              # 5. (..., T, dv)
+
+    def backward(self, dout):
+        """Reverse steps 5 to 1; the same derivatives as dense attention, restricted to the band.
+
+            5. out_t = sum_o alpha_to v_band_to   ->  dalpha_to = dout_t . v_band_to,  dv_band_to = alpha_to dout_t
+            4. softmax                            ->  ds = alpha * (dalpha - sum_o dalpha_o alpha_o)
+            2. s_to = scale q_t . k_band_to       ->  dq_t = scale sum_o ds_to k_band_to,  dk_band_to = scale ds_to q_t
+            1. k_band_to = k[t - (w-1) + o]       ->  dk[j] = sum of dk_band over every slot that copied key j
+        Args:
+            dout: (..., T, dv).
+        Returns:
+            (dq, dk, dv).
+        """
+        self._require("alpha")
+        self._check_dout(dout, (*self.alpha.shape[:-1], self.v_band.shape[-1]))
+        dalpha = (dout[..., None, :] @ np.swapaxes(self.v_band, -1, -2))[..., 0, :]   # 5. (..., T, w)
+        dv_band = self.alpha[..., :, None] * dout[..., None, :]                       # 5. (..., T, w, dv)
+        dscores = softmax_backward(self.alpha, dalpha, axis=-1) * self.used_scale     # 4., 2.
+        dq = (dscores[..., None, :] @ self.k_band)[..., 0, :]                         # 2. (..., T, hs)
+        dk_band = dscores[..., :, None] * self.q[..., None, :]                        # 2. (..., T, w, hs)
+        return dq, self._scatter(dk_band), self._scatter(dv_band)                     # 1.
+
+    def _scatter(self, dband):
+        """Undo the gather: slot (t, o) sends its row to key t - (w - 1) + o. One slice per offset o."""
+        w, T = self.window, self.T
+        dfull = np.zeros((*dband.shape[:-3], T, dband.shape[-1]), dtype=dband.dtype)   # (..., T, d)
+        for o in range(max(w - T, 0), w):                   # one whole (..., T, d) slice per offset
+            shift = w - 1 - o                               # slot (t, o) holds key t - shift, shift < T
+            dfull[..., : T - shift, :] += dband[..., shift:, o, :]
+        return dfull
+
+    def __repr__(self):
+        return f"BandedAttention(window={self.window})"
