@@ -18,8 +18,8 @@
 # "XVα" · E4 footnote 6 in words · E5 the extra ReLU in the feed-forward formula · E6 dropout of
 # "parameters" · E7 the BPE listing's regular expression · E8 the Kumar slides' softmax numbers ·
 # E9 the [1 × N] position-embedding matrix · E10 the residual "concatenation" · E11 GPT's objective
-# called masked · E12 the substring count of the BLEU definitions · E13 the mask in the
-# relative-position "skewing" algorithm.
+# called masked · E12 the substring count of the BLEU definitions · E13 the relative-position
+# "skewing" listing.
 
 # %%
 import re
@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt
 
 from minitransformer import (GPT, Dropout, FeedForward, LearnedPositionalEmbedding, LayerNorm,
                              MultiHeadAttention, ScaledDotProductAttention, TransformerBlock, causal_mask,
-                             sinusoidal_table, softmax)
+                             sinusoidal_table, skew, softmax)
 
 rng = np.random.default_rng(0)
 np.set_printoptions(precision=4, suppress=True)
@@ -296,49 +296,56 @@ assert count_corrected(("the",), sentence) == 3 and count_corrected(("the", "cat
 assert all(count_as_printed(gram, sentence) == 0 for gram in (("the",), ("the", "cat"), tuple(sentence[:3])))
 
 # %% [markdown]
-# ## E13. The mask in the relative-position algorithm (Strabel §11, Algorithm 1)
-# Algorithm 1 computes relative-position logits with the "skewing" trick of the Music Transformer
-# (Huang et al. 2018): A = X E^rᵀ, pad a zero column on the left, reshape the (L × (L+1)) result to
-# ((L+1) × L), drop the first row. Row r of E^r embeds the relative distance r − (L − 1), from −(L − 1)
-# up to 0 (the Music Transformer's order; the note does not say). After skewing, entry (i, j) is
-# x_i · e_{j−i}, which is what a causal query i needs for every key j ≤ i.
+# ## E13. The relative-position "skewing" listing (Strabel §11, Algorithm 1)
+# Algorithm 1 computes relative-position logits with the skewing trick of the Music Transformer
+# (Huang et al. 2018): multiply by the table of relative embeddings E^r, pad a zero column on the left,
+# reshape the (L × (L+1)) result to ((L+1) × L), drop the first row. Row r of E^r embeds the relative
+# distance r − (L − 1), from −(L − 1) up to 0 (the paper's order; the note does not say). After
+# skewing, entry (i, j) is q_i · e_{j−i}, which is what a causal query i needs for every key j ≤ i.
+# Three slips (found independently on two branches; see also `tests/test_relative_position.py`):
 #
-# Before skewing the note multiplies A by the lower-triangular mask "m_ij = 1 if i ≥ j". But the
-# entries of A that the skew moves into the causal (lower) triangle are those with j ≥ L − 1 − i, the
-# lower-*right* triangle below the anti-diagonal (1-based: i + j ≥ L + 1); the printed mask zeroes
-# some of them, so the result is wrong. With the anti-diagonal mask, or with no mask at all (the causal
-# mask of attention removes the upper triangle later anyway), the algorithm is right. (Step 6 also
-# declares C as (L + 1) × L but lets i run only to L.)
+# 1. **The mask covers the wrong triangle.** Before skewing the listing multiplies by the
+#    lower-triangular "m_ij = 1 if i ≥ j". The entries that the skew moves into the causal (lower)
+#    triangle are those on or below the anti-diagonal (0-based j ≥ L − 1 − i); the printed mask zeroes
+#    some of them, including every query's score with itself except the last. With the anti-diagonal
+#    mask, or with no mask at all (attention's causal mask removes the upper triangle later anyway, which
+#    is why the package's `skew` has no mask step), the result is right.
+# 2. **Step 6's index range contradicts its shape:** C is declared (L + 1) × L but i runs only to L,
+#    and step 7 then reads row L + 1.
+# 3. **Step 1 uses the input X, not the queries.** In the paper the skewed product is Q E^rᵀ per head,
+#    with Q = X W_Q and E^r of the head's width, added to Q Kᵀ before the scaling and the softmax.
 #
-# The function below follows the seven printed steps literally, with the mask as a parameter.
+# The function below follows the seven printed steps literally (with the queries, per point 3), the
+# mask as a parameter.
 
 # %%
-def skewed_relative_logits(X, E_r, mask):
+def skewed_relative_logits(q, E_r, mask):
     """Strabel's Algorithm 1, step by step; `mask` is the (L, L) 0/1 matrix of its step 2."""
-    L = len(X)
-    A = (X @ E_r.T) * mask                               # steps 1-3
+    L = len(q)
+    A = (q @ E_r.T) * mask                               # steps 1-3
     B = np.hstack([np.zeros((L, 1)), A])                 # step 4: (L, L + 1), zero column first
     V = B.reshape(-1)                                    # step 5: vec(B^T) = the rows of B in turn
-    C = V.reshape(L + 1, L)                              # step 6: (L + 1, L)
+    C = V.reshape(L + 1, L)                              # step 6: (L + 1, L), rows 1 .. L + 1
     return C[1:]                                         # step 7: drop the first row
 
 
 L, d = 5, 3
-X, E_r = rng.standard_normal((L, d)), rng.standard_normal((L, d))
-wanted = np.array([[X[i] @ E_r[j - i + L - 1] if j <= i else 0.0 for j in range(L)] for i in range(L)])
+q, E_r = rng.standard_normal((L, d)), rng.standard_normal((L, d))
+wanted = np.array([[q[i] @ E_r[j - i + L - 1] if j <= i else 0.0 for j in range(L)] for i in range(L)])
 causal_part = np.tril(np.ones((L, L), dtype=bool))
 printed_mask = np.tril(np.ones((L, L)))                  # m_ij = 1 if i >= j
 anti_diagonal_mask = np.fliplr(printed_mask)             # m_ij = 1 if i + j >= L - 1 (0-based)
 
-as_printed = skewed_relative_logits(X, E_r, printed_mask)
-corrected = skewed_relative_logits(X, E_r, anti_diagonal_mask)
+as_printed = skewed_relative_logits(q, E_r, printed_mask)
+corrected = skewed_relative_logits(q, E_r, anti_diagonal_mask)
 print("wanted\n", wanted, "\nas printed\n", as_printed)
 assert not np.allclose(as_printed[causal_part], wanted[causal_part])
+assert np.isclose(as_printed[0, 0], 0) and not np.isclose(wanted[0, 0], 0)   # query 1 loses its own score
 assert np.allclose(corrected, wanted)                                     # exact, upper triangle 0 too
-assert np.allclose(skewed_relative_logits(X, E_r, np.ones((L, L)))[causal_part], wanted[causal_part])
+assert np.allclose(skew(q @ E_r.T)[causal_part], wanted[causal_part])     # the package's skew, no mask
 
 fig, axes = plt.subplots(1, 3, figsize=(10, 3))
-for ax, (matrix, title) in zip(axes, [(wanted, "x_i · e_(j−i), j ≤ i"), (as_printed, "Algorithm 1 as printed"),
+for ax, (matrix, title) in zip(axes, [(wanted, "q_i · e_(j−i), j ≤ i"), (as_printed, "Algorithm 1 as printed"),
                                       (corrected, "with the anti-diagonal mask")]):
     ax.imshow(matrix, cmap="RdBu", vmin=-3, vmax=3); ax.set_title(title, fontsize=9)
     ax.set_xlabel("key j"); ax.set_ylabel("query i")
