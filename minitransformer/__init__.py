@@ -39,3 +39,6 @@ from .layers.rope import RotaryEmbedding, rotary_angles, rotate
 from .layers.sliding_window import BandedAttention, band_mask
 from .layers.sparse_masks import fixed_masks, longformer_mask, strided_masks
 from .layers.transformer_xl import TransformerXL, TransformerXLBlock
+
+# Byte-pair encoding: the lecture's loop, the fast trainer, the byte-level tokenizer
+from .bpe import BPETokenizer, get_stats, learn_bpe, lecture_vocab, merge_vocab, word_counts_from_text

@@ -11,6 +11,7 @@ import sys
 
 COMMANDS = {
     "gradcheck": "minitransformer.commands.gradcheck",
+    "bpe": "minitransformer.commands.bpe",
 }
 
 
