@@ -16,7 +16,7 @@
 #
 # Contents: E1 the positional-encoding formula · E2 the mask applied after the softmax · E3 "Vα" /
 # "XVα" · E4 footnote 6 in words · E5 the extra ReLU in the feed-forward formula · E6 dropout of
-# "parameters" · E7 the BPE listing's regular expression · E8 the Kumar slides' softmax numbers ·
+# "parameters" · E7 the BPE listing, which merges nothing · E8 the Kumar slides' softmax numbers ·
 # E9 the [1 × N] position-embedding matrix · E10 the residual "concatenation" · E11 GPT's objective
 # called masked · E12 the substring count of the BLEU definitions · E13 the relative-position
 # "skewing" listing.
@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt
 
 from minitransformer import (GPT, Dropout, FeedForward, LearnedPositionalEmbedding, LayerNorm,
                              MultiHeadAttention, ScaledDotProductAttention, TransformerBlock, causal_mask,
-                             sinusoidal_table, skew, softmax)
+                             get_stats, learn_bpe, lecture_vocab, sinusoidal_table, skew, softmax)
 
 rng = np.random.default_rng(0)
 np.set_printoptions(precision=4, suppress=True)
@@ -152,7 +152,7 @@ drop.eval()
 assert np.array_equal(drop(activations), activations)     # and nothing at all at evaluation time
 
 # %% [markdown]
-# ## E7. The regular expression in the survey note's BPE listing (Strabel §12)
+# ## E7. The survey note's BPE listing merges nothing (Strabel §12)
 # The listing builds its merge pattern as `(?!\S)` + the escaped pair + `(!\S)`. Both ends are wrong:
 #
 # * `(?!\S)` is a *lookahead* ("the next character is not a non-space"), placed before a pair that
@@ -161,19 +161,40 @@ assert np.array_equal(drop(activations), activations)     # and nothing at all a
 # * `(!\S)` is not a lookaround at all but a group matching a literal `!` and a character; the intended
 #   `(?!\S)` says the pair ends a symbol.
 #
-# So the printed pattern matches nothing: every "merge" leaves the vocabulary as it was, the pair
-# counts never change, and the loop prints the same best pair, ('e', 's'), ten times. With the
-# corrected lookarounds the pair is merged, and only where it is made of whole symbols.
+# And a third slip (found by the BPE branch): each match is replaced by `' '.join(pair)`, the pair *with*
+# its space, which is exactly the text that matched. Sennrich et al.'s original joins with `''`.
+#
+# So as printed nothing is ever merged, the pair counts never change, and the loop picks the same best
+# pair, ('e', 's'), ten times. Fixing only one of the two parts changes nothing; fixing both gives the
+# lecture's ten merges. The package's `merge_vocab_with_pattern` runs any pattern and joiner through
+# the same code as its `merge_vocab`.
 
 # %%
-vocab_words = ["l o w </w>", "l o w e r </w>", "n e w e s t </w>", "w i d e s t </w>"]
-bigram = re.escape("e s")
-printed = re.compile(r"(?!\S)" + bigram + r"(!\S)")       # as printed in the survey note
-intended = re.compile(r"(?<!\S)" + bigram + r"(?!\S)")
-assert not any(printed.search(word) for word in vocab_words + ["e s", "x e s!y"])
-assert [intended.sub("es", word) for word in vocab_words][2:] == ["n e w es t </w>", "w i d es t </w>"]
-assert intended.sub("es", "n e w e st </w>") == "n e w e st </w>"     # not inside a longer symbol
-print([printed.sub("es", word) for word in vocab_words])
+from minitransformer.bpe.reference import merge_vocab_with_pattern
+
+
+def ten_merges(before, after, joiner):
+    """The listing's loop, with the lookarounds and the joiner given."""
+    vocab, chosen = lecture_vocab({"low": 5, "lower": 2, "newest": 6, "widest": 3}), []
+    for _ in range(10):
+        pairs = get_stats(vocab)
+        best = max(pairs, key=pairs.get)
+        chosen.append(best)
+        vocab = merge_vocab_with_pattern(best, vocab, before, after, joiner)
+    return chosen
+
+
+printed_regex, intended_regex = (r"(?!\S)", r"(!\S)"), (r"(?<!\S)", r"(?!\S)")
+as_printed = ten_merges(*printed_regex, joiner=" ")
+print("as printed:          ", as_printed)
+print("regex fixed only:    ", ten_merges(*intended_regex, joiner=" ")[:3], "...")
+print("both fixed:          ", ten_merges(*intended_regex, joiner=""))
+assert as_printed == [("e", "s")] * 10
+assert ten_merges(*intended_regex, joiner=" ") == [("e", "s")] * 10
+assert ten_merges(*printed_regex, joiner="") == [("e", "s")] * 10
+assert ten_merges(*intended_regex, joiner="") == learn_bpe({"low": 5, "lower": 2, "newest": 6, "widest": 3}, 10)
+printed_pattern = re.compile(printed_regex[0] + re.escape("e s") + printed_regex[1])
+assert not any(printed_pattern.search(word) for word in ["n e w e s t </w>", "e s", "x e s!y", "e s!x"])
 
 # %% [markdown]
 # ## E8. The softmax numbers on the Kumar slides ("Step 3")
