@@ -18,7 +18,7 @@
 # "XVα" · E4 footnote 6 in words · E5 the extra ReLU in the feed-forward formula · E6 dropout of
 # "parameters" · E7 the BPE listing, which merges nothing · E8 the Kumar slides' softmax numbers ·
 # E9 the [1 × N] position-embedding matrix · E10 the residual "concatenation" · E11 GPT's objective
-# called masked · E12 the substring count of the BLEU definitions · E13 the relative-position
+# called masked · E12 the BLEU definitions · E13 the relative-position
 # "skewing" listing.
 
 # %%
@@ -266,12 +266,25 @@ except ValueError as error:
 print("width after 6 blocks if each of the 12 sublayers concatenated:", C * 2 ** 12)
 
 # %% [markdown]
+# Two smaller points on the same slides: the decoder differs from the encoder by a whole
+# cross-attention *sublayer* (its own residual connection and LayerNorm), not by one extra "attention
+# head", and its self-attention is masked (the slides say so later); `MultiHeadAttention(x, context)`
+# is that sublayer's attention, keys and values from the encoder's output.
+
+# %%
+cross = MultiHeadAttention(C, n_heads=2, rng=2)
+encoder_output = rng.standard_normal((1, 7, C))                 # 7 source positions
+assert cross(y, encoder_output).shape == y.shape                 # one output per decoder position
+assert cross.attention.alpha.shape == (1, 2, 5, 7)               # (B, H, target T, source S)
+
+# %% [markdown]
 # ## E11. GPT's pre-training objective is left-to-right, not masked (Strabel §4)
 # The survey note says GPT pre-trains "with a masked language model objective" and that fine-tuning
 # "continued to use the masked language modeling". Its own eq. (18) is the left-to-right objective:
 # each token is predicted from the k tokens *before* it, and the decoder's attention is causal. A
 # masked LM (BERT, Strabel §8) hides some tokens and predicts them from both sides. (Eq. (22) also
-# lost its parentheses: L_2(C) + λ L_1(C).)
+# lost its parentheses: L_3(C) = L_2(C) + λ L_1(C); and eq. (21) calls the last layer's state h_l^m
+# where eq. (19) numbers the layers 1 … n, so it is h_n^m.)
 #
 # The computation: in a GPT the prediction at position t cannot depend on any later token. Changing
 # the tokens after t leaves every logit up to t unchanged, to the last bit; in a bidirectional
@@ -292,29 +305,54 @@ h_changed = h.copy(); h_changed[:, 6:] += 1
 assert not np.allclose(bidirectional(h)[:, :6], bidirectional(h_changed)[:, :6])
 
 # %% [markdown]
-# ## E12. The substring count behind BLEU (Strabel §1.3, Definition 1.3)
-# The note counts the positions i with i + M ≤ K and y_i … y_{i+M} = s, where s has M symbols. But
-# y_i … y_{i+M} has M + 1 symbols, so it never equals s and every count is 0; the modified precision
-# of Definition 1.4 then divides 0 by 0. The window should be y_i … y_{i+M−1}, with i + M − 1 ≤ K.
-# (Definitions 1.4 and 1.5 then reuse M for the number of sentences, a second, harmless clash.)
-# The two functions below write the two definitions literally with 1-based i.
+# ## E12. The BLEU definitions (Strabel §1.3)
+# **Definition 1.3, the substring count.** The note counts the positions i with i + M ≤ K and
+# y_i … y_{i+M} = s, where s has M symbols. But y_i … y_{i+M} has M + 1 symbols, so it never equals s and
+# every count is 0; the modified precision of Definition 1.4 then divides 0 by 0. Reading the window as
+# the M symbols y_i … y_{i+M−1} but keeping the bound i + M ≤ K is still wrong: it stops one start early
+# and never counts the n-gram that ends the sentence (found on the encoder–decoder branch too). Right:
+# i = 1 … K − M + 1 with the window y_i … y_{i+M−1}. The three functions below write the three readings
+# literally, with 1-based i. (Definitions 1.4 and 1.5 also reuse M for the number of sentences.)
+#
+# **§1.3.1 and eq. (10).** The heading "Bilingual Evaluation Understudy (BLEU)" has no formula under it:
+# BLEU = BP · exp(Σ_n w_n log p_n), with w_n = 1/4 for n = 1 … 4. And eq. (10) picks, per sentence, the
+# reference length closest to the candidate's without saying what to do on a tie; Papineni et al.'s
+# script takes the shorter, and the choice changes the brevity penalty of eq. (8).
 
 # %%
 def count_as_printed(s, y):
     M, K = len(s), len(y)
-    return sum(1 for i in range(1, K + 1) if i + M <= K and y[i - 1:i + M] == s)      # y_i..y_{i+M}
+    return sum(1 for i in range(1, K + 1) if i + M <= K and y[i - 1:i + M] == s)          # y_i..y_{i+M}
+
+
+def count_window_fixed_bound_not(s, y):
+    M, K = len(s), len(y)
+    return sum(1 for i in range(1, K + 1) if i + M <= K and y[i - 1:i + M - 1] == s)      # y_i..y_{i+M-1}
 
 
 def count_corrected(s, y):
     M, K = len(s), len(y)
-    return sum(1 for i in range(1, K + 1) if i + M - 1 <= K and y[i - 1:i + M - 1] == s)
+    return sum(1 for i in range(1, K - M + 2) if y[i - 1:i + M - 1] == s)
 
 
 sentence = tuple("the cat the hat the end".split())
-for gram in (("the",), ("the", "cat"), ("cat", "the", "hat")):
-    print(gram, "printed:", count_as_printed(gram, sentence), " corrected:", count_corrected(gram, sentence))
-assert count_corrected(("the",), sentence) == 3 and count_corrected(("the", "cat"), sentence) == 1
-assert all(count_as_printed(gram, sentence) == 0 for gram in (("the",), ("the", "cat"), tuple(sentence[:3])))
+for gram in (("the",), ("the", "cat"), ("the", "end"), ("end",)):
+    print(gram, "printed:", count_as_printed(gram, sentence), " bound kept:", count_window_fixed_bound_not(gram, sentence),
+          " corrected:", count_corrected(gram, sentence))
+assert count_corrected(("the",), sentence) == 3 and count_corrected(("the", "end"), sentence) == 1
+assert all(count_as_printed(gram, sentence) == 0 for gram in (("the",), ("the", "cat"), sentence[:3]))
+assert count_window_fixed_bound_not(("the", "end"), sentence) == 0 == count_window_fixed_bound_not(("end",), sentence)
+
+
+def brevity_penalty(r, c):
+    """Eq. (8): exp(-(r/c - 1)^+)."""
+    return np.exp(-max(r / c - 1, 0))
+
+
+candidate_length, reference_lengths = 4, (2, 6)                     # both references 2 tokens away
+print("BP with the shorter reference:", brevity_penalty(2, candidate_length),
+      " with the longer:", round(brevity_penalty(6, candidate_length), 4))
+assert brevity_penalty(2, 4) == 1 and np.isclose(brevity_penalty(6, 4), np.exp(-0.5))
 
 # %% [markdown]
 # ## E13. The relative-position "skewing" listing (Strabel §11, Algorithm 1)
