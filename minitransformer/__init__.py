@@ -42,3 +42,13 @@ from .layers.transformer_xl import TransformerXL, TransformerXLBlock
 
 # Byte-pair encoding: the lecture's loop, the fast trainer, the byte-level tokenizer
 from .bpe import BPETokenizer, get_stats, learn_bpe, lecture_vocab, merge_vocab, word_counts_from_text
+
+# --- encoders and encoder-decoders (issue 8): padding, BLEU, encoder, BERT, seq2seq, decoding, fine-tuning
+from .bleu import corpus_bleu
+from .decoding import beam_search, greedy_decode
+from .layers.decoder_block import DecoderBlock
+from .layers.padding import key_padding_mask, lengths_to_mask, pad_sequences
+from .models.bert import BertMLM, mask_tokens
+from .models.encoder import InputEmbedding, TransformerEncoder
+from .models.gpt_classifier import FineTuningObjective, GPTClassifier
+from .models.seq2seq import Seq2SeqTransformer

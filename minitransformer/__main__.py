@@ -12,6 +12,9 @@ import sys
 COMMANDS = {
     "gradcheck": "minitransformer.commands.gradcheck",
     "bpe": "minitransformer.commands.bpe",
+    "seq2seq": "minitransformer.commands.seq2seq",
+    "mlm": "minitransformer.commands.mlm",
+    "finetune": "minitransformer.commands.finetune",
 }
 
 

@@ -208,6 +208,7 @@ CASES = [
 # Catalogues added by other parts of the package: each module holds its own `CASES` list.
 EXTRA_CASE_MODULES = [
     "minitransformer.gradcheck_cases_variants",
+    "minitransformer.gradcheck_cases_encdec",
 ]
 
 

@@ -52,12 +52,12 @@ class TransformerBlock(Module):
         self.ff = FeedForward(d_model, d_ff, activation=activation, dtype=dtype, rng=rng)
         self.drop2 = Dropout(dropout, rng=dropout_rng)
 
-    def forward(self, x):
-        """x (B, T, C) -> (B, T, C)."""
+    def forward(self, x, mask=None):
+        """x (B, T, C) -> (B, T, C); mask: optional bool attention mask, see MultiHeadAttention.forward."""
         if self.norm == "pre":
-            h = x + self.drop1(self.attn(self.ln1(x)))
+            h = x + self.drop1(self.attn(self.ln1(x), mask=mask))
             return h + self.drop2(self.ff(self.ln2(h)))
-        h = self.ln1(x + self.drop1(self.attn(x)))
+        h = self.ln1(x + self.drop1(self.attn(x, mask=mask)))
         return self.ln2(h + self.drop2(self.ff(h)))
 
     def backward(self, dout):

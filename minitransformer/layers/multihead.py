@@ -111,12 +111,14 @@ class MultiHeadAttention(Module):
         return dy2d @ weight.data.T
 
     # ---------------------------------------------------------------- forward / backward
-    def forward(self, x, context=None):
+    def forward(self, x, context=None, mask=None):
         """Self-attention over x, or cross-attention from x to context.
 
         Args:
             x: (B, T, C) queries (and keys/values when context is None).
             context: optional (B, S, C) source of keys and values.
+            mask: optional bool, broadcastable to (B, H, T, S); True = may attend
+                (a key padding mask is (B, 1, 1, S), see layers/padding.py).
         Returns:
             out: (B, T, C).
         """
@@ -141,8 +143,10 @@ class MultiHeadAttention(Module):
             score_bias = self.positional.score_bias(T, S)                     # 1b. ALiBi, (H, T, S)
             score_bias = None if score_bias is None else score_bias.astype(q.dtype)
         k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. (B, H, S, hs)
-        window = None if self.window is None else band_mask(T, S, self.window, self.causal)
-        heads = self.attention.forward(q, k, v, mask=window, bias=score_bias)  # 2. (B, H, T, hs)
+        allowed = None if self.window is None else band_mask(T, S, self.window, self.causal)
+        if mask is not None:                                                  # 1d. the caller's mask, e.g. padding
+            allowed = mask if allowed is None else allowed & np.asarray(mask)
+        heads = self.attention.forward(q, k, v, mask=allowed, bias=score_bias)  # 2. (B, H, T, hs)
         self.heads2d = self._merge_heads(heads, B, T)                         # 3. (B*T, C) concatenated heads
         out = self._project(self.heads2d, self.w_o, self.b_o)                 # 4. (B*T, C)
         self.shapes = (B, T, S)

@@ -1,0 +1,124 @@
+"""`python -m minitransformer mlm`: a short BERT-style masked-LM run on characters; the loss falls, masks get filled.
+
+The default corpus is the English help text inside CPython (`pydoc_data.topics`,
+see data/README.md); `--text FILE` trains on a file instead. Tokens are
+characters; ids 0-3 are [PAD], [MASK], [CLS], [SEP]. Each example is
+[CLS] chunk_a [SEP] chunk_b [SEP]; with `--nsp`, chunk_b follows chunk_a in the
+text half of the time and is a random chunk otherwise, and a second head
+predicts which (the Kumar slides' second objective).
+"""
+
+import time
+
+HELP = "train a small BERT-style masked language model on characters; print the loss and filled-in masks"
+
+SPECIALS = ("[PAD]", "[MASK]", "[CLS]", "[SEP]")
+PAD, MASK, CLS, SEP = range(4)
+
+
+def add_arguments(parser):
+    parser.add_argument("--text", default=None, help="training text file (default: CPython's pydoc help text)")
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--chunk", type=int, default=8, help="characters per half-example")
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--norm", choices=("post", "pre"), default="post", help="post-norm (BERT) or pre-norm")
+    parser.add_argument("--positional", choices=("learned", "sinusoidal"), default="learned")
+    parser.add_argument("--nsp", action="store_true", help="also train the next-sentence head")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def default_corpus():
+    """CPython's help text (ships with every Python): about 1 MB of English prose and code."""
+    from pydoc_data.topics import topics
+    return "\n".join(topics[key] for key in sorted(topics))
+
+
+class CharCorpus:
+    """Character ids of a text split 90/10 into train and held-out, and example batches drawn from either."""
+
+    def __init__(self, text, chunk, rng):
+        import numpy as np
+
+        self.chars = sorted(set(text))
+        self.index = {c: i + len(SPECIALS) for i, c in enumerate(self.chars)}
+        self.vocab_size = len(SPECIALS) + len(self.chars)
+        ids = np.array([self.index[c] for c in text], dtype=np.int64)
+        split = int(0.9 * len(ids))
+        self.parts = {"train": ids[:split], "test": ids[split:]}
+        self.chunk, self.rng = chunk, rng
+
+    def batch(self, size, part="train"):
+        """ids (size, 2 chunk + 3) and NSP labels (size,): 1 when chunk_b really follows chunk_a."""
+        import numpy as np
+
+        data, n = self.parts[part], self.chunk
+        starts = self.rng.integers(0, len(data) - 2 * n, size=size)
+        follows = self.rng.random(size) < 0.5
+        b_starts = np.where(follows, starts + n, self.rng.integers(0, len(data) - n, size=size))
+        window = np.arange(n)
+        first, second = data[starts[:, None] + window], data[b_starts[:, None] + window]
+        column = lambda token: np.full((size, 1), token)
+        return np.concatenate([column(CLS), first, column(SEP), second, column(SEP)], axis=1), follows.astype(np.int64)
+
+    def show(self, ids):
+        return "".join("_" if t == MASK else self.chars[t - len(SPECIALS)] if t >= len(SPECIALS) else "|"
+                       for t in ids).replace("\n", "⏎")
+
+
+def run(args):
+    import numpy as np
+
+    from ..layers.loss import CrossEntropyLoss
+    from ..models.bert import BertMLM, mask_tokens
+    from ..training_encdec import _Adam, clip_grad_norm, learning_rate
+
+    rng = np.random.default_rng(args.seed)
+    text = default_corpus() if args.text is None else open(args.text, encoding="utf-8").read()
+    corpus = CharCorpus(text, args.chunk, rng)
+    model = BertMLM(corpus.vocab_size, args.d_model, 4, args.layers, 4 * args.d_model, 2 * args.chunk + 3,
+                    pad_id=PAD, nsp=args.nsp, norm=args.norm, positional=args.positional, dtype=np.float32, rng=args.seed + 1)
+    print(f"{model!r}: {model.num_parameters():,} parameters, {corpus.vocab_size} tokens, "
+          f"{len(corpus.parts['train']):,} training characters")
+    mlm_loss, nsp_loss = CrossEntropyLoss(ignore_index=-1), CrossEntropyLoss()
+    optimizer = _Adam(model.parameters(), lr=args.lr)             # placeholder until minitransformer.optim lands
+    started, window = time.perf_counter(), []
+    for step in range(args.steps):
+        ids, follows = corpus.batch(args.batch_size)
+        inputs, targets, _ = mask_tokens(ids, rng, MASK, len(SPECIALS), corpus.vocab_size)
+        optimizer.lr = learning_rate(step, args.steps, args.lr, warmup=50)
+        optimizer.zero_grad()
+        out = model(inputs)
+        if args.nsp:
+            loss = float(mlm_loss(out[0], targets)) + float(nsp_loss(out[1], follows))
+            model.backward((mlm_loss.backward(), nsp_loss.backward()))
+        else:
+            loss = float(mlm_loss(out, targets))
+            model.backward(mlm_loss.backward())
+        clip_grad_norm(optimizer.params, 1.0)
+        optimizer.step()
+        window.append(loss)
+        if (step + 1) % max(args.steps // 8, 1) == 0:
+            print(f"step {step + 1:5d}  loss {np.mean(window):.3f}")
+            window = []
+    print(f"trained in {time.perf_counter() - started:.0f} s")
+
+    model.eval()
+    ids, follows = corpus.batch(500, part="test")
+    inputs, targets, chosen = mask_tokens(ids, rng, MASK, len(SPECIALS), corpus.vocab_size)
+    out = model(inputs)
+    predicted = (out[0] if args.nsp else out).argmax(axis=-1)
+    most_common = np.bincount(corpus.parts["train"]).argmax()
+    print(f"held-out masked-token accuracy: {np.mean(predicted[chosen] == ids[chosen]):.1%} "
+          f"(always guessing {corpus.show([most_common])!r}: {np.mean(ids[chosen] == most_common):.1%})")
+    if args.nsp:
+        print(f"held-out next-sentence accuracy: {np.mean(out[1].argmax(axis=-1) == follows):.1%} (chance 50%)")
+    masked = ids.copy()
+    masked[chosen] = MASK
+    logits = model(masked)
+    filled = np.where(chosen, (logits[0] if args.nsp else logits).argmax(axis=-1), ids)
+    for row in range(3):
+        print(f"  original {corpus.show(ids[row])}\n  masked   {corpus.show(masked[row])}\n  filled   {corpus.show(filled[row])}")
+    return 0

@@ -1,0 +1,133 @@
+"""Generating target sequences from an encoder-decoder: batched greedy decoding and beam search.
+
+Both run the encoder once, then the decoder one position at a time through the
+model's key/value cache (`start_cache` / `decode_step`, layers/kv_cache.py):
+each step feeds only the newest token, so a sentence of T tokens costs T
+decoder steps of one position each instead of prefixes of length 1, 2, ..., T.
+`use_cache=False` recomputes the whole prefix at every step; it exists so the
+tests can prove both give the same tokens.
+
+Greedy decoding takes the most likely token at each step. Beam search keeps,
+for each source sentence, the `beam_size` prefixes of highest total
+log-probability; a prefix that has produced EOS is finished and its score no
+longer changes. The loop over steps is the one loop that cannot be avoided:
+step t needs the token chosen at step t-1. Batch rows and beams are never looped over.
+
+Model interface: `encode(src) -> (memory, memory_mask)`, `start_cache(memory, memory_mask)`,
+`decode_step(tokens (B,), cache) -> logits (B, V)`, `reorder_cache(cache, rows)`,
+and `forward(src, tgt) -> logits (B, T, V)` for the uncached path.
+"""
+
+import numpy as np
+
+
+def _log_softmax(logits):
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+class _Recompute:
+    """Stand-in for the cache that re-runs the decoder on the whole prefix at every step (for tests)."""
+
+    def __init__(self, model, src_ids):
+        self.model, self.src_ids = model, np.asarray(src_ids)
+        self.prefix = np.empty((len(self.src_ids), 0), dtype=np.int64)
+
+    def step(self, tokens):
+        self.prefix = np.concatenate([self.prefix, np.asarray(tokens)[:, None]], axis=1)    # (B, t)
+        return self.model.forward(self.src_ids, self.prefix)[:, -1]                       # (B, V)
+
+    def reorder(self, rows):
+        self.src_ids, self.prefix = self.src_ids[rows], self.prefix[rows]
+
+
+class _Cached:
+    """The model's key/value cache behind the same two methods."""
+
+    def __init__(self, model, src_ids):
+        self.model = model
+        self.cache = model.start_cache(*model.encode(src_ids))
+
+    def step(self, tokens):
+        return self.model.decode_step(tokens, self.cache)
+
+    def reorder(self, rows):
+        self.cache = self.model.reorder_cache(self.cache, rows)
+
+
+def _decoder_state(model, src_ids, use_cache):
+    return _Cached(model, src_ids) if use_cache else _Recompute(model, src_ids)
+
+
+def greedy_decode(model, src_ids, bos_id, eos_id, max_len, pad_id=0, use_cache=True):
+    """Most likely token at every step, for a whole batch at once.
+
+    Args:
+        model: a Seq2SeqTransformer (in eval mode).
+        src_ids: int (B, S) padded sources.
+        bos_id, eos_id: start and end tokens of the target side.
+        max_len: the most tokens to generate (EOS included).
+        pad_id: written after a row's EOS.
+        use_cache: reuse keys/values (True) or recompute the prefix (False).
+    Returns:
+        int (B, <= max_len): generated tokens without BOS; each row ends at its EOS, then pad_id.
+    """
+    src_ids = np.asarray(src_ids)
+    B = len(src_ids)
+    state = _decoder_state(model, src_ids, use_cache)
+    tokens = np.full(B, bos_id, dtype=np.int64)
+    finished = np.zeros(B, dtype=bool)
+    outputs = []
+    for _ in range(max_len):
+        tokens = state.step(tokens).argmax(axis=-1)                   # (B,)
+        tokens = np.where(finished, pad_id, tokens)
+        outputs.append(tokens)
+        finished |= tokens == eos_id
+        if finished.all():
+            break
+    return np.stack(outputs, axis=1) if outputs else np.empty((B, 0), dtype=np.int64)
+
+
+def beam_search(model, src_ids, bos_id, eos_id, max_len, beam_size=4, pad_id=0, length_penalty=0.0, use_cache=True):
+    """Beam search over a batch: B sources x K beams run as one batch of B*K rows.
+
+    Args:
+        as greedy_decode, plus
+        beam_size: K.
+        length_penalty: alpha; finished hypotheses are ranked by logp / len^alpha
+            (0 ranks by total log-probability).
+    Returns:
+        (tokens int (B, <= max_len), scores float (B,)): the best hypothesis of each source
+        (ending at EOS, then pad_id) and its total log-probability.
+    """
+    src_ids = np.asarray(src_ids)
+    B, K = len(src_ids), beam_size
+    state = _decoder_state(model, np.repeat(src_ids, K, axis=0), use_cache)    # rows b*K + k
+    tokens = np.full(B * K, bos_id, dtype=np.int64)
+    scores = np.zeros((B, K))
+    scores[:, 1:] = -np.inf                    # all beams start identical: keep one so the top K are distinct
+    finished = np.zeros((B, K), dtype=bool)
+    lengths = np.zeros((B, K))
+    history = np.empty((B, K, 0), dtype=np.int64)
+    for _ in range(max_len):
+        logp = _log_softmax(state.step(tokens)).reshape(B, K, -1)                   # (B, K, V)
+        V = logp.shape[-1]
+        # a finished beam may only continue with pad, at no cost, so it competes with its final score;
+        # an unfinished one may not pad
+        logp = np.where(finished[..., None], -np.inf, logp)
+        logp[..., pad_id] = np.where(finished, 0.0, -np.inf)
+        candidates = (scores[..., None] + logp).reshape(B, K * V)                   # (B, K*V)
+        best = np.argsort(-candidates, axis=1, kind="stable")[:, :K]                # (B, K)
+        beam, tokens2d = best // V, best % V
+        scores = np.take_along_axis(candidates, best, axis=1)
+        history = np.concatenate([np.take_along_axis(history, beam[..., None], axis=1), tokens2d[..., None]], axis=2)
+        was_finished = np.take_along_axis(finished, beam, axis=1)
+        lengths = np.take_along_axis(lengths, beam, axis=1) + ~was_finished
+        finished = was_finished | (tokens2d == eos_id)
+        state.reorder((np.arange(B)[:, None] * K + beam).reshape(-1))
+        tokens = tokens2d.reshape(-1)
+        if finished.all():
+            break
+    ranking = scores / np.maximum(lengths, 1) ** length_penalty
+    choice = ranking.argmax(axis=1)                                                 # (B,)
+    return history[np.arange(B), choice], scores[np.arange(B), choice]

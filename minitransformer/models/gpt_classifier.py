@@ -1,0 +1,110 @@
+"""Fine-tuning a GPT for classification (Radford et al. 2018 §3.2; survey note, seed 004, §4).
+
+The pre-trained decoder reads the whole input x^1 .. x^m; the hidden state at
+the last position, h_l^m (the only one that has seen every token), goes
+through a new linear layer W_y to give class logits. The fine-tuning objective
+keeps language modelling as an auxiliary task:
+
+    L3 = L2 + lambda * L1
+
+with, as quantities to *minimise* (the note writes the log-likelihoods to be
+maximised, the same thing with the sign flipped and without the 1/N):
+
+    L2 = mean over examples of -log P(y | x^1 .. x^m)        the classification loss
+    L1 = mean over positions of -log P(x^{t+1} | x^1 .. x^t)   next-token prediction on the same inputs
+
+L1 is the ordinary left-to-right objective of GPT; the note calls it a
+"masked language model" objective, which is BERT's, not GPT's (errata).
+
+The backward pass meets the two losses at the final hidden states: the LM
+head sends a gradient to every position, the classifier adds its own to the
+last one. Left out: padding (all inputs of a batch have the same length) and
+the delimiter/extract tokens of the paper's input transformations.
+"""
+
+import numpy as np
+
+from ..layers.embedding import check_token_ids
+from ..layers.linear import Linear
+from ..layers.loss import CrossEntropyLoss
+from ..module import Module
+from ..random import as_generator
+from .gpt import GPT
+
+
+class GPTClassifier(Module):
+    """A GPT with a classification head W_y on the last position.
+
+    Args:
+        gpt: the (pre-trained) GPT; its parameters are fine-tuned too.
+        n_classes: number of labels.
+        dtype, rng: for the new head.
+    Returns from forward: (lm_logits (B, T, V), class_logits (B, n_classes)).
+    """
+
+    def __init__(self, gpt, n_classes, dtype=np.float64, rng=None):
+        if not isinstance(gpt, GPT):
+            raise TypeError(f"GPTClassifier expected a GPT, got {type(gpt).__name__}")
+        self.gpt, self.n_classes = gpt, n_classes
+        self.classifier = Linear(gpt.config["d_model"], n_classes, dtype=dtype, rng=as_generator(rng))
+
+    def forward(self, ids):
+        """ids int (B, T) -> (lm_logits (B, T, V), class_logits (B, n_classes))."""
+        gpt = self.gpt
+        ids = check_token_ids(ids, gpt.vocab_size, repr(self))
+        if ids.ndim != 2 or not 1 <= ids.shape[1] <= gpt.max_len:
+            raise ValueError(f"{self!r} expected token ids (B, T) with 1 <= T <= {gpt.max_len}, got shape {ids.shape}")
+        # GPT.forward up to its LM head, keeping the hidden states the classifier needs
+        x = gpt.drop(gpt.position(gpt.token_embedding(ids)))                     # (B, T, C)
+        for block in gpt.blocks:
+            x = block(x)
+        hidden = x if gpt.ln_f is None else gpt.ln_f(x)                          # (B, T, C)
+        return gpt.lm_head(hidden), self.classifier(hidden[:, -1])               # h_l^m, the last position
+
+    def backward(self, dout):
+        """dout = (dlm_logits (B, T, V), dclass_logits (B, n_classes)) -> None.
+
+        dh = (LM head)^T dlm_logits at every position, plus W_y^T dclass_logits at the last one.
+        """
+        dlm_logits, dclass_logits = dout
+        gpt = self.gpt
+        dhidden = gpt.lm_head.backward(dlm_logits).copy()                        # (B, T, C)
+        dhidden[:, -1] += self.classifier.backward(dclass_logits)
+        dx = dhidden if gpt.ln_f is None else gpt.ln_f.backward(dhidden)
+        for block in reversed(gpt.blocks):
+            dx = block.backward(dx)
+        gpt.token_embedding.backward(gpt.position.backward(gpt.drop.backward(dx)))
+        return None
+
+    def __repr__(self):
+        return f"GPTClassifier({self.gpt!r}, classes={self.n_classes})"
+
+
+class FineTuningObjective(Module):
+    """L3 = L2 + lambda * L1 as one scalar (see the module docstring).
+
+    Args:
+        model: a GPTClassifier.
+        lm_weight: lambda (0 gives plain classification fine-tuning).
+    """
+
+    def __init__(self, model, lm_weight=0.5):
+        self.model, self.lm_weight = model, lm_weight
+        self.classification_loss, self.lm_loss = CrossEntropyLoss(), CrossEntropyLoss(ignore_index=-1)
+
+    def forward(self, ids, labels):
+        """ids int (B, T), labels int (B,) -> scalar L3; L1 and L2 are kept in self.l1, self.l2."""
+        ids = np.asarray(ids)
+        lm_logits, class_logits = self.model.forward(ids)
+        next_tokens = np.concatenate([ids[:, 1:], np.full((len(ids), 1), -1)], axis=1)   # the last has no next
+        self.l2 = self.classification_loss.forward(class_logits, labels)
+        self.l1 = self.lm_loss.forward(lm_logits, next_tokens)
+        return self.l2 + self.lm_weight * self.l1
+
+    def backward(self, grad=1.0):
+        """dL3/dL2 = 1 and dL3/dL1 = lambda; both flow into the shared network."""
+        self.model.backward((self.lm_loss.backward(grad * self.lm_weight), self.classification_loss.backward(grad)))
+        return None
+
+    def __repr__(self):
+        return f"FineTuningObjective(lambda={self.lm_weight})"

@@ -1,0 +1,129 @@
+"""An encoder-decoder Transformer (Vaswani et al. 2017, Figure 1; Kumar slides, "Encoder-Decoder Architectures").
+
+    source ids (B, S) -> TransformerEncoder -> memory (B, S, C)
+    target ids (B, T) -> InputEmbedding -> n_layers DecoderBlocks (each attending to memory)
+                      -> final LayerNorm (pre-norm only) -> output projection -> logits (B, T, V_tgt)
+
+Training is teacher forcing: the decoder reads [BOS] y_1 .. y_{T-1} and is
+scored on y_1 .. y_T, all positions at once. Generation (decoding.py) runs the
+decoder one position at a time through `start_cache` / `decode_step`, which
+reuse the keys and values of the earlier positions.
+
+Options: post-norm (the paper, default) or pre-norm; sinusoidal or learned
+positions; `share_embeddings` (one table for source, target and, with
+`tie_output`, the output projection, as the paper's shared BPE vocabulary).
+Left out: label smoothing and the paper's learning-rate schedule.
+"""
+
+import numpy as np
+
+from ..layers.decoder_block import DecoderBlock
+from ..layers.embedding import check_token_ids
+from ..layers.kv_cache import reorder_cache
+from ..layers.layernorm import LayerNorm
+from ..layers.linear import Linear
+from ..layers.lm_head import TiedLMHead
+from ..layers.padding import key_padding_mask
+from ..module import Module
+from ..random import as_generator
+from .encoder import InputEmbedding, TransformerEncoder
+
+
+class Seq2SeqTransformer(Module):
+    """Encoder-decoder Transformer for sequence-to-sequence tasks.
+
+    Args:
+        src_vocab_size, tgt_vocab_size: V of each side (equal when sharing embeddings).
+        d_model: C.  n_heads: H.  n_layers: encoder blocks and decoder blocks (each).  d_ff: feed-forward width.
+        max_len: longest source or target sequence.
+        pad_id: padding id of both sides, hidden from attention (None: no padding).
+        norm: "post" (default) or "pre".  positional: "sinusoidal" (default) or "learned".
+        share_embeddings: one token table for source and target.
+        tie_output: the output projection reuses the target token table (no bias).
+        dropout, activation, dtype, rng: as for GPT.
+    """
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model, n_heads, n_layers, d_ff, max_len, pad_id=None,
+                 norm="post", positional="sinusoidal", share_embeddings=False, tie_output=False, dropout=0.0,
+                 activation="relu", dtype=np.float64, rng=None):
+        if share_embeddings and src_vocab_size != tgt_vocab_size:
+            raise ValueError(f"Seq2SeqTransformer: share_embeddings needs equal vocabularies, "
+                             f"got {src_vocab_size} and {tgt_vocab_size}")
+        rng = as_generator(rng)
+        dropout_rng = np.random.default_rng(rng.integers(2**63))
+        self.config = dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=d_model,
+                           n_heads=n_heads, n_layers=n_layers, d_ff=d_ff, max_len=max_len, pad_id=pad_id, norm=norm,
+                           positional=positional, share_embeddings=share_embeddings, tie_output=tie_output,
+                           dropout=dropout, activation=activation, dtype=np.dtype(dtype).name)
+        self.tgt_vocab_size, self.pad_id = tgt_vocab_size, pad_id
+        self.encoder = TransformerEncoder(src_vocab_size, d_model, n_heads, n_layers, d_ff, max_len, pad_id, norm,
+                                          positional, dropout, activation, dtype, rng)
+        shared = self.encoder.embed.token_embedding if share_embeddings else None
+        self.tgt_embed = InputEmbedding(tgt_vocab_size, d_model, max_len, positional, dropout, share_with=shared,
+                                        dtype=dtype, rng=rng, dropout_rng=dropout_rng)
+        self.blocks = [DecoderBlock(d_model, n_heads, d_ff, norm=norm, dropout=dropout, activation=activation,
+                                    dtype=dtype, rng=rng, dropout_rng=dropout_rng) for _ in range(n_layers)]
+        self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.head = (TiedLMHead(self.tgt_embed.token_embedding) if tie_output
+                     else Linear(d_model, tgt_vocab_size, dtype=dtype, rng=rng))
+
+    def forward(self, src_ids, tgt_ids):
+        """Teacher-forced logits.
+
+        Args:
+            src_ids: int (B, S) source, padded with pad_id.
+            tgt_ids: int (B, T) decoder input ([BOS] y_1 .. y_{T-1}), padded with pad_id.
+        Returns:
+            logits: (B, T, V_tgt); position t predicts y_{t+1}.
+        """
+        memory, memory_mask = self.encode(src_ids)
+        tgt_ids = check_token_ids(tgt_ids, self.tgt_vocab_size, repr(self))
+        self_mask = None if self.pad_id is None else key_padding_mask(tgt_ids, self.pad_id)
+        x = self.tgt_embed(tgt_ids)                                                 # (B, T, C)
+        for block in self.blocks:
+            x = block(x, memory, self_mask=self_mask, memory_mask=memory_mask)      # (B, T, C)
+        if self.ln_f is not None:
+            x = self.ln_f(x)
+        return self.head(x)                                                         # (B, T, V)
+
+    def backward(self, dlogits):
+        """dlogits (B, T, V) -> None; memory's gradient is the sum over all decoder blocks."""
+        dx = self.head.backward(dlogits)
+        if self.ln_f is not None:
+            dx = self.ln_f.backward(dx)
+        dmemory = 0.0
+        for block in reversed(self.blocks):
+            dx, dmemory_block = block.backward(dx)
+            dmemory = dmemory + dmemory_block                   # memory feeds every block: contributions add
+        self.tgt_embed.backward(dx)
+        self.encoder.backward(dmemory)
+        return None
+
+    # ---------------------------------------------------------------- generation (decoding.py)
+    def encode(self, src_ids):
+        """src_ids (B, S) -> (memory (B, S, C), memory_mask (B, 1, 1, S) or None)."""
+        return self.encoder(src_ids), self.encoder.padding_mask(np.asarray(src_ids))
+
+    def start_cache(self, memory, memory_mask=None):
+        """One cache per decoder block, cross-attention keys/values projected once; position 0 next."""
+        return {"position": 0, "blocks": [block.start_cache(memory, memory_mask) for block in self.blocks]}
+
+    def decode_step(self, tokens, cache):
+        """Logits for the next token after feeding `tokens` int (B,) at position cache["position"] -> (B, V)."""
+        x = self.tgt_embed.step(np.asarray(tokens)[:, None], cache["position"])     # (B, 1, C)
+        for block, block_cache in zip(self.blocks, cache["blocks"]):
+            x = block.step(x, block_cache)
+        if self.ln_f is not None:
+            x = self.ln_f(x)
+        cache["position"] += 1
+        return self.head(x)[:, 0]                                                   # (B, V)
+
+    @staticmethod
+    def reorder_cache(cache, rows):
+        """The cache of batch rows `rows` (beam search keeps the survivors' histories)."""
+        return reorder_cache(cache, rows)
+
+    def __repr__(self):
+        c = self.config
+        return (f"Seq2SeqTransformer(V={c['src_vocab_size']}->{c['tgt_vocab_size']}, C={c['d_model']}, "
+                f"H={c['n_heads']}, L={c['n_layers']}, norm={c['norm']!r})")

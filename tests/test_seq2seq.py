@@ -1,0 +1,159 @@
+"""Encoder-decoder: causality, cross-attention, cached decoding equal to recomputation, beam search, a training smoke test."""
+
+import numpy as np
+import pytest
+
+from minitransformer import CrossEntropyLoss
+from minitransformer.decoding import beam_search, greedy_decode
+from minitransformer.layers.decoder_block import DecoderBlock
+from minitransformer.models.seq2seq import Seq2SeqTransformer
+from minitransformer.tasks import BOS, EOS, PAD, ReverseTask, exact_match
+from minitransformer.training_encdec import train_seq2seq
+
+V = 9
+
+
+def make_model(norm="post", shared=False, seed=0, eos_bias=0.0):
+    model = Seq2SeqTransformer(V, V, 16, 2, 2, 24, 16, pad_id=PAD, norm=norm, share_embeddings=shared,
+                               tie_output=shared, rng=seed)
+    rng = np.random.default_rng(seed + 100)
+    for _, param in model.named_parameters():          # sharper distributions than the initial near-uniform ones
+        param.data[...] += rng.standard_normal(param.shape) * 0.3
+    if not shared:
+        model.head.bias.data[EOS] += eos_bias           # so that random models end their sentences now and then
+    return model.eval()
+
+
+def sources(rng):
+    return np.array([[3, 4, 5, 6, 7], [8, 3, 3, PAD, PAD], [5, 6, 7, 8, PAD]])
+
+
+def test_decoder_is_causal_and_attends_to_the_source():
+    model = make_model()
+    src = sources(None)
+    tgt = np.array([[BOS, 3, 4, 5], [BOS, 6, 7, 8], [BOS, 5, 5, 5]])
+    logits = model(src, tgt)
+    changed_future = tgt.copy()
+    changed_future[:, 2:] = 4
+    np.testing.assert_allclose(model(src, changed_future)[:, :2], logits[:, :2], rtol=1e-12, atol=1e-12)
+    changed_source = src.copy()
+    changed_source[:, 0] = 6
+    assert not np.allclose(model(changed_source, tgt)[:, 0], logits[:, 0])
+
+
+@pytest.mark.parametrize("norm,shared", [("post", False), ("pre", True)])
+def test_cached_steps_give_the_same_logits_as_recomputing_the_prefix(norm, shared):
+    model = make_model(norm, shared)
+    src = sources(None)
+    tgt = np.array([[BOS, 3, 4, 5, 6], [BOS, 6, 7, 8, 3], [BOS, 5, 5, 5, 5]])
+    full = model(src, tgt)                                                     # (B, T, V), teacher forced
+    cache = model.start_cache(*model.encode(src))
+    for t in range(tgt.shape[1]):
+        np.testing.assert_allclose(model.decode_step(tgt[:, t], cache), full[:, t], rtol=1e-10, atol=1e-12)
+    assert cache["blocks"][0]["self"]["k"].shape == (3, 2, tgt.shape[1], 8)    # keys appended once per step
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_greedy_and_beam_search_with_cache_equal_recomputation(norm):
+    model = make_model(norm)
+    src = sources(None)
+    cached = greedy_decode(model, src, BOS, EOS, max_len=7)
+    np.testing.assert_array_equal(cached, greedy_decode(model, src, BOS, EOS, max_len=7, use_cache=False))
+    tokens, scores = beam_search(model, src, BOS, EOS, max_len=7, beam_size=3)
+    tokens2, scores2 = beam_search(model, src, BOS, EOS, max_len=7, beam_size=3, use_cache=False)
+    np.testing.assert_array_equal(tokens, tokens2)
+    np.testing.assert_allclose(scores, scores2, rtol=1e-10)
+
+
+def sequence_log_prob(model, src, tokens):
+    """Total log-probability of each row of tokens (up to and including its EOS) under teacher forcing."""
+    tgt_in = np.concatenate([np.full((len(src), 1), BOS), tokens[:, :-1]], axis=1)
+    logits = model(src, np.where(tgt_in == EOS, PAD, tgt_in))
+    logp = logits - logits.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    picked = np.take_along_axis(logp, tokens[..., None], axis=-1)[..., 0]
+    after_eos = np.cumsum(tokens == EOS, axis=1) - (tokens == EOS) > 0
+    return np.where(after_eos | (tokens == PAD), 0.0, picked).sum(axis=1)
+
+
+def test_beam_scores_are_the_log_probabilities_of_the_returned_sequences():
+    model = make_model("post", eos_bias=2.0)
+    src = sources(None)
+    tokens, scores = beam_search(model, src, BOS, EOS, max_len=8, beam_size=4)
+    ended = (tokens == EOS).any(axis=1)
+    assert ended.any()
+    np.testing.assert_allclose(scores[ended], sequence_log_prob(model, src, tokens)[ended], rtol=1e-9)
+
+
+def test_beam_of_one_is_greedy_and_wider_beams_never_score_worse_than_greedy_on_finished_rows():
+    model = make_model("pre", eos_bias=2.0)
+    src = sources(None)
+    greedy = greedy_decode(model, src, BOS, EOS, max_len=8)
+    one, _ = beam_search(model, src, BOS, EOS, max_len=8, beam_size=1)
+    np.testing.assert_array_equal(one, greedy)
+    wide, wide_scores = beam_search(model, src, BOS, EOS, max_len=8, beam_size=5)
+    greedy_scores = sequence_log_prob(model, src, greedy)
+    both_ended = (greedy == EOS).any(axis=1) & (wide == EOS).any(axis=1)
+    assert both_ended.any()
+    assert np.all(wide_scores[both_ended] >= greedy_scores[both_ended] - 1e-9)
+
+
+def test_bad_configurations_are_named():
+    with pytest.raises(ValueError, match="share_embeddings needs equal vocabularies"):
+        Seq2SeqTransformer(5, 6, 8, 2, 1, 8, 4, share_embeddings=True)
+    with pytest.raises(ValueError, match="DecoderBlock expected norm"):
+        DecoderBlock(8, 2, 8, norm="middle")
+    with pytest.raises(IndexError, match=r"token ids in \[0, 9\)"):
+        make_model()(np.array([[1, 2]]), np.array([[1, 9]]))
+
+
+def test_reverse_task_keeps_the_test_set_out_of_training():
+    task = ReverseTask(n_symbols=3, min_len=2, max_len=3, n_test=20, rng=0)      # only 36 strings exist
+    held_out = set(task.test_sources)
+    src, tgt_in, tgt_out = task.train_batch(200)
+    seen = {tuple(int(t) for t in row if t != PAD) for row in src}
+    assert not seen & held_out
+    row = list(src[0][src[0] != PAD])
+    assert list(tgt_out[0][:len(row) + 1]) == row[::-1] + [EOS] and tgt_in[0][0] == BOS
+
+
+def test_training_smoke_loss_falls_and_short_strings_start_to_come_out_right():
+    """The long run (>= 99% held-out exact match) is `python -m minitransformer seq2seq`; this is a fast check."""
+    task = ReverseTask(n_symbols=4, min_len=2, max_len=3, n_test=10, rng=0)
+    model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, 32, 2, 1, 64, 5, pad_id=PAD, share_embeddings=True,
+                               tie_output=True, dtype=np.float32, rng=1)
+    losses = train_seq2seq(model, task, steps=150, batch_size=32, lr=3e-3, warmup=20)
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
+    src, _, _ = task.batch(task.test_sources)
+    predicted = greedy_decode(model, src, BOS, EOS, max_len=5)
+    assert exact_match(predicted, task.test_sources, task.target_of) >= 0.5
+
+
+def test_cached_step_matches_forward_with_grouped_query_heads():
+    from minitransformer import MultiHeadAttention
+
+    block = DecoderBlock(16, 4, 24, norm="pre", rng=0)
+    block.self_attn = MultiHeadAttention(16, 4, causal=True, n_kv_heads=2, rng=1)
+    block.cross_attn = MultiHeadAttention(16, 4, n_kv_heads=1, rng=2)
+    rng = np.random.default_rng(3)
+    x, memory = rng.standard_normal((2, 5, 16)), rng.standard_normal((2, 4, 16))
+    full = block(x, memory)
+    cache = block.start_cache(memory)
+    steps = [block.step(x[:, t:t + 1], cache) for t in range(5)]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-10, atol=1e-12)
+    assert cache["self"]["k"].shape == (2, 2, 5, 4)                   # the cache keeps the 2 shared heads
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_float32_model_agrees_with_float64_and_keeps_its_dtype(norm):
+    models = {dtype: Seq2SeqTransformer(V, V, 16, 2, 2, 24, 8, pad_id=PAD, norm=norm, share_embeddings=True,
+                                        tie_output=True, dtype=dtype, rng=0) for dtype in (np.float32, np.float64)}
+    src, tgt = sources(None), np.array([[BOS, 3, 4], [BOS, 5, PAD], [BOS, 6, 7]])
+    logits = {dtype: model(src, tgt) for dtype, model in models.items()}
+    assert logits[np.float32].dtype == np.float32
+    np.testing.assert_allclose(logits[np.float32], logits[np.float64], atol=1e-4)
+    model = models[np.float32]
+    model.backward(np.ones_like(logits[np.float32]))
+    assert all(param.grad.dtype == np.float32 for param in model.parameters())
+    cache = model.start_cache(*model.encode(src))
+    assert model.decode_step(tgt[:, 0], cache).dtype == np.float32
