@@ -27,9 +27,10 @@ import re
 import numpy as np
 import matplotlib.pyplot as plt
 
-from minitransformer import (GPT, Dropout, FeedForward, LearnedPositionalEmbedding, LayerNorm,
-                             MultiHeadAttention, ScaledDotProductAttention, TransformerBlock, causal_mask,
+from minitransformer import (GPT, BertMLM, DecoderBlock, Dropout, FeedForward, LearnedPositionalEmbedding, LayerNorm,
+                             ScaledDotProductAttention, TransformerBlock, causal_mask,
                              get_stats, learn_bpe, lecture_vocab, sinusoidal_table, skew, softmax)
+from minitransformer.bleu import brevity_penalty, corpus_statistics, ngram_counts
 
 rng = np.random.default_rng(0)
 np.set_printoptions(precision=4, suppress=True)
@@ -268,14 +269,17 @@ print("width after 6 blocks if each of the 12 sublayers concatenated:", C * 2 **
 # %% [markdown]
 # Two smaller points on the same slides: the decoder differs from the encoder by a whole
 # cross-attention *sublayer* (its own residual connection and LayerNorm), not by one extra "attention
-# head", and its self-attention is masked (the slides say so later); `MultiHeadAttention(x, context)`
-# is that sublayer's attention, keys and values from the encoder's output.
+# head", and its self-attention is masked (the slides say so later). The package's `DecoderBlock` has
+# the three sublayers; its output keeps the decoder's width and length whatever the source length.
 
 # %%
-cross = MultiHeadAttention(C, n_heads=2, rng=2)
-encoder_output = rng.standard_normal((1, 7, C))                 # 7 source positions
-assert cross(y, encoder_output).shape == y.shape                 # one output per decoder position
-assert cross.attention.alpha.shape == (1, 2, 5, 7)               # (B, H, target T, source S)
+decoder = DecoderBlock(d_model=C, n_heads=2, d_ff=16, rng=2)
+encoder_output = rng.standard_normal((1, 7, C))                       # 7 source positions
+target = decoder(y, encoder_output)
+assert target.shape == y.shape
+assert decoder.self_attn.causal and not decoder.cross_attn.causal
+assert decoder.cross_attn.attention.alpha.shape == (1, 2, 5, 7)       # (B, H, target T, source S)
+print([name for name, _ in decoder.named_children()])
 
 # %% [markdown]
 # ## E11. GPT's pre-training objective is left-to-right, not masked (Strabel §4)
@@ -287,8 +291,8 @@ assert cross.attention.alpha.shape == (1, 2, 5, 7)               # (B, H, target
 # where eq. (19) numbers the layers 1 … n, so it is h_n^m.)
 #
 # The computation: in a GPT the prediction at position t cannot depend on any later token. Changing
-# the tokens after t leaves every logit up to t unchanged, to the last bit; in a bidirectional
-# (non-causal) attention layer the early outputs change.
+# the tokens after t leaves every logit up to t unchanged, to the last bit; in the package's masked LM
+# (`BertMLM`, a bidirectional encoder) the early predictions change.
 
 # %%
 gpt = GPT(vocab_size=13, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=10, rng=0)
@@ -299,10 +303,9 @@ logits, logits_changed = gpt(ids), gpt(changed)
 assert np.array_equal(logits[:, :6], logits_changed[:, :6])
 assert not np.allclose(logits[:, 6:], logits_changed[:, 6:])
 
-bidirectional = MultiHeadAttention(16, 2, causal=False, rng=0)
-h = rng.standard_normal((1, 10, 16))
-h_changed = h.copy(); h_changed[:, 6:] += 1
-assert not np.allclose(bidirectional(h)[:, :6], bidirectional(h_changed)[:, :6])
+bert = BertMLM(vocab_size=13, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=10, pad_id=0, rng=0)
+ids, changed = np.maximum(ids, 1), np.maximum(changed, 1)          # id 0 is BERT's padding
+assert not np.allclose(bert(ids)[:, :6], bert(changed)[:, :6])
 
 # %% [markdown]
 # ## E12. The BLEU definitions (Strabel §1.3)
@@ -311,13 +314,15 @@ assert not np.allclose(bidirectional(h)[:, :6], bidirectional(h_changed)[:, :6])
 # every count is 0; the modified precision of Definition 1.4 then divides 0 by 0. Reading the window as
 # the M symbols y_i … y_{i+M−1} but keeping the bound i + M ≤ K is still wrong: it stops one start early
 # and never counts the n-gram that ends the sentence (found on the encoder–decoder branch too). Right:
-# i = 1 … K − M + 1 with the window y_i … y_{i+M−1}. The three functions below write the three readings
-# literally, with 1-based i. (Definitions 1.4 and 1.5 also reuse M for the number of sentences.)
+# i = 1 … K − M + 1 with the window y_i … y_{i+M−1}. The two functions below write the two wrong readings
+# literally, with 1-based i; the package's `ngram_counts` (in `minitransformer.bleu`) is the right one.
+# (Definitions 1.4 and 1.5 also reuse M for the number of sentences.)
 #
 # **§1.3.1 and eq. (10).** The heading "Bilingual Evaluation Understudy (BLEU)" has no formula under it:
 # BLEU = BP · exp(Σ_n w_n log p_n), with w_n = 1/4 for n = 1 … 4. And eq. (10) picks, per sentence, the
 # reference length closest to the candidate's without saying what to do on a tie; Papineni et al.'s
-# script takes the shorter, and the choice changes the brevity penalty of eq. (8).
+# script takes the shorter (so does `minitransformer.bleu`), and the choice changes the brevity penalty
+# of eq. (8). (And the plural of corpus, in Definitions 1.4 and 1.5, is corpora.)
 
 # %%
 def count_as_printed(s, y):
@@ -330,29 +335,18 @@ def count_window_fixed_bound_not(s, y):
     return sum(1 for i in range(1, K + 1) if i + M <= K and y[i - 1:i + M - 1] == s)      # y_i..y_{i+M-1}
 
 
-def count_corrected(s, y):
-    M, K = len(s), len(y)
-    return sum(1 for i in range(1, K - M + 2) if y[i - 1:i + M - 1] == s)
-
-
 sentence = tuple("the cat the hat the end".split())
 for gram in (("the",), ("the", "cat"), ("the", "end"), ("end",)):
     print(gram, "printed:", count_as_printed(gram, sentence), " bound kept:", count_window_fixed_bound_not(gram, sentence),
-          " corrected:", count_corrected(gram, sentence))
-assert count_corrected(("the",), sentence) == 3 and count_corrected(("the", "end"), sentence) == 1
+          " package:", ngram_counts(list(sentence), len(gram))[gram])
+assert ngram_counts(list(sentence), 1)[("the",)] == 3 and ngram_counts(list(sentence), 2)[("the", "end")] == 1
 assert all(count_as_printed(gram, sentence) == 0 for gram in (("the",), ("the", "cat"), sentence[:3]))
 assert count_window_fixed_bound_not(("the", "end"), sentence) == 0 == count_window_fixed_bound_not(("end",), sentence)
 
-
-def brevity_penalty(r, c):
-    """Eq. (8): exp(-(r/c - 1)^+)."""
-    return np.exp(-max(r / c - 1, 0))
-
-
-candidate_length, reference_lengths = 4, (2, 6)                     # both references 2 tokens away
-print("BP with the shorter reference:", brevity_penalty(2, candidate_length),
-      " with the longer:", round(brevity_penalty(6, candidate_length), 4))
-assert brevity_penalty(2, 4) == 1 and np.isclose(brevity_penalty(6, 4), np.exp(-0.5))
+# a 4-token hypothesis with references of 2 and 6 tokens: both are 2 away
+*_, c, r = corpus_statistics(["a b c d"], [["a b", "a b c d e f"]])
+print(f"c = {c}, r = {r}: BP = {brevity_penalty(c, r)}; with the longer reference BP = {brevity_penalty(c, 6):.4f}")
+assert r == 2 and brevity_penalty(c, 2) == 1 and np.isclose(brevity_penalty(c, 6), np.exp(-0.5))
 
 # %% [markdown]
 # ## E13. The relative-position "skewing" listing (Strabel §11, Algorithm 1)
