@@ -52,3 +52,12 @@ from .models.bert import BertMLM, mask_tokens
 from .models.encoder import InputEmbedding, TransformerEncoder
 from .models.gpt_classifier import FineTuningObjective, GPTClassifier
 from .models.seq2seq import Seq2SeqTransformer
+
+# Training and sampling (issue 4): optimizers, schedules, data, trainer, checkpoints, KV cache, sampling.
+from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from .data import CharTokenizer, default_corpus, get_batch, train_val_split
+from .kv_cache import KVCache, LayerKVCache
+from .optim import SGD, Adam, AdamW, clip_grad_norm, parameter_groups
+from .sampling import generate, next_token, sample_text
+from .schedules import cosine_rate, noam_rate
+from .trainer import TrainConfig, Trainer

@@ -11,6 +11,8 @@ import sys
 
 COMMANDS = {
     "gradcheck": "minitransformer.commands.gradcheck",
+    "train": "minitransformer.commands.train",
+    "sample": "minitransformer.commands.sample",
     "bpe": "minitransformer.commands.bpe",
     "seq2seq": "minitransformer.commands.seq2seq",
     "mlm": "minitransformer.commands.mlm",

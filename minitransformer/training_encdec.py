@@ -5,51 +5,21 @@ ignored, backward, global-norm clipping, an Adam update. The learning rate
 rises linearly over `warmup` steps (post-norm Transformers need the warm-up,
 Vaswani et al. §5.3) and then decays linearly to a tenth.
 
-`_Adam` is a placeholder, written while the shared optimizers (issue 4,
-`minitransformer.optim`) were still being built: TO BE REPLACED by
-`minitransformer.optim.Adam`, which has the same constructor and `step()`.
+The optimizer is `minitransformer.optim.Adam` with the paper's betas and eps
+(`transformer_adam`); clipping is `minitransformer.optim.clip_grad_norm`.
 """
 
 import numpy as np
 
 from .decoding import beam_search, greedy_decode
 from .layers.loss import CrossEntropyLoss
+from .optim import Adam, clip_grad_norm
 from .tasks import BOS, EOS, PAD, exact_match
 
 
-class _Adam:
-    """Minimal Adam (Kingma & Ba 2015). PLACEHOLDER: replace with minitransformer.optim.Adam."""
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.98), eps=1e-9):
-        self.params, self.lr, self.betas, self.eps = list(params), lr, betas, eps
-        self.m = [np.zeros_like(p.data) for p in self.params]
-        self.v = [np.zeros_like(p.data) for p in self.params]
-        self.t = 0
-
-    def step(self):
-        self.t += 1
-        beta1, beta2 = self.betas
-        for param, m, v in zip(self.params, self.m, self.v):
-            m *= beta1
-            m += (1 - beta1) * param.grad
-            v *= beta2
-            v += (1 - beta2) * param.grad * param.grad
-            m_hat = m / (1 - beta1 ** self.t)
-            v_hat = v / (1 - beta2 ** self.t)
-            param.data -= (self.lr * m_hat / (np.sqrt(v_hat) + self.eps)).astype(param.dtype)
-
-    def zero_grad(self):
-        for param in self.params:
-            param.zero_grad()
-
-
-def clip_grad_norm(params, max_norm):
-    """Scale all gradients together so their global L2 norm is at most max_norm; return the norm before."""
-    norm = float(np.sqrt(sum(float((p.grad.astype(np.float64) ** 2).sum()) for p in params)))
-    if norm > max_norm:
-        for param in params:
-            param.grad *= max_norm / norm
-    return norm
+def transformer_adam(params, lr=1e-3):
+    """Adam with beta2 = 0.98 and eps = 1e-9, the settings of Vaswani et al. (2017) §5.3."""
+    return Adam(list(params), lr=lr, betas=(0.9, 0.98), eps=1e-9)
 
 
 def learning_rate(step, steps, lr, warmup):
@@ -65,7 +35,7 @@ def train_seq2seq(model, task, steps, batch_size=64, lr=1e-3, warmup=100, max_no
     Returns:
         list of the training loss at every step.
     """
-    optimizer = _Adam(model.parameters(), lr=lr)
+    optimizer = transformer_adam(model.parameters(), lr=lr)
     loss_fn = CrossEntropyLoss(ignore_index=PAD)
     losses = []
     model.train()
@@ -75,7 +45,7 @@ def train_seq2seq(model, task, steps, batch_size=64, lr=1e-3, warmup=100, max_no
         optimizer.zero_grad()
         loss = float(loss_fn(model(src, tgt_in), tgt_out))
         model.backward(loss_fn.backward())
-        clip_grad_norm(optimizer.params, max_norm)
+        clip_grad_norm(optimizer.parameters(), max_norm)
         optimizer.step()
         losses.append(loss)
         if log_every and (step + 1) % log_every == 0:

@@ -1,29 +1,15 @@
 """A minimal Adam loop for the variant tests that need a briefly trained model.
 
-The package's optimizers are written on another branch; this keeps the tests
-self-contained. Adam (Kingma & Ba 2015) with bias correction, no weight decay.
+The optimizer is the package's Adam (`minitransformer.optim`), with bias
+correction and no weight decay.
 """
 
-import numpy as np
-
-from minitransformer import CrossEntropyLoss
+from minitransformer import CrossEntropyLoss, optim
 
 
-class Adam:
-    def __init__(self, params, lr=1e-2, betas=(0.9, 0.99), eps=1e-8):
-        self.params, self.lr, self.betas, self.eps = list(params), lr, betas, eps
-        self.m = [np.zeros_like(p.data) for p in self.params]
-        self.v = [np.zeros_like(p.data) for p in self.params]
-        self.t = 0
-
-    def step(self):
-        self.t += 1
-        beta1, beta2 = self.betas
-        for param, m, v in zip(self.params, self.m, self.v):
-            m[...] = beta1 * m + (1 - beta1) * param.grad
-            v[...] = beta2 * v + (1 - beta2) * param.grad ** 2
-            m_hat, v_hat = m / (1 - beta1 ** self.t), v / (1 - beta2 ** self.t)
-            param.data -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+def Adam(params, lr=1e-2, betas=(0.9, 0.99), eps=1e-8):
+    """The package's Adam with this helper's defaults (no weight decay)."""
+    return optim.Adam(list(params), lr=lr, betas=betas, eps=eps)
 
 
 def lm_loss(model, ids, backward=False, **forward_kwargs):

@@ -17,6 +17,8 @@ output 0, and passes no gradient; this is a definition, documented here and
 tested, rather than the NaN that softmax of all -inf would give.
 """
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..module import Module
@@ -32,6 +34,19 @@ def causal_mask(Tq, Tk):
     incremental decoding with cached keys needs.
     """
     return np.tril(np.ones((Tq, Tk), dtype=bool), k=Tk - Tq)
+
+
+@lru_cache(maxsize=32)
+def causal_bias(Tq, Tk, dtype):
+    """The causal mask as an additive (Tq, Tk) bias: 0 where allowed, -inf where not.
+
+    `scores += causal_bias(...)` equals `np.where(causal_mask(...), scores, -inf)`
+    (tests/test_speed_forms.py) but works in place on the scores instead of
+    building a new array. Cached and read-only, so it is built once per shape.
+    """
+    bias = np.where(causal_mask(Tq, Tk), 0.0, -np.inf).astype(dtype)
+    bias.flags.writeable = False
+    return bias
 
 
 class ScaledDotProductAttention(Module):
@@ -69,9 +84,12 @@ class ScaledDotProductAttention(Module):
         scores *= scale                                            # 2.
         if bias is not None:
             scores += bias                                         # 2b. constant score bias
-        allowed = self._allowed(mask, scores.shape, Tq, Tk)
-        if allowed is not None:
-            scores = np.where(allowed, scores, -np.inf)            # 3. masked keys get -inf
+        if self.causal and mask is None:
+            scores += causal_bias(Tq, Tk, scores.dtype)            # 3. masked keys get -inf (in place)
+        else:
+            allowed = self._allowed(mask, scores.shape, Tq, Tk)
+            if allowed is not None:
+                scores = np.where(allowed, scores, -np.inf)        # 3. masked keys get -inf
         self.alpha = softmax(scores, axis=-1)                      # 4. (..., Tq, Tk)
         self.q, self.k, self.v, self.used_scale = q, k, v, scale
         return self.alpha @ v                                      # 5. (..., Tq, dv)

@@ -52,12 +52,13 @@ class TransformerBlock(Module):
         self.ff = FeedForward(d_model, d_ff, activation=activation, dtype=dtype, rng=rng)
         self.drop2 = Dropout(dropout, rng=dropout_rng)
 
-    def forward(self, x, mask=None):
-        """x (B, T, C) -> (B, T, C); mask: optional bool attention mask, see MultiHeadAttention.forward."""
+    def forward(self, x, mask=None, cache=None):
+        """x (B, T, C) -> (B, T, C); mask: optional bool attention mask, see MultiHeadAttention.forward;
+        cache: optional LayerKVCache for the attention (inference)."""
         if self.norm == "pre":
-            h = x + self.drop1(self.attn(self.ln1(x), mask=mask))
+            h = x + self.drop1(self.attn(self.ln1(x), mask=mask, cache=cache))
             return h + self.drop2(self.ff(self.ln2(h)))
-        h = self.ln1(x + self.drop1(self.attn(x, mask=mask)))
+        h = self.ln1(x + self.drop1(self.attn(x, mask=mask, cache=cache)))
         return self.ln2(h + self.drop2(self.ff(h)))
 
     def backward(self, dout):

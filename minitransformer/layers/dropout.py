@@ -35,7 +35,7 @@ class Dropout(Module):
         x = np.asarray(x)
         self.shape = x.shape
         if not self.training or self.p == 0.0:
-            self.scaled_mask = 1.0                              # identity: nothing to remember
+            self.scaled_mask = 1.0                              # identity: nothing to remember or copy
             return x
         keep = self.rng.random(x.shape) >= self.p
         self.scaled_mask = keep.astype(x.dtype) / (1.0 - self.p)   # (...) zeros and 1/(1-p)
@@ -45,6 +45,8 @@ class Dropout(Module):
         """dy/dx is the same scaled mask: dx = dout * mask / (1 - p)."""
         self._require("scaled_mask")
         self._check_dout(dout, self.shape)
+        if np.isscalar(self.scaled_mask):                       # identity in forward: pass dout through
+            return dout
         return dout * self.scaled_mask
 
     def __repr__(self):

@@ -60,8 +60,17 @@ class Embedding(Module):
         """
         self._require("ids")
         self._check_dout(dout, (*self.ids.shape, self.d))
-        # np.add.at accumulates repeated ids; plain fancy-index += would keep only one of them
-        np.add.at(self.weight.grad, self.ids.reshape(-1), dout.reshape(-1, self.d))
+        # Plain form: np.add.at(self.weight.grad, ids, dout2d), which accumulates repeated ids
+        # (fancy-index += would keep only one of them) but is slow. Faster, same sums: sort the
+        # rows by id, add each run of equal ids with one reduceat, then scatter the distinct ids.
+        flat_ids = self.ids.reshape(-1)                                     # (N,)
+        if flat_ids.size == 0:
+            return None
+        order = np.argsort(flat_ids, kind="stable")
+        sorted_ids = flat_ids[order]
+        run_starts = np.flatnonzero(np.diff(sorted_ids, prepend=-1))        # first row of each id
+        sums = np.add.reduceat(dout.reshape(-1, self.d)[order], run_starts, axis=0)   # (distinct, C)
+        self.weight.grad[sorted_ids[run_starts]] += sums                    # ids distinct: += is safe
         return None
 
     def __repr__(self):

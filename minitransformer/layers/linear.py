@@ -10,6 +10,7 @@ import numpy as np
 from ..module import Module
 from ..parameter import Parameter
 from ..random import as_generator, check_float_dtype
+from .reductions import sum_rows
 
 
 class Linear(Module):
@@ -64,7 +65,7 @@ class Linear(Module):
         dout2d = dout.reshape(-1, self.d_out)               # (N, d_out)
         self.weight.grad += x2d.T @ dout2d                  # forward was y = x @ W
         if self.bias is not None:
-            self.bias.grad += dout2d.sum(axis=0)            # forward was y += b
+            self.bias.grad += sum_rows(dout2d)              # forward was y += b (sum over rows, via BLAS)
         dx = dout2d @ self.weight.data.T                    # (N, d_in)
         return dx.reshape(self.x.shape)
 

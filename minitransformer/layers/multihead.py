@@ -14,6 +14,19 @@ grouped-query attention, where n_kv_heads < H key/value heads are each shared
 by a group of H / n_kv_heads query heads (Ainslie et al. 2023; multi-query
 attention when n_kv_heads = 1); rotary or linear-bias positions inside the
 attention; and a sliding window of keys.
+
+Speed: in self-attention the three projections read the same x, so their
+weights are placed side by side, [W_Q | W_K | W_V] (C, C + 2 Hkv hs), and one
+matrix product computes q, k and v (three small products are slower than one
+large one); the backward pass likewise makes one product for the three weight
+gradients and one for dx. The parameters stay the separate w_q, w_k, w_v;
+tests/test_speed_forms.py checks the fused path against the separate one.
+
+Incremental decoding: `forward(x, cache=LayerKVCache())` appends this call's
+keys and values (after RoPE, before sharing among query heads) to the cache
+and attends over everything cached so far (`minitransformer/kv_cache.py`); a
+cross-attention cache keeps the context's keys and values from its first
+call. A cached forward is for inference only.
 """
 
 import numpy as np
@@ -23,6 +36,7 @@ from ..parameter import Parameter
 from ..random import as_generator, check_float_dtype
 from .alibi import ALiBi
 from .attention import ScaledDotProductAttention
+from .reductions import sum_rows
 from .rope import RotaryEmbedding
 from .sliding_window import band_mask
 
@@ -103,6 +117,13 @@ class MultiHeadAttention(Module):
         B, _, S, hs = dy.shape
         return dy.reshape(B, self.n_kv_heads, self.n_heads // self.n_kv_heads, S, hs).sum(axis=2)
 
+    def _fused_qkv(self):
+        """[W_Q | W_K | W_V] (C, C + 2 Hkv hs), the matching biases or None, and the column splits."""
+        w_qkv = np.concatenate([self.w_q.data, self.w_k.data, self.w_v.data], axis=1)
+        b_qkv = None if self.b_q is None else np.concatenate([self.b_q.data, self.b_k.data, self.b_v.data])
+        splits = [self.w_q.shape[1], self.w_q.shape[1] + self.w_k.shape[1]]
+        return w_qkv, b_qkv, splits
+
     def _project_backward(self, dy2d, x2d, weight, bias):
         """Undo y = x W + b: dW += x^T dy, db += sum dy; return dx = dy W^T."""
         weight.grad += x2d.T @ dy2d
@@ -111,7 +132,7 @@ class MultiHeadAttention(Module):
         return dy2d @ weight.data.T
 
     # ---------------------------------------------------------------- forward / backward
-    def forward(self, x, context=None, mask=None):
+    def forward(self, x, context=None, mask=None, cache=None):
         """Self-attention over x, or cross-attention from x to context.
 
         Args:
@@ -119,6 +140,7 @@ class MultiHeadAttention(Module):
             context: optional (B, S, C) source of keys and values.
             mask: optional bool, broadcastable to (B, H, T, S); True = may attend
                 (a key padding mask is (B, 1, 1, S), see layers/padding.py).
+            cache: optional `LayerKVCache` for incremental decoding (inference only).
         Returns:
             out: (B, T, C).
         """
@@ -134,16 +156,34 @@ class MultiHeadAttention(Module):
         self.x2d = x.reshape(B * T, C)                                        # (B*T, C)
         self.source2d = source.reshape(B * S, C)                              # (B*S, C)
         self.has_context = context is not None
-        q = self._split_heads(self._project(self.x2d, self.w_q, self.b_q), B, T)        # 1. (B, H, T, hs)
-        k = self._split_heads(self._project(self.source2d, self.w_k, self.b_k), B, S)   # 1. (B, Hkv, S, hs)
-        v = self._split_heads(self._project(self.source2d, self.w_v, self.b_v), B, S)   # 1. (B, Hkv, S, hs)
+        self.used_cache = cache is not None
+        new_keys = not (self.has_context and cache is not None and cache.length)
+        if context is None:                                                   # 1. one product for q, k, v
+            self.w_qkv, b_qkv, self.qkv_splits = self._fused_qkv()
+            splits = self.qkv_splits
+            qkv2d = self.x2d @ self.w_qkv                                     # (B*T, C + 2 Hkv hs)
+            if b_qkv is not None:
+                qkv2d += b_qkv
+            q, k, v = (self._split_heads(y2d, B, T) for y2d in np.split(qkv2d, splits, axis=1))  # views
+        else:
+            q = self._split_heads(self._project(self.x2d, self.w_q, self.b_q), B, T)        # 1. (B, H, T, hs)
+            if new_keys:
+                k = self._split_heads(self._project(self.source2d, self.w_k, self.b_k), B, S)   # (B, Hkv, S, hs)
+                v = self._split_heads(self._project(self.source2d, self.w_v, self.b_v), B, S)   # (B, Hkv, S, hs)
+            else:                                                             # context seen before: reuse
+                k, v = cache.k, cache.v
+        offset = cache.length if (cache is not None and not self.has_context) else 0
+        if self.positional is not None and new_keys:
+            q, k = self.positional.transform(q, k, offset=offset)             # 1b. rotary positions
+        if cache is not None and new_keys:
+            k, v = cache.append(k, v)                                         # (B, Hkv, S_cached, hs)
+        S_keys = k.shape[-2]
         score_bias = None
         if self.positional is not None:
-            q, k = self.positional.transform(q, k)                            # 1b. rotary positions
-            score_bias = self.positional.score_bias(T, S)                     # 1b. ALiBi, (H, T, S)
+            score_bias = self.positional.score_bias(T, S_keys)                # 1b. ALiBi, (H, T, S)
             score_bias = None if score_bias is None else score_bias.astype(q.dtype)
         k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. (B, H, S, hs)
-        allowed = None if self.window is None else band_mask(T, S, self.window, self.causal)
+        allowed = None if self.window is None else band_mask(T, S_keys, self.window, self.causal)
         if mask is not None:                                                  # 1d. the caller's mask, e.g. padding
             allowed = mask if allowed is None else allowed & np.asarray(mask)
         heads = self.attention.forward(q, k, v, mask=allowed, bias=score_bias)  # 2. (B, H, T, hs)
@@ -164,12 +204,19 @@ class MultiHeadAttention(Module):
                                        -> dW_Q += x^T dq, ...; dx = dq W_Q^T (+ dk W_K^T + dv W_V^T
                                           when src is x itself: x feeds all three paths, so the
                                           three contributions add)
+        In self-attention step 1 runs fused: with dqkv = [dq | dk | dv] (B*T, C + 2 Hkv hs),
+        d[W_Q | W_K | W_V] = x^T dqkv and dx = dqkv [W_Q | W_K | W_V]^T, which is exactly
+        the sum of the three separate terms above.
+
         Args:
             dout: (B, T, C).
         Returns:
             dx (B, T, C) for self-attention, or (dx, dcontext (B, S, C)) for cross-attention.
         """
         self._require("heads2d")
+        if self.used_cache:
+            raise RuntimeError(f"{self!r}: backward() after a forward with a key/value cache is not supported "
+                               "(the cache is for inference; train without it)")
         B, T, S = self.shapes
         C = self.d_model
         self._check_dout(dout, (B, T, C))
@@ -180,11 +227,23 @@ class MultiHeadAttention(Module):
         dk, dv = self._share_kv_heads_backward(dk), self._share_kv_heads_backward(dv)    # 1c. (B, Hkv, S, hs)
         if self.positional is not None:
             dq, dk = self.positional.transform_backward(dq, dk)                          # 1b.
+        if not self.has_context:                                                         # 1. fused
+            splits = self.qkv_splits
+            dqkv = np.empty((B, T, self.w_qkv.shape[1] // self.head_size, self.head_size), dtype=dq.dtype)
+            for start, d in zip((0, *(width // self.head_size for width in splits)), (dq, dk, dv)):
+                dqkv[:, :, start:start + d.shape[1]] = d.transpose(0, 2, 1, 3)           # merge heads in place
+            dqkv2d = dqkv.reshape(B * T, -1)                                             # [dq | dk | dv]
+            dw_qkv = self.x2d.T @ dqkv2d                                                 # (C, C + 2 Hkv hs)
+            for weight, dweight in zip((self.w_q, self.w_k, self.w_v), np.split(dw_qkv, splits, axis=1)):
+                weight.grad += dweight
+            if self.b_q is not None:
+                dbias = sum_rows(dqkv2d)
+                for bias, dbias_part in zip((self.b_q, self.b_k, self.b_v), np.split(dbias, splits)):
+                    bias.grad += dbias_part
+            return (dqkv2d @ self.w_qkv.T).reshape(B, T, C)
         dx2d = self._project_backward(self._merge_heads(dq, B, T), self.x2d, self.w_q, self.b_q)             # 1.
         dsource2d = self._project_backward(self._merge_heads(dk, B, S), self.source2d, self.w_k, self.b_k)
         dsource2d += self._project_backward(self._merge_heads(dv, B, S), self.source2d, self.w_v, self.b_v)
-        if not self.has_context:
-            return (dx2d + dsource2d).reshape(B, T, C)
         return dx2d.reshape(B, T, C), dsource2d.reshape(B, S, C)
 
     def _check_input(self, x, what):

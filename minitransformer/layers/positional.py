@@ -60,12 +60,12 @@ class SinusoidalPositionalEncoding(Module):
         self.d, self.max_len = d, max_len
         self.table = sinusoidal_table(max_len, d).astype(check_float_dtype(dtype, repr(self)))
 
-    def forward(self, x):
-        """x (..., T, C) -> x + P[:T] (..., T, C)."""
+    def forward(self, x, start=0):
+        """x (..., T, C) -> x + P[start:start + T] (..., T, C); `start` > 0 when decoding with a cache."""
         x = np.asarray(x)
-        _check_positions(self, x, self.max_len, self.d)
+        _check_positions(self, x, self.max_len - start, self.d)
         self.shape = x.shape
-        return x + self.table[: x.shape[-2]]
+        return x + self.table[start: start + x.shape[-2]]
 
     def backward(self, dout):
         """The table is constant, so dx = dout."""
@@ -93,12 +93,15 @@ class LearnedPositionalEmbedding(Module):
         self.max_len, self.d = max_len, d
         self.weight = Parameter((as_generator(rng).standard_normal((max_len, d)) * init_std).astype(dtype))
 
-    def forward(self, x):
-        """x (..., T, C) -> x + P[:T] (..., T, C)."""
+    def forward(self, x, start=0):
+        """x (..., T, C) -> x + P[start:start + T] (..., T, C); `start` > 0 when decoding with a cache.
+
+        The backward pass assumes start = 0 (training never uses a cache).
+        """
         x = np.asarray(x)
-        _check_positions(self, x, self.max_len, self.d)
+        _check_positions(self, x, self.max_len - start, self.d)
         self.shape = x.shape
-        return x + self.weight.data[: x.shape[-2]]
+        return x + self.weight.data[start: start + x.shape[-2]]
 
     def backward(self, dout):
         """dx = dout; dP[t] += sum over the batch axes of dout[..., t, :]."""

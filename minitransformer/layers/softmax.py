@@ -10,6 +10,14 @@ defined to give all zeros rather than NaN; its gradient is then zero too.
 import numpy as np
 
 from ..module import Module
+from .reductions import sum_last_axis
+
+
+def _sum_keepdims(x, axis):
+    """np.sum(x, axis=axis, keepdims=True), through BLAS along the last axis (layers/reductions.py)."""
+    if axis in (-1, x.ndim - 1):
+        return sum_last_axis(x)
+    return np.sum(x, axis=axis, keepdims=True)
 
 
 def softmax(x, axis=-1):
@@ -27,8 +35,9 @@ def softmax(x, axis=-1):
     """
     row_max = np.max(x, axis=axis, keepdims=True)
     row_max = np.where(np.isfinite(row_max), row_max, 0)   # all -inf row: shift by 0, exp gives 0
-    y = np.exp(x - row_max)
-    total = np.sum(y, axis=axis, keepdims=True)
+    y = np.subtract(x, row_max)
+    np.exp(y, out=y)                                        # in place: one buffer, not two
+    total = _sum_keepdims(y, axis)
     total[total == 0] = 1                                   # all -inf row: 0 / 1 = 0, not NaN
     y /= total
     return y
@@ -47,7 +56,11 @@ def softmax_backward(y, dy, axis=-1):
     Returns:
         dx: same shape as y.
     """
-    return y * (dy - np.sum(dy * y, axis=axis, keepdims=True))
+    dx = dy * y
+    row_sum = _sum_keepdims(dx, axis)                        # sum_i dy_i y_i
+    np.subtract(dy, row_sum, out=dx)                        # reuse the buffer: dx = y * (dy - row_sum)
+    dx *= y
+    return dx
 
 
 class Softmax(Module):

@@ -106,19 +106,25 @@ class GPT(Module):
                 std = residual_std if (leaf == "w_o" or name.endswith("fc2.weight")) else 0.02
                 param.data[...] = rng.standard_normal(param.shape) * std
 
-    def forward(self, ids):
-        """ids int (B, T) with T <= max_len (any T without a position table) -> logits (B, T, V)."""
+    def forward(self, ids, cache=None):
+        """ids int (B, T) with T <= max_len (any T without a position table) -> logits (B, T, V).
+
+        With a `KVCache` (minitransformer/kv_cache.py) `ids` are the *new* tokens only, placed after
+        the cache.length positions seen before; inference only.
+        """
         ids = check_token_ids(ids, self.vocab_size, repr(self))
         if ids.ndim != 2:
             raise ValueError(f"{self!r} expected token ids (B, T), got shape {ids.shape}")
-        if ids.shape[1] > self.max_len and self.position is not None:
-            raise ValueError(f"{self!r} expected at most max_len={self.max_len} positions, got T={ids.shape[1]}")
+        start = 0 if cache is None else cache.length
+        if start + ids.shape[1] > self.max_len and self.position is not None:
+            raise ValueError(f"{self!r} expected at most max_len={self.max_len} positions, "
+                             f"got T={ids.shape[1]}" + (f" after {start} cached" if start else ""))
         x = self.token_embedding(ids)                                   # (B, T, C)
         if self.position is not None:
-            x = self.position(x)
+            x = self.position(x, start=start)
         x = self.drop(x)
-        for block in self.blocks:
-            x = block(x)                                                # (B, T, C)
+        for index, block in enumerate(self.blocks):
+            x = block(x, cache=None if cache is None else cache[index])   # (B, T, C)
         if self.ln_f is not None:
             x = self.ln_f(x)
         return self.lm_head(x)                                          # (B, T, V)

@@ -1,0 +1,280 @@
+"""Benchmark: train nanoGPT's Shakespeare-char "CPU" configuration in float32 and compare with PyTorch.
+
+    python benchmarks/bench_train.py --text ../shared/data/tinyshakespeare.txt
+
+The configuration (karpathy/nanoGPT README): 4 layers, 4 heads, C = 128, T = 64,
+B = 12, AdamW (beta2 0.99, weight decay 0.1), lr 1e-3 with 100 warmup steps and
+cosine decay to 1e-4 at step 2000, clip 1.0, dropout 0, GELU, pre-norm, tied
+embeddings. Like nanoGPT it decays every 2-D tensor, embeddings included.
+
+Prints, in this order:
+1. NumPy's own float32 matrix-multiply rate on this machine, now (GFLOP/s, median).
+2. The training run: median ms per step, wall time, final validation loss
+   (20 batches), peak memory.
+3. With --torch-train: the PyTorch twin trained on the same batches with the
+   same schedule, and its validation loss on the same windows.
+4. Interleaved rounds, so that all see the same machine load: our step, the
+   step's matrix products replayed alone (the share of a step spent outside
+   them, and the achieved GFLOP/s), and, if torch is installed, the same model
+   (same shapes, biases, GELU-tanh) in PyTorch eager. Medians of wall time and
+   of this process's CPU time, and the ratio. torch is never required.
+
+The machine is shared, so absolute times move; the ratio within one run is the figure to quote.
+"""
+
+import argparse
+import os
+import resource
+import sys
+import time
+
+
+def _threads_from_argv(argv):
+    """`--threads N` must act before NumPy loads its BLAS, so it is read here, ahead of argparse."""
+    if "--threads" in argv:
+        threads = argv[argv.index("--threads") + 1]
+        for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[variable] = threads
+
+
+_threads_from_argv(sys.argv)
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from minitransformer.data import CharTokenizer, get_batch, train_val_split   # noqa: E402
+from minitransformer.trainer import TrainConfig, Trainer                      # noqa: E402
+
+
+def matmul_products(config, V):
+    """Every matrix product of one training step as (batch, m, k, n): forward and backward."""
+    B, T, C, F, H = config.batch_size, config.block_size, config.d_model, config.d_ff, config.n_heads
+    N, hs = B * T, C // H
+    per_layer_forward = [(1, N, C, 3 * C), (B * H, T, hs, T), (B * H, T, T, hs), (1, N, C, C),
+                         (1, N, C, F), (1, N, F, C)]
+    products = []
+    for batch, m, k, n in per_layer_forward * config.n_layers + [(1, N, C, V)]:
+        products += [(batch, m, k, n), (batch, m, n, k), (batch, k, m, n)]   # y = a b; da = dy b^T; db = a^T dy
+    return products
+
+
+def flops(products):
+    return sum(2 * batch * m * k * n for batch, m, k, n in products)
+
+
+def product_replay(products):
+    """A function that runs every product of one step once, float32, on operands made here beforehand."""
+    rng = np.random.default_rng(0)
+
+    def operand(batch, rows, cols):
+        array = rng.standard_normal((batch, rows, cols)).astype(np.float32)
+        return array[0] if batch == 1 else array
+
+    operands = [(operand(batch, m, k), operand(batch, k, n)) for batch, m, k, n in products]
+
+    def replay():
+        for a, b in operands:
+            a @ b
+    return replay
+
+
+def numpy_matmul_rate(repeats=30):
+    """GFLOP/s of a (768, 512) @ (512, 512) float32 product, median of `repeats`."""
+    a = np.random.default_rng(0).standard_normal((768, 512)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((512, 512)).astype(np.float32)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - started)
+    return 2 * 768 * 512 * 512 / float(np.median(times)) / 1e9
+
+
+def torch_model(config, V):
+    """The same GPT in PyTorch eager (nanoGPT's model.py shape, with our biases, GPT-2 initialisation),
+    and AdamW with nanoGPT's groups (every tensor of two or more axes decayed)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    C, H, T = config.d_model, config.n_heads, config.block_size
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.qkv, self.proj = nn.LayerNorm(C), nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.ln2, self.fc1, self.fc2 = nn.LayerNorm(C), nn.Linear(C, config.d_ff), nn.Linear(config.d_ff, C)
+            self.register_buffer("allowed", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+
+        def forward(self, x):
+            B, T_, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, T_, H, C // H).transpose(1, 2) for t in (q, k, v))
+            scores = (q @ k.transpose(-2, -1)) * (C // H) ** -0.5
+            scores = scores.masked_fill(~self.allowed[:T_, :T_], float("-inf"))
+            heads = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).contiguous().view(B, T_, C)
+            x = x + self.proj(heads)
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+            self.blocks = nn.ModuleList([Block() for _ in range(config.n_layers)])
+            self.ln_f = nn.LayerNorm(C)
+
+        def forward(self, ids, targets):
+            h = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
+            for block in self.blocks:
+                h = block(h)
+            logits = self.ln_f(h) @ self.wte.weight.T
+            return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+
+    model = GPT()
+    for name, param in model.named_parameters():                # GPT-2 / nanoGPT initialisation
+        if param.dim() < 2:
+            if name.endswith("bias"):
+                torch.nn.init.zeros_(param)
+        else:
+            residual = name.endswith("proj.weight") or name.endswith("fc2.weight")
+            torch.nn.init.normal_(param, 0.0, 0.02 / (2 * config.n_layers) ** 0.5 if residual else 0.02)
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": config.weight_decay},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=config.lr, betas=(config.beta1, config.beta2))
+    return model, optimizer
+
+
+def torch_step(model, optimizer, config, x, y, lr):
+    """One PyTorch training step on int arrays x, y (B, T); returns the loss."""
+    import torch
+
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss = model(torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y.astype(np.int64)))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    optimizer.step()
+    return loss.detach().item()
+
+
+def torch_train(config, train_data, val_data, V):
+    """Train the PyTorch twin with our schedule and our batch generators; return (val loss, wall s)."""
+    import torch
+
+    model, optimizer = torch_model(config, V)
+    data_rng = np.random.default_rng([config.seed, 1])          # the trainer's batch generator
+    started = time.perf_counter()
+    for step in range(config.max_steps):
+        x, y = get_batch(train_data, config.block_size, config.batch_size, data_rng)
+        torch_step(model, optimizer, config, x, y, config.learning_rate(step))
+    wall = time.perf_counter() - started
+    eval_rng = np.random.default_rng([config.seed, 2])          # the trainer's evaluation windows
+    with torch.no_grad():
+        losses = [model(*(torch.from_numpy(a.astype(np.int64)) for a in
+                          get_batch(val_data, config.block_size, config.batch_size, eval_rng))).item()
+                  for _ in range(config.eval_batches)]
+    return float(np.mean(losses)), wall
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="training text (read by path)")
+    parser.add_argument("--steps", type=int, default=2000, help="training steps of the full run (0: skip it)")
+    parser.add_argument("--compare-steps", type=int, default=60, help="interleaved steps timed against PyTorch")
+    parser.add_argument("--seed", type=int, default=1337, help="seed of the weights and batches (nanoGPT's 1337)")
+    parser.add_argument("--torch-train", action="store_true",
+                        help="also train the PyTorch twin for --steps steps on the same batches and report its val loss")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="BLAS and PyTorch threads (default: the libraries' own choice, all cores); "
+                             "on a machine shared with other jobs 1 thread is often faster for both")
+    args = parser.parse_args(argv)
+
+    config = TrainConfig(max_steps=max(args.steps, 1), eval_interval=max(args.steps, 1), eval_batches=20,
+                         decay_embeddings=True, seed=args.seed)
+    with open(args.text, encoding="utf-8") as file:
+        text = file.read()
+    tokenizer = CharTokenizer.train(text)
+    V = tokenizer.vocab_size
+    train_data, val_data = train_val_split(np.array(tokenizer.encode(text), dtype=np.int64))
+    products = matmul_products(config, V)
+    step_flops = flops(products)
+
+    rate = numpy_matmul_rate()
+    print(f"threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'library default')}")
+    print(f"NumPy {np.__version__} float32 matmul (768x512 @ 512x512): {rate:.0f} GFLOP/s (median of 30)")
+    print(f"one training step: {step_flops / 1e9:.2f} GFLOP in {len(products)} matrix products; "
+          f"floor at that rate {step_flops / rate / 1e6:.1f} ms")
+
+    if args.steps:
+        trainer = Trainer(config, train_data, val_data, V, progress=False)
+        started = time.perf_counter()
+        losses = trainer.fit()
+        wall = time.perf_counter() - started
+        median = float(np.median(trainer.step_times))
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"\nminitransformer, {args.steps} steps, float32: median {median * 1e3:.1f} ms/step, "
+              f"wall {wall:.0f} s (incl. evaluation), final val loss {losses['val']:.4f} "
+              f"(train {losses['train']:.4f}, 20 batches), peak memory {peak_mb:.0f} MB")
+
+    if args.torch_train:
+        import torch
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        torch_val, torch_wall = torch_train(config, train_data, val_data, V)
+        print(f"PyTorch twin, same schedule, batches and evaluation windows: val loss {torch_val:.4f} "
+              f"after {config.max_steps} steps in {torch_wall:.0f} s")
+    if not args.compare_steps:
+        return 0
+    compare(config, train_data, val_data, V, products, args)
+    return 0
+
+
+def _timed(function, times):
+    """Run function(); append (wall seconds, CPU seconds of this process) to `times`."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    function()
+    times.append((time.perf_counter() - wall, time.process_time() - cpu))
+
+
+def compare(config, train_data, val_data, V, products, args):
+    """Interleave our step, a replay of its matrix products, and (if installed) PyTorch's step."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
+        print("\ntorch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
+    ours = Trainer(config, train_data, val_data, V, progress=False)
+    contenders = {"minitransformer step": ours.train_step,
+                  "its matrix products alone": product_replay(products)}
+    if torch is not None:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        x, y = get_batch(train_data, config.block_size, config.batch_size, np.random.default_rng(0))
+        model, optimizer = torch_model(config, V)
+        contenders[f"PyTorch {torch.__version__} eager step ({torch.get_num_threads()} threads)"] = (
+            lambda: torch_step(model, optimizer, config, x, y, config.lr))
+    times = {name: [] for name in contenders}
+    for _ in range(5):                                          # warm up
+        for function in contenders.values():
+            function()
+    for _ in range(args.compare_steps):
+        for name, function in contenders.items():
+            _timed(function, times[name])
+    medians = {name: np.median(np.array(values), axis=0) for name, values in times.items()}
+    print(f"\ninterleaved, {args.compare_steps} rounds (median wall ms / median CPU ms of this process):")
+    for name, (wall, cpu) in medians.items():
+        print(f"  {name:<45} {wall * 1e3:7.1f} / {cpu * 1e3:7.1f}")
+    ours_wall, ours_cpu = medians["minitransformer step"]
+    products_wall, products_cpu = medians["its matrix products alone"]
+    print(f"  outside matrix products: {1 - products_wall / ours_wall:.0%} of the step (wall), "
+          f"{1 - products_cpu / ours_cpu:.0%} (CPU); achieved {flops(products) / ours_wall / 1e9:.0f} GFLOP/s")
+    if torch is not None:
+        torch_wall, torch_cpu = list(medians.values())[-1]
+        print(f"  ratio minitransformer / PyTorch: {ours_wall / torch_wall:.2f} (wall), {ours_cpu / torch_cpu:.2f} (CPU)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""Training a GPT language model: the loop, evaluation, progress, loss curve and checkpoints.
+
+One step (lecture notes 2025 §1.6; nanoGPT's train.py):
+
+    lr      = schedule(step)                      warmup + cosine decay, or the notes' rule
+    x, y    = get_batch(train, T, B, data_rng)    random windows, the target shifted by one
+    loss    = CrossEntropy(model(x), y)           forward
+    model.backward(loss.backward())               gradients, added into every .grad
+    clip_grad_norm(params, 1.0)                   cap the global gradient norm
+    optimizer.step()                              AdamW with decoupled weight decay
+
+Every `eval_interval` steps (and at the end) the mean loss over `eval_batches`
+held-out batches is measured with dropout off, a checkpoint is written and the
+loss-curve PNG redrawn. The evaluation batches come from their own generator,
+seeded the same way at each evaluation, so evaluating never disturbs the
+training batches, and every evaluation compares the same windows.
+
+Reproducibility: the model's weights and dropout masks come from `seed`, the
+batches from a generator derived from it; a checkpoint stores both generators'
+states, so a resumed run draws the very same batches and masks and produces
+the same losses, bit for bit, as one that never stopped.
+
+Left out: gradient accumulation, mixed precision, data-parallel training.
+"""
+
+import dataclasses
+import os
+import time
+
+import numpy as np
+
+from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from .data import get_batch
+from .layers.loss import CrossEntropyLoss
+from .models.gpt import GPT
+from .optim import AdamW, clip_grad_norm, parameter_groups
+from .schedules import cosine_rate, noam_rate
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything that defines a run. Defaults: nanoGPT's Shakespeare-char "CPU" configuration."""
+
+    # data
+    block_size: int = 64            # T, the context window (the model's max_len)
+    batch_size: int = 12            # B, windows per step
+    # model
+    n_layers: int = 4
+    n_heads: int = 4                # H
+    d_model: int = 128              # C
+    d_ff: int = 512                 # feed-forward width (4 C)
+    dropout: float = 0.0            # the notes' 0.1 helps on small corpora with long runs
+    dtype: str = "float32"
+    # optimisation
+    max_steps: int = 2000
+    lr: float = 1e-3                # peak learning rate
+    min_lr: float = 1e-4            # floor of the cosine decay
+    warmup_steps: int = 100
+    lr_decay_steps: int = 2000      # the step at which the cosine reaches min_lr
+    schedule: str = "cosine"        # "cosine", "noam" (the notes' rule, scaled by lr / its peak), "constant"
+    weight_decay: float = 0.1
+    decay_embeddings: bool = False  # nanoGPT decays every 2-D tensor, embeddings included
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0          # 0 disables clipping
+    # evaluation
+    eval_interval: int = 250
+    eval_batches: int = 20
+    seed: int = 1337
+
+    # fields that may change when a run is resumed; all others must match the checkpoint
+    RESUMABLE = ("max_steps", "eval_interval", "eval_batches")
+
+    def learning_rate(self, step):
+        """The rate for 0-based `step`."""
+        if self.schedule == "cosine":
+            return cosine_rate(step, self.lr, self.min_lr, self.warmup_steps, self.lr_decay_steps)
+        if self.schedule == "noam":                             # shape of the notes' rule, peak rescaled to lr
+            warmup = max(self.warmup_steps, 1)
+            return self.lr * noam_rate(step + 1, self.d_model, warmup) / noam_rate(warmup, self.d_model, warmup)
+        if self.schedule == "constant":
+            return self.lr
+        raise ValueError(f"unknown schedule {self.schedule!r}; expected 'cosine', 'noam' or 'constant'")
+
+
+def build_model(config, vocab_size):
+    """The GPT that `config` describes (GELU, pre-norm, learned positions, tied embeddings)."""
+    return GPT(vocab_size, config.d_model, config.n_heads, config.n_layers, config.d_ff, config.block_size,
+               dropout=config.dropout, activation="gelu", dtype=np.dtype(config.dtype), rng=config.seed)
+
+
+class Trainer:
+    """Trains a fresh GPT on token arrays, or continues one from a checkpoint (`Trainer.resume`).
+
+    Args:
+        config: TrainConfig.
+        train_data, val_data: 1-D int arrays of token ids.
+        vocab_size: V.
+        out_dir: where checkpoints and loss.png go (None: nowhere).
+        tokenizer_config: stored in checkpoints so `sample` can decode (dict or None).
+        progress: show a tqdm progress bar.
+    """
+
+    def __init__(self, config, train_data, val_data, vocab_size, out_dir=None, tokenizer_config=None, progress=True):
+        self.config, self.out_dir, self.progress = config, out_dir, progress
+        self.train_data, self.val_data = np.asarray(train_data), np.asarray(val_data)
+        self.tokenizer_config = tokenizer_config
+        self.model = build_model(config, vocab_size)
+        groups = parameter_groups(self.model, config.weight_decay, decay_embeddings=config.decay_embeddings)
+        self.optimizer = AdamW(groups, lr=config.lr, betas=(config.beta1, config.beta2),
+                               weight_decay=config.weight_decay)
+        self.loss_fn = CrossEntropyLoss()
+        self.data_rng = np.random.default_rng([config.seed, 1])
+        self.step = 0
+        self.history = {"step": [], "loss": [], "lr": [], "eval": []}     # eval rows: [step, train, val]
+        self.step_times = []
+
+    # ---------------------------------------------------------------- one step, evaluation
+    def train_step(self):
+        """One optimisation step; returns the training loss of the batch (a Python float)."""
+        config = self.config
+        lr = config.learning_rate(self.step)
+        self.optimizer.lr = lr
+        x, y = get_batch(self.train_data, config.block_size, config.batch_size, self.data_rng)
+        self.optimizer.zero_grad()
+        loss = self.loss_fn(self.model(x), y)
+        self.model.backward(self.loss_fn.backward())
+        if config.grad_clip:
+            clip_grad_norm(self.optimizer.parameters(), config.grad_clip)
+        self.optimizer.step()
+        self.step += 1
+        loss = float(loss)
+        self.history["step"].append(self.step)
+        self.history["loss"].append(loss)
+        self.history["lr"].append(lr)
+        return loss
+
+    def evaluate(self):
+        """Mean loss over `eval_batches` windows of the training and the validation data, dropout off."""
+        config = self.config
+        self.model.eval()
+        losses = {}
+        for split, data in (("train", self.train_data), ("val", self.val_data)):
+            rng = np.random.default_rng([config.seed, 2])         # the same windows at every evaluation
+            batches = [get_batch(data, config.block_size, config.batch_size, rng) for _ in range(config.eval_batches)]
+            losses[split] = float(np.mean([float(self.loss_fn(self.model(x), y)) for x, y in batches]))
+        self.model.train()
+        return losses
+
+    # ---------------------------------------------------------------- the loop
+    def fit(self, max_steps=None, on_eval=None):
+        """Train until `max_steps` (default config.max_steps), evaluating and checkpointing on the way.
+
+        Args:
+            on_eval: optional callback(trainer, losses) after each evaluation.
+        Returns:
+            the last evaluation's losses {"train": ..., "val": ...}.
+        """
+        from tqdm import tqdm
+
+        config = self.config
+        max_steps = config.max_steps if max_steps is None else max_steps
+        tokens_per_step = config.batch_size * config.block_size
+        losses = None
+        bar = tqdm(total=max_steps, initial=self.step, disable=not self.progress, unit="step", dynamic_ncols=True)
+        while self.step < max_steps:
+            started = time.perf_counter()
+            loss = self.train_step()
+            elapsed = time.perf_counter() - started
+            self.step_times.append(elapsed)
+            bar.update(1)
+            bar.set_postfix_str(f"loss {loss:.3f}  lr {self.history['lr'][-1]:.2e}  "
+                                f"{tokens_per_step / elapsed:,.0f} tok/s", refresh=False)
+            if self.step % config.eval_interval == 0 or self.step == max_steps:
+                losses = self.evaluate()
+                self.history["eval"].append([self.step, losses["train"], losses["val"]])
+                bar.write(f"step {self.step:>5}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                if self.out_dir is not None:
+                    self.save(self.out_dir)
+                    self.plot(os.path.join(self.out_dir, "loss.png"))
+                if on_eval is not None:
+                    on_eval(self, losses)
+        bar.close()
+        return losses
+
+    # ---------------------------------------------------------------- checkpoints and pictures
+    def save(self, directory):
+        """Write a checkpoint that `Trainer.resume` continues exactly."""
+        meta = {"step": self.step, "train_config": _config_dict(self.config), "tokenizer": self.tokenizer_config,
+                "history": self.history,
+                "rng": {"data": self.data_rng.bit_generator.state,
+                        "dropout": self.model.dropout_rng.bit_generator.state}}
+        save_checkpoint(directory, self.model, self.optimizer, meta)
+
+    @classmethod
+    def resume(cls, directory, train_data, val_data, config=None, out_dir=None, progress=True):
+        """Continue the run saved in `directory`.
+
+        Args:
+            config: optional TrainConfig; it may differ from the saved one only in
+                TrainConfig.RESUMABLE fields (e.g. a larger max_steps), else CheckpointError.
+        """
+        meta, _ = read_checkpoint(directory)
+        saved = TrainConfig(**meta["train_config"])
+        if config is not None:
+            differences = [f"{field}: checkpoint {getattr(saved, field)!r}, now {getattr(config, field)!r}"
+                           for field in _config_dict(saved)
+                           if field not in TrainConfig.RESUMABLE and getattr(saved, field) != getattr(config, field)]
+            if differences:
+                raise CheckpointError(f"checkpoint {directory} was trained with a different config: "
+                                      + "; ".join(differences))
+            saved = config
+        trainer = cls(saved, train_data, val_data, meta["model_config"]["vocab_size"], out_dir=out_dir,
+                      tokenizer_config=meta.get("tokenizer"), progress=progress)
+        meta = load_checkpoint(directory, trainer.model, trainer.optimizer)
+        trainer.step = meta["step"]
+        trainer.history = meta["history"]
+        trainer.data_rng.bit_generator.state = meta["rng"]["data"]
+        trainer.model.dropout_rng.bit_generator.state = meta["rng"]["dropout"]
+        return trainer
+
+    def plot(self, path):
+        """Save the loss curve: every step's training loss, and the evaluations."""
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        figure, axes = plt.subplots(figsize=(7, 4))
+        axes.plot(self.history["step"], self.history["loss"], color="0.75", linewidth=0.8, label="batch loss")
+        if self.history["eval"]:
+            steps, train, val = zip(*self.history["eval"])
+            axes.plot(steps, train, "o-", label=f"train ({self.config.eval_batches} batches)")
+            axes.plot(steps, val, "s-", label="validation")
+        axes.set_xlabel("step")
+        axes.set_ylabel("cross-entropy (nats per token)")
+        axes.legend()
+        axes.grid(alpha=0.3)
+        figure.tight_layout()
+        figure.savefig(path, dpi=100)
+        plt.close(figure)
+
+
+def _config_dict(config):
+    return dataclasses.asdict(config)

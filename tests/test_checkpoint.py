@@ -1,0 +1,117 @@
+"""Checkpoints round-trip bit-exactly and refuse, loading nothing, when missing, truncated or mismatched."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from minitransformer.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from minitransformer.data import CharTokenizer
+from minitransformer.trainer import TrainConfig, Trainer, build_model
+
+TEXT = "the quick brown fox jumps over the lazy dog. " * 20
+
+
+def tiny_config(**changes):
+    fields = dict(block_size=8, batch_size=4, n_layers=2, n_heads=2, d_model=16, d_ff=32, dropout=0.1,
+                  max_steps=6, warmup_steps=2, lr_decay_steps=6, eval_interval=3, eval_batches=2, seed=3)
+    fields.update(changes)
+    return TrainConfig(**fields)
+
+
+def tiny_trainer(out_dir=None, **changes):
+    tokenizer = CharTokenizer.train(TEXT)
+    ids = np.array(tokenizer.encode(TEXT))
+    return Trainer(tiny_config(**changes), ids[:800], ids[800:], tokenizer.vocab_size, out_dir=out_dir,
+                   tokenizer_config=tokenizer.to_config(), progress=False)
+
+
+def _snapshot(trainer):
+    return ({n: p.data.copy() for n, p in trainer.model.named_parameters()},
+            [{k: v.copy() for k, v in s.items()} for s in trainer.optimizer.state])
+
+
+def test_round_trip_is_bit_exact(tmp_path):
+    trainer = tiny_trainer()
+    for _ in range(3):
+        trainer.train_step()
+    trainer.save(tmp_path)
+    other = Trainer.resume(tmp_path, trainer.train_data, trainer.val_data, progress=False)
+    params, state = _snapshot(trainer)
+    other_params, other_state = _snapshot(other)
+    assert params.keys() == other_params.keys()
+    assert all(np.array_equal(params[n], other_params[n]) and params[n].dtype == other_params[n].dtype for n in params)
+    assert all(np.array_equal(a[k], b[k]) for a, b in zip(state, other_state) for k in a)
+    assert other.step == 3 and other.optimizer.step_count == 3 and other.history == trainer.history
+    assert other.data_rng.bit_generator.state == trainer.data_rng.bit_generator.state
+    assert other.model.dropout_rng.bit_generator.state == trainer.model.dropout_rng.bit_generator.state
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint.*missing"):
+        read_checkpoint(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("damage", ["truncate arrays", "alter arrays", "truncate json"])
+def test_damaged_checkpoint_loads_nothing(tmp_path, damage):
+    trainer = tiny_trainer()
+    trainer.train_step()
+    trainer.save(tmp_path)
+    arrays, document = tmp_path / "checkpoint.npz", tmp_path / "checkpoint.json"
+    if damage == "truncate arrays":
+        arrays.write_bytes(arrays.read_bytes()[: os.path.getsize(arrays) // 2])
+    elif damage == "alter arrays":
+        data = bytearray(arrays.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        arrays.write_bytes(bytes(data))
+    else:
+        document.write_text(document.read_text()[:100])
+    fresh = tiny_trainer()
+    before = _snapshot(fresh)
+    with pytest.raises(CheckpointError, match="truncated|altered|not valid JSON"):
+        load_checkpoint(tmp_path, fresh.model, fresh.optimizer)
+    after = _snapshot(fresh)
+    assert all(np.array_equal(before[0][n], after[0][n]) for n in before[0])
+
+
+def test_checkpoint_of_a_different_model_loads_nothing(tmp_path):
+    trainer = tiny_trainer()
+    trainer.train_step()
+    trainer.save(tmp_path)
+    other = build_model(tiny_config(d_model=24), trainer.model.vocab_size)
+    before = {n: p.data.copy() for n, p in other.named_parameters()}
+    with pytest.raises(CheckpointError, match="different model.*d_model: checkpoint 16, now 24"):
+        load_checkpoint(tmp_path, other)
+    assert all(np.array_equal(before[n], p.data) for n, p in other.named_parameters())
+
+
+def test_resume_with_a_different_training_config_is_refused(tmp_path):
+    trainer = tiny_trainer()
+    trainer.save(tmp_path)
+    with pytest.raises(CheckpointError, match="different config: lr: checkpoint 0.001, now 0.01"):
+        Trainer.resume(tmp_path, trainer.train_data, trainer.val_data, config=tiny_config(lr=0.01))
+    resumed = Trainer.resume(tmp_path, trainer.train_data, trainer.val_data, config=tiny_config(max_steps=9),
+                             progress=False)
+    assert resumed.config.max_steps == 9
+
+
+def test_optimizer_state_that_does_not_fit_loads_nothing(tmp_path):
+    trainer = tiny_trainer()
+    trainer.train_step()
+    trainer.save(tmp_path)
+    meta = json.loads((tmp_path / "checkpoint.json").read_text())
+    assert meta["optimizer"]["type"] == "AdamW"
+    fresh = tiny_trainer()
+    from minitransformer.optim import SGD
+    sgd = SGD(fresh.model.parameters(), lr=0.1)
+    before = {n: p.data.copy() for n, p in fresh.model.named_parameters()}
+    with pytest.raises(CheckpointError, match="holds optimizer AdamW, not SGD"):
+        load_checkpoint(tmp_path, fresh.model, sgd)
+    assert all(np.array_equal(before[n], p.data) for n, p in fresh.model.named_parameters())
+
+
+def test_save_writes_both_files_and_no_leftovers(tmp_path):
+    model = build_model(tiny_config(), 5)
+    save_checkpoint(tmp_path / "run", model, None, {"step": 0})
+    assert sorted(os.listdir(tmp_path / "run")) == ["checkpoint.json", "checkpoint.npz"]

@@ -1,0 +1,175 @@
+"""Optimizers and clipping: each update against its formula, the parameter groups, state round trips."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minitransformer import GPT
+from minitransformer.optim import SGD, Adam, AdamW, clip_grad_norm, global_grad_norm, parameter_groups
+from minitransformer.parameter import Parameter
+
+
+def _param(values, grad):
+    param = Parameter(np.array(values, dtype=np.float64))
+    param.grad[...] = grad
+    return param
+
+
+def test_sgd_momentum_matches_formula():
+    param = _param([1.0, -2.0], [0.5, 0.25])
+    optimizer = SGD([param], lr=0.1, momentum=0.9)
+    optimizer.step()                                      # v = g;           p = p - lr g
+    np.testing.assert_allclose(param.data, [1.0 - 0.05, -2.0 - 0.025])
+    optimizer.step()                                      # v = 0.9 g + g;   p -= lr 1.9 g
+    np.testing.assert_allclose(param.data, [1.0 - 0.05 - 0.095, -2.0 - 0.025 - 0.0475])
+
+
+def test_adam_first_step_has_size_lr_in_every_coordinate():
+    param = _param([0.0, 0.0, 0.0], [1e-4, -3.0, 50.0])
+    Adam([param], lr=0.01).step()                         # m_hat / sqrt(v_hat) = sign(g) at t = 1
+    np.testing.assert_allclose(param.data, [-0.01, 0.01, -0.01], rtol=1e-4)
+
+
+def test_adam_matches_formula_over_steps():
+    rng = np.random.default_rng(0)
+    param = Parameter(rng.standard_normal(5))
+    expected = param.data.copy()
+    m = v = np.zeros(5)
+    optimizer = Adam([param], lr=0.05, betas=(0.8, 0.9), eps=1e-6)
+    for t in range(1, 6):
+        grad = rng.standard_normal(5)
+        param.grad[...] = grad
+        optimizer.step()
+        m = 0.8 * m + 0.2 * grad
+        v = 0.9 * v + 0.1 * grad ** 2
+        expected = expected - 0.05 * (m / (1 - 0.8 ** t)) / (np.sqrt(v / (1 - 0.9 ** t)) + 1e-6)
+        np.testing.assert_allclose(param.data, expected, rtol=1e-12)
+
+
+def test_adamw_decay_is_decoupled_and_adam_decay_is_not():
+    grad = [0.0, 0.0]
+    decoupled, coupled = _param([2.0, -4.0], grad), _param([2.0, -4.0], grad)
+    AdamW([decoupled], lr=0.1, weight_decay=0.5).step()
+    Adam([coupled], lr=0.1, weight_decay=0.5).step()
+    np.testing.assert_allclose(decoupled.data, [2.0 * 0.95, -4.0 * 0.95])     # p <- p - lr lambda p exactly
+    np.testing.assert_allclose(coupled.data, [2.0 - 0.1, -4.0 + 0.1], rtol=1e-6)   # L2 went through Adam: step lr
+
+
+def test_adamw_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    start = rng.standard_normal((3, 4))
+    ours = Parameter(start.copy())
+    theirs = torch.nn.Parameter(torch.tensor(start))
+    optimizer = AdamW([ours], lr=0.01, betas=(0.9, 0.99), weight_decay=0.1)
+    reference = torch.optim.AdamW([theirs], lr=0.01, betas=(0.9, 0.99), weight_decay=0.1)
+    for _ in range(4):
+        grad = rng.standard_normal((3, 4))
+        ours.grad[...] = grad
+        theirs.grad = torch.tensor(grad)
+        optimizer.step()
+        reference.step()
+    np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-10)
+
+
+def test_parameter_groups_exempt_biases_layernorm_and_embeddings():
+    model = GPT(11, 8, 2, 2, 16, 6, rng=0)
+    decayed, plain = parameter_groups(model, 0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed_names = {names[id(p)] for p in decayed["params"]}
+    plain_names = {names[id(p)] for p in plain["params"]}
+    assert decayed["weight_decay"] == 0.1 and plain["weight_decay"] == 0.0
+    assert "blocks.0.attn.w_q" in decayed_names and "blocks.1.ff.fc2.weight" in decayed_names
+    assert {"token_embedding.weight", "position.weight", "blocks.0.ln1.gamma", "blocks.0.attn.b_q",
+            "blocks.0.ff.fc1.bias", "ln_f.beta"} <= plain_names
+    assert len(decayed_names) + len(plain_names) == len(model.parameters())
+    with_embeddings, _ = parameter_groups(model, 0.1, decay_embeddings=True)
+    assert model.token_embedding.weight in with_embeddings["params"]
+
+
+def test_float32_parameters_stay_float32():
+    for make in (lambda p: SGD(p, lr=0.1, momentum=0.9), lambda p: AdamW(p, lr=0.1)):
+        param = Parameter(np.ones(4, dtype=np.float32))
+        param.grad[...] = 0.5
+        optimizer = make([param])
+        optimizer.step()
+        assert param.data.dtype == np.float32 and all(s.dtype == np.float32 for s in optimizer.state[0].values())
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
+def test_flat_buffers_give_the_per_parameter_update_bit_for_bit(name):
+    make = {"SGD": lambda p, flat: SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01, flatten=flat),
+            "Adam": lambda p, flat: Adam(p, lr=0.01, weight_decay=0.01, flatten=flat),
+            "AdamW": lambda p, flat: AdamW(p, lr=0.01, weight_decay=0.1, flatten=flat)}[name]
+    models = [GPT(11, 8, 2, 2, 16, 6, dtype=np.float32, rng=0) for _ in range(2)]
+    optimizers = [make(parameter_groups(model, 0.1), flat) for model, flat in zip(models, (True, False))]
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        grads = [rng.standard_normal(p.shape).astype(np.float32) for p in models[0].parameters()]
+        for model, optimizer in zip(models, optimizers):
+            optimizer.zero_grad()
+            for param, grad in zip(model.parameters(), grads):
+                param.grad += grad
+            optimizer.step()
+    for (name_a, a), (_, b) in zip(models[0].named_parameters(), models[1].named_parameters()):
+        assert np.array_equal(a.data, b.data), name_a
+    assert optimizers[0].state_dict().keys() == optimizers[1].state_dict().keys()
+
+
+def test_replacing_a_flattened_parameter_array_is_an_error():
+    param = _param([1.0, 2.0], [0.1, 0.1])
+    optimizer = AdamW([param], lr=0.1)
+    param.data = np.array([5.0, 6.0])
+    with pytest.raises(RuntimeError, match="replaced after the optimizer was built"):
+        optimizer.step()
+
+
+@given(st.floats(0.01, 10.0), st.integers(0, 2**32 - 1))
+def test_clipping_caps_the_global_norm_and_keeps_direction(max_norm, seed):
+    rng = np.random.default_rng(seed)
+    params = [_param(rng.standard_normal(3), rng.standard_normal(3) * 5) for _ in range(3)]
+    before = [p.grad.copy() for p in params]
+    norm = clip_grad_norm(params, max_norm)
+    assert norm == pytest.approx(np.sqrt(sum((g ** 2).sum() for g in before)))
+    assert global_grad_norm(params) <= max_norm * (1 + 1e-9)
+    if norm <= max_norm:
+        assert all(np.array_equal(p.grad, g) for p, g in zip(params, before))
+    else:
+        scale = params[0].grad[0] / before[0][0]
+        for param, grad in zip(params, before):
+            np.testing.assert_allclose(param.grad, grad * scale)
+
+
+def test_optimizers_minimise_a_quadratic():
+    for make in (lambda p: SGD(p, lr=0.1, momentum=0.5), lambda p: Adam(p, lr=0.1), lambda p: AdamW(p, lr=0.1)):
+        param = _param([3.0, -2.0], [0.0, 0.0])
+        optimizer = make([param])
+        for _ in range(300):
+            param.grad[...] = 2 * param.data              # d/dp ||p||^2
+            optimizer.step()
+        assert np.abs(param.data).max() < 0.05
+
+
+def test_state_dict_round_trip_and_mismatch():
+    param = _param([1.0, 2.0], [0.3, -0.1])
+    optimizer = AdamW([param], lr=0.1)
+    optimizer.step()
+    state = optimizer.state_dict()
+    other = AdamW([_param([1.0, 2.0], [0.0, 0.0])], lr=0.5)
+    other.load_state_dict(state)
+    assert other.step_count == 1 and other.lr == 0.1
+    assert np.array_equal(other.state[0]["m"], optimizer.state[0]["m"])
+    wrong = AdamW([_param([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])])
+    with pytest.raises(ValueError, match="shape"):
+        wrong.load_state_dict(state)
+    assert wrong.step_count == 0 and not wrong.state[0]["m"].any()
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="momentum"):
+        SGD([_param([1.0], [0.0])], lr=0.1, momentum=1.5)
+    with pytest.raises(ValueError, match="max_norm"):
+        clip_grad_norm([_param([1.0], [0.0])], 0.0)
+    with pytest.raises(ValueError, match="empty"):
+        Adam([], lr=0.1)

@@ -1,0 +1,89 @@
+"""Every faster-than-obvious form in the layers equals the obvious form it replaced (style rule 12)."""
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minitransformer import GPT, GELU, Embedding, MultiHeadAttention
+from minitransformer.layers.activations import GELU_CUBIC, SQRT_2_OVER_PI
+from minitransformer.layers.attention import causal_bias, causal_mask
+from minitransformer.layers.reductions import sum_last_axis, sum_rows
+from minitransformer.layers.softmax import softmax_backward
+
+
+def test_gelu_in_place_form_equals_the_formula():
+    x = np.random.default_rng(0).standard_normal((4, 7)) * 3
+    dout = np.random.default_rng(1).standard_normal((4, 7))
+    layer = GELU()
+    t = np.tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC * x ** 3))
+    np.testing.assert_allclose(layer.forward(x), 0.5 * x * (1 + t), rtol=1e-14, atol=1e-15)
+    du_dx = SQRT_2_OVER_PI * (1 + 3 * GELU_CUBIC * x ** 2)
+    np.testing.assert_allclose(layer.backward(dout), dout * (0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * du_dx), rtol=1e-13, atol=1e-15)
+
+
+@given(st.integers(1, 6), st.integers(0, 4))
+def test_causal_bias_equals_where_with_the_mask(Tq, extra):
+    Tk = Tq + extra
+    scores = np.random.default_rng(Tq).standard_normal((2, Tq, Tk)).astype(np.float32)
+    expected = np.where(causal_mask(Tq, Tk), scores, -np.inf)
+    assert np.array_equal(scores + causal_bias(Tq, Tk, np.float32), expected)
+    assert causal_bias(Tq, Tk, np.float32).dtype == np.float32
+
+
+def test_softmax_backward_equals_the_plain_form():
+    rng = np.random.default_rng(2)
+    y = rng.dirichlet(np.ones(5), size=(3, 4))
+    dy = rng.standard_normal((3, 4, 5))
+    np.testing.assert_allclose(softmax_backward(y, dy), y * (dy - (dy * y).sum(-1, keepdims=True)), rtol=1e-14)
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_embedding_backward_equals_add_at(seed):
+    rng = np.random.default_rng(seed)
+    layer = Embedding(6, 3, rng=0)
+    ids = rng.integers(0, 6, size=(4, 5))
+    dout = rng.standard_normal((4, 5, 3))
+    layer.forward(ids)
+    layer.backward(dout)
+    expected = np.zeros((6, 3))
+    np.add.at(expected, ids.reshape(-1), dout.reshape(-1, 3))
+    np.testing.assert_allclose(layer.weight.grad, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_fused_qkv_equals_three_separate_projections():
+    rng = np.random.default_rng(3)
+    layer = MultiHeadAttention(8, 2, causal=True, rng=0)
+    for name in ("b_q", "b_k", "b_v"):
+        getattr(layer, name).data[...] = rng.standard_normal(8)
+    x = rng.standard_normal((2, 5, 8))
+    out = layer.forward(x)
+    dout = rng.standard_normal(out.shape)
+    dx = layer.backward(dout)
+    grads = {name: p.grad.copy() for name, p in layer.named_parameters()}
+    layer.zero_grad()                                         # the same layer through its cross-attention path,
+    out_separate = layer.forward(x, x)                        # which projects q, k, v one by one
+    dx_q, dx_kv = layer.backward(dout)
+    np.testing.assert_allclose(out, out_separate, rtol=1e-12)
+    np.testing.assert_allclose(dx, dx_q + dx_kv, rtol=1e-11, atol=1e-13)
+    for name, param in layer.named_parameters():
+        np.testing.assert_allclose(grads[name], param.grad, rtol=1e-11, atol=1e-13)
+
+
+def test_a_float32_gpt_computes_in_float32_throughout():
+    model = GPT(11, 16, 2, 2, 32, 8, dtype=np.float32, rng=0)
+    logits = model.forward(np.arange(8)[None] % 11)
+    assert logits.dtype == np.float32
+    assert model.blocks[0].ff.act.gate.dtype == np.float32               # NumPy 2 promotes np.float64 scalars
+    model.backward(np.ones_like(logits))
+    assert all(p.grad.dtype == np.float32 for p in model.parameters())
+
+
+@given(st.integers(1, 5), st.integers(1, 70), st.sampled_from([np.float32, np.float64]))
+def test_sums_through_blas_equal_np_sum(rows, cols, dtype):
+    x = np.random.default_rng(rows * 100 + cols).standard_normal((2, rows, cols)).astype(dtype)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(sum_last_axis(x), x.sum(axis=-1, keepdims=True), rtol=tolerance, atol=tolerance)
+    x2d = x.reshape(-1, cols)
+    np.testing.assert_allclose(sum_rows(x2d), x2d.sum(axis=0), rtol=tolerance, atol=tolerance)
+    assert sum_last_axis(x).dtype == dtype and sum_rows(x2d).dtype == dtype
+    assert np.array_equal(sum_rows(np.arange(6).reshape(3, 2)), [6, 9])          # integers: plain np.sum

@@ -1,0 +1,123 @@
+"""The training loop, the data pipeline and the `train` / `sample` commands, on a tiny model."""
+
+import doctest
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import minitransformer.data
+from minitransformer.__main__ import main
+from minitransformer.data import (CharTokenizer, default_corpus, get_batch, make_tokenizer, tokenizer_from_config,
+                                  train_val_split)
+from test_checkpoint import TEXT, tiny_trainer
+
+
+def test_resumed_run_gives_the_same_losses_bit_for_bit(tmp_path):
+    uninterrupted = tiny_trainer()
+    uninterrupted.fit()
+    first_half = tiny_trainer(out_dir=tmp_path)               # saves at step 3 (eval_interval)
+    first_half.fit(max_steps=3)
+    resumed = type(first_half).resume(tmp_path, first_half.train_data, first_half.val_data, progress=False)
+    resumed.fit()
+    assert resumed.history["loss"] == uninterrupted.history["loss"]          # exact float equality
+    assert resumed.history["eval"] == uninterrupted.history["eval"]
+    final = dict(uninterrupted.model.named_parameters())
+    assert all(np.array_equal(p.data, final[n].data) for n, p in resumed.model.named_parameters())
+
+
+def test_training_lowers_the_loss_and_draws_the_curve(tmp_path):
+    trainer = tiny_trainer(out_dir=tmp_path, max_steps=40, lr_decay_steps=40, eval_interval=40, lr=1e-2, dropout=0.0)
+    before = trainer.evaluate()["val"]
+    after = trainer.fit()["val"]
+    assert after < before - 0.5
+    assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert trainer.history["lr"][0] < trainer.history["lr"][2]               # warming up
+
+
+def test_dropout_is_active_in_training_and_off_in_evaluation():
+    trainer = tiny_trainer(dropout=0.1)
+    x, _ = get_batch(trainer.train_data, 8, 2, 0)
+    model = trainer.model
+    train_a, train_b = model(x), model(x)
+    assert not np.array_equal(train_a, train_b)                             # fresh masks each call
+    model.eval()
+    assert np.array_equal(model(x), model(x))
+    model.train()
+    evaluated = trainer.evaluate()
+    assert model.training and set(evaluated) == {"train", "val"}
+
+
+def test_evaluation_does_not_disturb_the_training_batches():
+    a, b = tiny_trainer(), tiny_trainer()
+    a.evaluate()
+    assert a.train_step() == b.train_step()
+
+
+def test_get_batch_windows_are_shifted_by_one_and_reproducible():
+    data = np.arange(100)
+    x, y = get_batch(data, 8, 5, np.random.default_rng(0))
+    assert x.shape == y.shape == (5, 8)
+    assert np.array_equal(y[:, :-1], x[:, 1:]) and np.array_equal(y[:, -1], x[:, -1] + 1)
+    assert np.array_equal(x, get_batch(data, 8, 5, 0)[0])
+    assert y.max() <= 99
+    with pytest.raises(ValueError, match="at least block_size \\+ 1"):
+        get_batch(np.arange(8), 8, 1, 0)
+
+
+def test_split_is_90_10_in_order():
+    train, val = train_val_split(np.arange(1000))
+    assert len(train) == 900 and len(val) == 100 and train[-1] + 1 == val[0]
+
+
+@given(st.text(min_size=1, max_size=50))
+def test_char_tokenizer_round_trips(text):
+    tokenizer = CharTokenizer.train(text)
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    assert tokenizer.vocab_size == len(set(text))
+
+
+def test_char_tokenizer_errors_and_docstring():
+    with pytest.raises(ValueError, match="'z' is not in the vocabulary"):
+        CharTokenizer.train("abc").encode("abz")
+    assert doctest.testmod(minitransformer.data).failed == 0
+
+
+def test_default_corpus_is_cpython_help_text():
+    text = default_corpus()
+    assert len(text) > 300_000 and "assert" in text
+
+
+def test_bpe_tokenizer_is_used_when_available_or_named_when_not():
+    try:
+        from minitransformer.bpe import BPETokenizer  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match="bpe tokenizer not available"):
+            make_tokenizer("bpe", TEXT, 280)
+        return
+    tokenizer = make_tokenizer("bpe", TEXT, 280)
+    assert tokenizer.decode(tokenizer.encode(TEXT)) == TEXT
+    again = tokenizer_from_config(tokenizer.to_config())                   # as checkpoints store it
+    assert again.encode(TEXT) == tokenizer.encode(TEXT)
+
+
+def test_train_and_sample_commands(tmp_path, capsys):
+    text_file = tmp_path / "text.txt"
+    text_file.write_text(TEXT)
+    out = tmp_path / "run"
+    common = ["--text", str(text_file), "--out", str(out), "--block-size", "8", "--batch-size", "4", "--n-layers", "1",
+              "--d-model", "16", "--d-ff", "32", "--eval-interval", "2", "--eval-batches", "1", "--no-progress",
+              "--sample-tokens", "20", "--prompt", "the"]
+    assert main(["train", "--max-steps", "4"] + common) == 0
+    printed = capsys.readouterr().out
+    assert "sample before training" in printed and "sample after training" in printed and "val loss" in printed
+    assert main(["train", "--max-steps", "6", "--resume"] + common) == 0
+    assert "resuming at step 4" in capsys.readouterr().out
+    assert main(["train", "--max-steps", "6", "--resume"] + common + ["--d-model", "32"]) == 2
+    assert "different config: --d-model 32 (checkpoint: 16)" in capsys.readouterr().err
+    assert main(["sample", "--checkpoint", str(out), "--prompt", "the quick", "--max-new-tokens", "12"]) == 0
+    sample = capsys.readouterr().out
+    assert sample.startswith("he quick") and len(sample.rstrip("\n")) == 8 + 12     # cropped to block_size 8
+    assert main(["sample", "--checkpoint", str(tmp_path / "missing")]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
