@@ -31,7 +31,7 @@ ZERO_GRADIENT_FLOOR = 1e-8
 
 
 def rel_error(analytic, numeric):
-    """max |a - n| / max(|a| + |n|), 0 when both are all zero.
+    """max |a - n| / max(|a| + |n|), 0 when both are all zero, inf when either holds NaN or inf.
 
     Args:
         analytic, numeric: arrays of the same shape.
@@ -41,6 +41,8 @@ def rel_error(analytic, numeric):
     analytic, numeric = np.asarray(analytic, dtype=np.float64), np.asarray(numeric, dtype=np.float64)
     if analytic.shape != numeric.shape:
         raise ValueError(f"rel_error expected arrays of the same shape, got {analytic.shape} and {numeric.shape}")
+    if not (np.isfinite(analytic).all() and np.isfinite(numeric).all()):
+        return float("inf")                 # a NaN or inf gradient is as wrong as it gets, and compares as such
     scale = np.max(np.abs(analytic) + np.abs(numeric), initial=0.0)
     if scale == 0.0:
         return 0.0

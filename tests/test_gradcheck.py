@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitransformer import LayerNorm, Linear, check_module, numerical_gradient, rel_error
+from minitransformer import LayerNorm, Linear, ReLU, check_module, numerical_gradient, rel_error
 from minitransformer.__main__ import main
 from minitransformer.gradcheck_cases import all_cases
 
@@ -17,6 +17,19 @@ def test_rel_error_definition():
     assert rel_error([3.0], [1.0]) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="same shape"):
         rel_error(np.zeros(2), np.zeros(3))
+
+
+class ReLUWithNaNBackward(ReLU):
+    def backward(self, dout):
+        return super().backward(dout) * np.nan
+
+
+def test_nan_gradient_fails_instead_of_slipping_through():
+    assert rel_error([np.nan, 1.0], [1.0, 1.0]) == float("inf")
+    report = check_module(ReLUWithNaNBackward(), [np.array([[0.5, -0.7]])])
+    assert not report.passed() and [f.name for f in report.failures()] == ["input 0"]
+    with pytest.raises(AssertionError, match="input 0"):
+        report.assert_ok()
 
 
 def test_numerical_gradient_of_a_known_function_and_array_restored():
