@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from minitransformer import GPT, GELU, Embedding, MultiHeadAttention
 from minitransformer.layers.activations import GELU_CUBIC, SQRT_2_OVER_PI
 from minitransformer.layers.attention import causal_bias, causal_mask
-from minitransformer.layers.reductions import sum_last_axis, sum_rows
-from minitransformer.layers.softmax import softmax_backward
+from minitransformer.layers.reductions import max_last_axis, sum_last_axis, sum_rows
+from minitransformer.layers.softmax import softmax, softmax_backward
 
 
 def test_gelu_in_place_form_equals_the_formula():
@@ -87,3 +87,22 @@ def test_sums_through_blas_equal_np_sum(rows, cols, dtype):
     np.testing.assert_allclose(sum_rows(x2d), x2d.sum(axis=0), rtol=tolerance, atol=tolerance)
     assert sum_last_axis(x).dtype == dtype and sum_rows(x2d).dtype == dtype
     assert np.array_equal(sum_rows(np.arange(6).reshape(3, 2)), [6, 9])          # integers: plain np.sum
+
+
+@given(st.integers(1, 5), st.integers(1, 70), st.booleans())
+def test_max_by_halving_equals_np_max(rows, cols, masked):
+    x = np.random.default_rng(rows * 100 + cols).standard_normal((2, rows, cols)).astype(np.float32)
+    if masked:                                                          # causal -inf entries, and one all -inf row
+        x[..., 1:] = -np.inf if cols == 1 else np.where(np.arange(cols - 1) % 3 == 0, -np.inf, x[..., 1:])
+        x[0, 0] = -np.inf
+    assert np.array_equal(max_last_axis(x), np.max(x, axis=-1, keepdims=True))
+
+
+def test_softmax_in_place_equals_the_plain_form():
+    x = np.random.default_rng(3).standard_normal((3, 4, 64)).astype(np.float32) * 5
+    plain = np.exp(x - x.max(-1, keepdims=True))
+    plain /= plain.sum(-1, keepdims=True)
+    y = softmax(x.copy())
+    np.testing.assert_allclose(y, plain, rtol=1e-6, atol=1e-7)
+    buffer = x.copy()
+    assert softmax(buffer, out=buffer) is buffer and np.array_equal(buffer, y)

@@ -90,7 +90,7 @@ class ScaledDotProductAttention(Module):
             allowed = self._allowed(mask, scores.shape, Tq, Tk)
             if allowed is not None:
                 scores = np.where(allowed, scores, -np.inf)        # 3. masked keys get -inf
-        self.alpha = softmax(scores, axis=-1)                      # 4. (..., Tq, Tk)
+        self.alpha = softmax(scores, axis=-1, out=scores)          # 4. (..., Tq, Tk), in the scores' buffer
         self.q, self.k, self.v, self.used_scale = q, k, v, scale
         return self.alpha @ v                                      # 5. (..., Tq, dv)
 
