@@ -41,19 +41,18 @@ class GELU(Module):
         """x (...) -> y (...).
 
         Plain form: t = tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC * x**3)); y = 0.5 * x * (1 + t).
-        Here u (the argument of tanh) and the gate 0.5 (1 + t) are kept for the backward
-        pass, and y = x * gate.
+        Here the gate gate = 0.5 (1 + t) is kept for the backward pass, and y = x * gate.
         """
         x = np.asarray(x)
         self.x = x
-        u = x * x                                   # u = x (sqrt(2/pi) + sqrt(2/pi) 0.044715 x^2), in place
-        u *= SQRT_2_OVER_PI * GELU_CUBIC
-        u += SQRT_2_OVER_PI
-        u *= x
-        gate = np.tanh(u)                           # t, in its own buffer: the backward pass reuses u
+        gate = x * x                                # u = x (sqrt(2/pi) + sqrt(2/pi) 0.044715 x^2), in place
+        gate *= SQRT_2_OVER_PI * GELU_CUBIC
+        gate += SQRT_2_OVER_PI
+        gate *= x
+        np.tanh(gate, out=gate)                     # t
         gate *= 0.5
         gate += 0.5                                 # gate = 0.5 (1 + t)
-        self.u, self.gate = u, gate
+        self.gate = gate
         return x * gate
 
     def backward(self, dout):
@@ -62,16 +61,15 @@ class GELU(Module):
             du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
         With gate = 0.5 (1 + t), 1 - t^2 = 4 gate (1 - gate), so
             dy/dx = gate (1 + 2 x (1 - gate) du/dx),
-        and since u = sqrt(2/pi) (x + 0.044715 x^3), the polynomial 2 x du/dx equals
-        6 u - 4 sqrt(2/pi) x, so the cached u saves recomputing x^2 and x^3.
-        The in-place steps below compute exactly this.
+        which is what the in-place steps below compute.
         """
         self._require("x")
         self._check_dout(dout, self.x.shape)
-        x, u, gate = self.x, self.u, self.gate
-        dy_dx = x * (-4.0 / 6.0 * SQRT_2_OVER_PI)   # 2 x du/dx = 6 (u - (4/6) sqrt(2/pi) x)
-        dy_dx += u
-        dy_dx *= 6.0
+        x, gate = self.x, self.gate
+        dy_dx = x * x                               # 2 x du/dx = x (2 sqrt(2/pi) + 6 sqrt(2/pi) 0.044715 x^2)
+        dy_dx *= 6.0 * SQRT_2_OVER_PI * GELU_CUBIC
+        dy_dx += 2.0 * SQRT_2_OVER_PI
+        dy_dx *= x
         dy_dx *= 1.0 - gate                         # (1 - gate) is one temporary
         dy_dx += 1.0
         dy_dx *= gate                               # gate (1 + 2 x (1 - gate) du/dx)
