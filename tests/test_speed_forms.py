@@ -106,3 +106,20 @@ def test_softmax_in_place_equals_the_plain_form():
     np.testing.assert_allclose(y, plain, rtol=1e-6, atol=1e-7)
     buffer = x.copy()
     assert softmax(buffer, out=buffer) is buffer and np.array_equal(buffer, y)
+
+
+def test_attention_in_column_layout_equals_the_plain_form():
+    from minitransformer.layers.attention import ScaledDotProductAttention
+    rng = np.random.default_rng(4)
+    q, k, v, dout = (rng.standard_normal((2, 3, 5, 4)) for _ in range(4))
+    layer = ScaledDotProductAttention(causal=True)
+    out = layer.forward(q, k, v)
+    dq, dk, dv = layer.backward(dout)
+    scores = np.where(causal_mask(5, 5), q @ k.swapaxes(-1, -2) / 2.0, -np.inf)      # plain: q k^T / sqrt(4)
+    alpha = np.exp(scores - scores.max(-1, keepdims=True))
+    alpha /= alpha.sum(-1, keepdims=True)
+    dalpha = dout @ v.swapaxes(-1, -2)
+    dscores = alpha * (dalpha - (dalpha * alpha).sum(-1, keepdims=True)) / 2.0
+    for ours, plain in ((out, alpha @ v), (layer.alpha, alpha), (dq, dscores @ k),
+                        (dk, dscores.swapaxes(-1, -2) @ q), (dv, alpha.swapaxes(-1, -2) @ dout)):
+        np.testing.assert_allclose(ours, plain, rtol=1e-12, atol=1e-14)
