@@ -5,11 +5,6 @@ C = 128) or down the rows of an (N, C) gradient is a reduction NumPy runs
 without BLAS; the same sum as a product with a vector of ones runs in BLAS,
 measured 2 to 5 times faster on these shapes. The plain forms are in each
 docstring; tests/test_speed_forms.py proves both agree to rounding.
-
-A maximum has no BLAS form, but `np.max` along a short last axis pays a fixed
-cost per row (about 6 ns, so 0.3 ms for the 49,152 attention rows of one layer);
-`max_last_axis` instead halves the rows with elementwise `np.maximum`, which runs
-over many rows at once: 1.7 times faster on attention scores, and exactly equal.
 """
 
 import numpy as np
@@ -28,14 +23,3 @@ def sum_rows(x2d):
         return x2d.sum(axis=0)
     return np.ones(x2d.shape[0], dtype=x2d.dtype) @ x2d
 
-
-def max_last_axis(x):
-    """np.max(x, axis=-1, keepdims=True) for an array (..., n) -> (..., 1), exactly.
-
-    While the row length is even, keep the larger of each entry of the first
-    half and its partner in the second half; a maximum of maxima is the maximum.
-    """
-    while x.shape[-1] > 1 and x.shape[-1] % 2 == 0:
-        half = x.shape[-1] // 2
-        x = np.maximum(x[..., :half], x[..., half:])
-    return np.max(x, axis=-1, keepdims=True)

@@ -10,7 +10,7 @@ defined to give all zeros rather than NaN; its gradient is then zero too.
 import numpy as np
 
 from ..module import Module
-from .reductions import max_last_axis, sum_last_axis
+from .reductions import sum_last_axis
 
 
 def _sum_keepdims(x, axis):
@@ -35,10 +35,7 @@ def softmax(x, axis=-1, out=None):
     Returns:
         y: array, same shape and dtype as x.
     """
-    if axis in (-1, x.ndim - 1):
-        row_max = max_last_axis(x)                          # np.max(x, axis=-1, keepdims=True), faster
-    else:
-        row_max = np.max(x, axis=axis, keepdims=True)
+    row_max = np.max(x, axis=axis, keepdims=True)
     row_max = np.where(np.isfinite(row_max), row_max, 0)   # all -inf row: shift by 0, exp gives 0
     y = np.subtract(x, row_max, out=out)
     np.exp(y, out=y)                                        # in place: one buffer, not two
