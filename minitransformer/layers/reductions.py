@@ -22,4 +22,3 @@ def sum_rows(x2d):
     if x2d.dtype not in (np.float32, np.float64):
         return x2d.sum(axis=0)
     return np.ones(x2d.shape[0], dtype=x2d.dtype) @ x2d
-
