@@ -5,27 +5,21 @@ ignored, backward, global-norm clipping, an Adam update. The learning rate
 rises linearly over `warmup` steps (post-norm Transformers need the warm-up,
 Vaswani et al. §5.3) and then decays linearly to a tenth.
 
-The optimizer is `minitransformer.optim.Adam` (`_Adam` only keeps this module's
-defaults and the `.params` list its callers read); clipping is `minitransformer.optim.clip_grad_norm`.
+The optimizer is `minitransformer.optim.Adam` with the paper's betas and eps
+(`transformer_adam`); clipping is `minitransformer.optim.clip_grad_norm`.
 """
 
 import numpy as np
 
 from .decoding import beam_search, greedy_decode
 from .layers.loss import CrossEntropyLoss
-from .optim import Adam, clip_grad_norm  # noqa: F401  (clip_grad_norm is imported from here by the commands)
+from .optim import Adam, clip_grad_norm
 from .tasks import BOS, EOS, PAD, exact_match
 
 
-class _Adam(Adam):
-    """`minitransformer.optim.Adam` with the defaults used here and the `.params` list the callers read."""
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.98), eps=1e-9):
-        super().__init__(list(params), lr=lr, betas=betas, eps=eps)
-
-    @property
-    def params(self):
-        return self.parameters()
+def transformer_adam(params, lr=1e-3):
+    """Adam with beta2 = 0.98 and eps = 1e-9, the settings of Vaswani et al. (2017) §5.3."""
+    return Adam(list(params), lr=lr, betas=(0.9, 0.98), eps=1e-9)
 
 
 def learning_rate(step, steps, lr, warmup):
@@ -41,7 +35,7 @@ def train_seq2seq(model, task, steps, batch_size=64, lr=1e-3, warmup=100, max_no
     Returns:
         list of the training loss at every step.
     """
-    optimizer = _Adam(model.parameters(), lr=lr)
+    optimizer = transformer_adam(model.parameters(), lr=lr)
     loss_fn = CrossEntropyLoss(ignore_index=PAD)
     losses = []
     model.train()
@@ -51,7 +45,7 @@ def train_seq2seq(model, task, steps, batch_size=64, lr=1e-3, warmup=100, max_no
         optimizer.zero_grad()
         loss = float(loss_fn(model(src, tgt_in), tgt_out))
         model.backward(loss_fn.backward())
-        clip_grad_norm(optimizer.params, max_norm)
+        clip_grad_norm(optimizer.parameters(), max_norm)
         optimizer.step()
         losses.append(loss)
         if log_every and (step + 1) % log_every == 0:

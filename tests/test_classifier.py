@@ -6,7 +6,7 @@ import pytest
 from minitransformer import GPT, CrossEntropyLoss
 from minitransformer.models.gpt_classifier import FineTuningObjective, GPTClassifier
 from minitransformer.tasks import majority_task
-from minitransformer.training_encdec import _Adam
+from minitransformer.training_encdec import transformer_adam
 
 
 def make_classifier(seed=0, dtype=np.float64):
@@ -74,7 +74,7 @@ def test_training_smoke_classifier_learns_the_majority_task():
     rng = np.random.default_rng(0)
     model = make_classifier(dtype=np.float32)
     objective = FineTuningObjective(model, lm_weight=0.5)
-    optimizer = _Adam(model.parameters(), lr=3e-3)
+    optimizer = transformer_adam(model.parameters(), lr=3e-3)
     for _ in range(150):
         ids, labels = majority_task(64, length=12, rng=rng)
         optimizer.zero_grad()

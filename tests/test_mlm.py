@@ -6,7 +6,7 @@ import pytest
 from minitransformer import CrossEntropyLoss
 from minitransformer.commands.mlm import MASK, PAD, SPECIALS, CharCorpus
 from minitransformer.models.bert import BertMLM, mask_tokens
-from minitransformer.training_encdec import _Adam
+from minitransformer.training_encdec import transformer_adam
 
 N_SPECIAL, V = len(SPECIALS), 30
 
@@ -74,7 +74,7 @@ def test_training_smoke_masked_lm_loss_falls():
     frequencies = np.unique(list(text), return_counts=True)[1] / len(text)
     unigram_entropy = -np.sum(frequencies * np.log(frequencies))                    # about 2.14 nats
     model = BertMLM(corpus.vocab_size, 32, 2, 1, 64, 19, pad_id=PAD, dtype=np.float32, rng=1)
-    optimizer, loss_fn = _Adam(model.parameters(), lr=3e-3), CrossEntropyLoss(ignore_index=-1)
+    optimizer, loss_fn = transformer_adam(model.parameters(), lr=3e-3), CrossEntropyLoss(ignore_index=-1)
     losses = []
     for _ in range(120):
         ids, _ = corpus.batch(32)

@@ -22,9 +22,10 @@ def add_arguments(parser):
 
 
 def _train(objective, params, batches, steps, lr, log_every, what):
-    from ..training_encdec import _Adam, clip_grad_norm, learning_rate
+    from ..optim import clip_grad_norm
+    from ..training_encdec import learning_rate, transformer_adam
 
-    optimizer = _Adam(params, lr=lr)
+    optimizer = transformer_adam(params, lr=lr)
     window = []
     for step in range(steps):
         inputs = batches()

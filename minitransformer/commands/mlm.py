@@ -30,12 +30,6 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0)
 
 
-def default_corpus():
-    """CPython's help text (ships with every Python): about 1 MB of English prose and code."""
-    from pydoc_data.topics import topics
-    return "\n".join(topics[key] for key in sorted(topics))
-
-
 class CharCorpus:
     """Character ids of a text split 90/10 into train and held-out, and example batches drawn from either."""
 
@@ -71,9 +65,11 @@ class CharCorpus:
 def run(args):
     import numpy as np
 
+    from ..data import default_corpus
     from ..layers.loss import CrossEntropyLoss
     from ..models.bert import BertMLM, mask_tokens
-    from ..training_encdec import _Adam, clip_grad_norm, learning_rate
+    from ..optim import clip_grad_norm
+    from ..training_encdec import learning_rate, transformer_adam
 
     rng = np.random.default_rng(args.seed)
     text = default_corpus() if args.text is None else open(args.text, encoding="utf-8").read()
@@ -83,7 +79,7 @@ def run(args):
     print(f"{model!r}: {model.num_parameters():,} parameters, {corpus.vocab_size} tokens, "
           f"{len(corpus.parts['train']):,} training characters")
     mlm_loss, nsp_loss = CrossEntropyLoss(ignore_index=-1), CrossEntropyLoss()
-    optimizer = _Adam(model.parameters(), lr=args.lr)
+    optimizer = transformer_adam(model.parameters(), lr=args.lr)
     started, window = time.perf_counter(), []
     for step in range(args.steps):
         ids, follows = corpus.batch(args.batch_size)
@@ -97,7 +93,7 @@ def run(args):
         else:
             loss = float(mlm_loss(out, targets))
             model.backward(mlm_loss.backward())
-        clip_grad_norm(optimizer.params, 1.0)
+        clip_grad_norm(optimizer.parameters(), 1.0)
         optimizer.step()
         window.append(loss)
         if (step + 1) % max(args.steps // 8, 1) == 0:
