@@ -2,14 +2,18 @@
 
 A checkpoint is a directory with two files:
 
-    checkpoint.json   model config, training config, tokenizer, step, loss history,
-                      the state of every random generator, and the SHA-256 of:
-    checkpoint.npz    the parameters ("param.<name>") and optimizer state ("optim.<key>")
+    checkpoint.json           model config, training config, tokenizer, step, loss history,
+                              the state of every random generator, and the name and SHA-256 of:
+    checkpoint-<sha>.npz      the parameters ("param.<name>") and optimizer state ("optim.<key>"),
+                              named after the first 16 hex digits of its SHA-256
 
 Arrays are stored as they are, so a save and a load round-trip bit for bit,
 and a resumed run produces the same losses as one that never stopped
-(tests/test_checkpoint.py). Both files are written to temporary names and
-then renamed, so an interrupted save leaves the previous checkpoint intact.
+(tests/test_checkpoint.py). A save has one commit point: the arrays go to a
+new, content-named file, the JSON is written to a temporary name, and only the
+rename of the JSON makes the new checkpoint current; the previous arrays file
+is deleted after that. An interrupted save therefore leaves the previous
+checkpoint intact (at worst an unreferenced arrays file stays behind).
 
 Loading checks before it writes: a missing file, a truncated or altered array
 file (the checksum), or a model or optimizer whose configuration differs from
@@ -26,7 +30,8 @@ import zipfile
 import numpy as np
 
 JSON_NAME = "checkpoint.json"
-ARRAYS_NAME = "checkpoint.npz"
+ARRAYS_PATTERN = "checkpoint-{}.npz"           # filled with the first 16 hex digits of the SHA-256
+LEGACY_ARRAYS_NAME = "checkpoint.npz"           # checkpoints written before content-named arrays files
 FORMAT_VERSION = 1
 
 
@@ -60,17 +65,23 @@ def save_checkpoint(directory, model, optimizer, meta):
                 arrays[f"optim.{key}"] = value
             else:
                 optimizer_scalars[key] = value
-    arrays_path = os.path.join(directory, ARRAYS_NAME)
-    with open(arrays_path + ".tmp", "wb") as file:
+    temporary_arrays = os.path.join(directory, "checkpoint-arrays.tmp")
+    with open(temporary_arrays, "wb") as file:
         np.savez(file, **arrays)
+    checksum = _sha256(temporary_arrays)
+    arrays_name = ARRAYS_PATTERN.format(checksum[:16])
+    os.replace(temporary_arrays, os.path.join(directory, arrays_name))   # a new name: nothing current changes
     document = dict(meta, format_version=FORMAT_VERSION, model_config=model.config,
                     optimizer=None if optimizer is None else {"type": type(optimizer).__name__, **optimizer_scalars},
-                    arrays_sha256=_sha256(arrays_path + ".tmp"))
+                    arrays_file=arrays_name, arrays_sha256=checksum)
     json_path = os.path.join(directory, JSON_NAME)
     with open(json_path + ".tmp", "w") as file:
         json.dump(document, file, indent=1)
-    os.replace(arrays_path + ".tmp", arrays_path)
-    os.replace(json_path + ".tmp", json_path)
+    os.replace(json_path + ".tmp", json_path)                             # the one commit point
+    for name in os.listdir(directory):                                    # arrays of earlier checkpoints
+        if name != arrays_name and (name == LEGACY_ARRAYS_NAME or
+                                    (name.startswith("checkpoint-") and name.endswith(".npz"))):
+            os.remove(os.path.join(directory, name))
 
 
 def read_checkpoint(directory):
@@ -82,10 +93,8 @@ def read_checkpoint(directory):
         CheckpointError naming the problem (missing, truncated, altered, unreadable).
     """
     json_path = os.path.join(directory, JSON_NAME)
-    arrays_path = os.path.join(directory, ARRAYS_NAME)
-    for path in (json_path, arrays_path):
-        if not os.path.isfile(path):
-            raise CheckpointError(f"no checkpoint at {directory}: {os.path.basename(path)} is missing")
+    if not os.path.isfile(json_path):
+        raise CheckpointError(f"no checkpoint at {directory}: {JSON_NAME} is missing")
     try:
         with open(json_path) as file:
             meta = json.load(file)
@@ -94,6 +103,9 @@ def read_checkpoint(directory):
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"checkpoint {directory} has format {meta.get('format_version')}, "
                               f"this version reads format {FORMAT_VERSION}")
+    arrays_path = os.path.join(directory, os.path.basename(meta.get("arrays_file", LEGACY_ARRAYS_NAME)))
+    if not os.path.isfile(arrays_path):
+        raise CheckpointError(f"no checkpoint at {directory}: {os.path.basename(arrays_path)} is missing")
     if _sha256(arrays_path) != meta.get("arrays_sha256"):
         raise CheckpointError(f"checkpoint {arrays_path} is truncated or altered (checksum mismatch)")
     try:

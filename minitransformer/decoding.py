@@ -1,7 +1,7 @@
 """Generating target sequences from an encoder-decoder: batched greedy decoding and beam search.
 
 Both run the encoder once, then the decoder one position at a time through the
-model's key/value cache (`start_cache` / `decode_step`, layers/kv_cache.py):
+model's key/value cache (`start_cache` / `decode_step`, kv_cache.py):
 each step feeds only the newest token, so a sentence of T tokens costs T
 decoder steps of one position each instead of prefixes of length 1, 2, ..., T.
 `use_cache=False` recomputes the whole prefix at every step; it exists so the
@@ -67,7 +67,8 @@ def greedy_decode(model, src_ids, bos_id, eos_id, max_len, pad_id=0, use_cache=T
         src_ids: int (B, S) padded sources.
         bos_id, eos_id: start and end tokens of the target side.
         max_len: the most tokens to generate (EOS included).
-        pad_id: written after a row's EOS.
+        pad_id: written after a row's EOS, never chosen before it (the uncached path
+            would hide a pad token from attention, the cached one would not).
         use_cache: reuse keys/values (True) or recompute the prefix (False).
     Returns:
         int (B, <= max_len): generated tokens without BOS; each row ends at its EOS, then pad_id.
@@ -79,8 +80,9 @@ def greedy_decode(model, src_ids, bos_id, eos_id, max_len, pad_id=0, use_cache=T
     finished = np.zeros(B, dtype=bool)
     outputs = []
     for _ in range(max_len):
-        tokens = state.step(tokens).argmax(axis=-1)                   # (B,)
-        tokens = np.where(finished, pad_id, tokens)
+        logits = state.step(tokens).copy()                            # (B, V)
+        logits[:, pad_id] = -np.inf                                   # pad only ever follows EOS (as in beam_search)
+        tokens = np.where(finished, pad_id, logits.argmax(axis=-1))   # (B,)
         outputs.append(tokens)
         finished |= tokens == eos_id
         if finished.all():

@@ -121,7 +121,8 @@ def _compare(name, analytic, numeric):
     analytic = np.asarray(analytic, dtype=np.float64)
     difference = np.abs(analytic - numeric)
     worst = np.unravel_index(np.argmax(difference), difference.shape) if difference.size else ()
-    both_zero = np.max(np.abs(analytic), initial=0.0) < ZERO_GRADIENT_FLOOR > np.max(np.abs(numeric), initial=0.0)
+    largest = max(np.max(np.abs(analytic), initial=0.0), np.max(np.abs(numeric), initial=0.0))
+    both_zero = largest < ZERO_GRADIENT_FLOOR
     return GradientComparison(name, 0.0 if both_zero else rel_error(analytic, numeric), tuple(int(i) for i in worst),
                               float(analytic[worst]) if difference.size else 0.0,
                               float(numeric[worst]) if difference.size else 0.0)
@@ -141,13 +142,16 @@ def check_module(module, inputs, forward=None, rng=0, eps=1e-5, check_params=Tru
         forward: optional callable(*inputs) -> output to use instead of
             `module.forward` (e.g. to fix dropout's random mask, or to pass
             keyword arguments).
-        rng: seed or Generator for the random upstream gradient.
+        rng: seed or Generator for the random upstream gradient. An integer
+            seed s draws from default_rng([s, 1]), a stream apart from the
+            caller's default_rng(s): were G equal to x, LayerNorm's dx would
+            be almost exactly zero and the check would measure only noise.
         eps: finite-difference step.
         check_params: also check every parameter of the module.
     Returns:
         GradcheckReport.
     """
-    rng = as_generator(rng)
+    rng = np.random.default_rng([int(rng), 1]) if isinstance(rng, (int, np.integer)) else as_generator(rng)
     forward = module.forward if forward is None else forward
     inputs = list(inputs)
     for i, value in enumerate(inputs):

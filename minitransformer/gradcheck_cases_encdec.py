@@ -7,7 +7,7 @@ passed through unchanged; only float inputs and parameters are perturbed.
 
 import numpy as np
 
-from .gradcheck_cases import GradcheckCase, _ModelWithLoss, _normal
+from .gradcheck_cases import GradcheckCase, _ModelWithLoss, _normal, perturb
 from .layers.block import TransformerBlock
 from .layers.decoder_block import DecoderBlock
 from .layers.loss import CrossEntropyLoss
@@ -20,17 +20,6 @@ from .models.gpt_classifier import FineTuningObjective, GPTClassifier
 from .models.seq2seq import Seq2SeqTransformer
 
 PAD = 0
-
-
-def perturb(model, rng, std=0.1):
-    """Add noise to every parameter so that no bias, gain or small init hides a wrong gradient.
-
-    Larger noise (0.3 and up) saturates some attention rows of the tiny post-norm models; their
-    query gradients then shrink to ~1e-4 and the finite differences lose the digits needed for 1e-7.
-    """
-    for _, param in model.named_parameters():
-        param.data[...] += rng.standard_normal(param.shape) * std
-    return model
 
 
 def padded_ids(rng, lengths, T, V):
@@ -53,7 +42,7 @@ class WithLoss(_ModelWithLoss):
 
 def _masked_mha_case(cross):
     def build(rng):
-        layer = perturb(MultiHeadAttention(6, 2, causal=not cross, rng=rng), rng)
+        layer = perturb(MultiHeadAttention(6, 2, causal=not cross, rng=rng), rng, 0.1)
         x = _normal(rng, 2, 3, 6)
         context = _normal(rng, 2, 4, 6) if cross else None
         mask = lengths_to_mask([4, 2] if cross else [3, 1], 4 if cross else 3)     # (B, 1, 1, S)
@@ -64,7 +53,7 @@ def _masked_mha_case(cross):
 
 def _masked_block_case(norm):
     def build(rng):
-        block = perturb(TransformerBlock(8, 2, 12, norm=norm, causal=False, rng=rng), rng)
+        block = perturb(TransformerBlock(8, 2, 12, norm=norm, causal=False, rng=rng), rng, 0.1)
         mask = lengths_to_mask([4, 2], 4)
         return block, [_normal(rng, 2, 4, 8)], lambda x: block.forward(x, mask=mask)
     return build
@@ -72,7 +61,7 @@ def _masked_block_case(norm):
 
 def _decoder_block_case(norm, dropout_p):
     def build(rng):
-        block = perturb(DecoderBlock(8, 2, 12, norm=norm, dropout=dropout_p, rng=rng), rng)
+        block = perturb(DecoderBlock(8, 2, 12, norm=norm, dropout=dropout_p, rng=rng), rng, 0.1)
         self_mask, memory_mask = lengths_to_mask([3, 2], 3), lengths_to_mask([4, 3], 4)
 
         def forward(x, memory):
@@ -92,7 +81,7 @@ def _input_embedding_case(positional):
 def _encoder_case(norm):
     def build(rng):
         model = perturb(TransformerEncoder(7, 8, 2, 2, 12, 6, pad_id=PAD, norm=norm, positional="learned",
-                                           activation="gelu", rng=rng), rng)
+                                           activation="gelu", rng=rng), rng, 0.1)
         return model, [padded_ids(rng, [5, 3], 5, 7)], None
     return build
 
@@ -100,7 +89,7 @@ def _encoder_case(norm):
 def _seq2seq_case(norm, positional, shared, with_loss):
     def build(rng):
         model = perturb(Seq2SeqTransformer(7, 7, 8, 2, 2, 12, 6, pad_id=PAD, norm=norm, positional=positional,
-                                           share_embeddings=shared, tie_output=shared, activation="gelu", rng=rng), rng)
+                                           share_embeddings=shared, tie_output=shared, activation="gelu", rng=rng), rng, 0.1)
         src, tgt = padded_ids(rng, [4, 2], 4, 7), padded_ids(rng, [3, 2], 3, 7)
         if not with_loss:
             return model, [src, tgt], None
@@ -126,7 +115,7 @@ class _BertPretrainingLoss(WithLoss):
 
 def _bert_case(nsp):
     def build(rng):
-        model = perturb(BertMLM(9, 8, 2, 2, 12, 6, pad_id=PAD, nsp=nsp, rng=rng), rng)
+        model = perturb(BertMLM(9, 8, 2, 2, 12, 6, pad_id=PAD, nsp=nsp, rng=rng), rng, 0.1)
         ids = padded_ids(rng, [6, 4], 6, 9)
         ids[ids == 1] = 2                                       # 0 = pad, 1 = [MASK], ordinary tokens from 2
         inputs, targets, _ = mask_tokens(ids, rng, mask_id=1, n_special=2, vocab_size=9, p=0.4)
@@ -136,9 +125,10 @@ def _bert_case(nsp):
     return build
 
 
-def _classifier_case(norm, lm_weight):
+def _classifier_case(norm, lm_weight, positional="learned"):
     def build(rng):
-        gpt = GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=12, max_len=6, norm=norm, rng=rng)
+        gpt = GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=12, max_len=6, norm=norm,
+                  positional=positional, rng=rng)
         model = perturb(GPTClassifier(gpt, 3, rng=rng), rng, 0.3)
         labels = rng.integers(0, 3, size=2)
         return FineTuningObjective(model, lm_weight), [rng.integers(0, 7, size=(2, 5)), labels], None
@@ -164,4 +154,7 @@ CASES = [
     GradcheckCase("BertMLM + MLM and NSP losses", "post-norm, padded (2, 6)", _bert_case(True)),
     GradcheckCase("GPTClassifier + L3", "pre-norm, L2 + 0.5 L1", _classifier_case("pre", 0.5)),
     GradcheckCase("GPTClassifier + L3", "post-norm, L2 only (lambda 0)", _classifier_case("post", 0.0)),
+    GradcheckCase("GPTClassifier + L3", "pre-norm, rope", _classifier_case("pre", 0.5, "rope")),
+    GradcheckCase("GPTClassifier + L3", "pre-norm, alibi", _classifier_case("pre", 0.5, "alibi")),
+    GradcheckCase("GPTClassifier + L3", "post-norm, no positions", _classifier_case("post", 0.5, "none")),
 ]

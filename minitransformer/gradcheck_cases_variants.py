@@ -8,7 +8,7 @@ that the gradient of A is not trivially zero.
 
 import numpy as np
 
-from .gradcheck_cases import GradcheckCase, _ModelWithLoss, _normal
+from .gradcheck_cases import GradcheckCase, _ModelWithLoss, _normal, perturb
 from .layers.alibi import ALiBi
 from .layers.attention import ScaledDotProductAttention
 from .layers.linear import Linear
@@ -22,13 +22,6 @@ from .layers.transformer_xl import TransformerXL, TransformerXLBlock
 from .models.gpt import GPT
 
 
-def _perturb(module, rng, std=0.3):
-    """Move every parameter away from its initial value, so that every path carries gradient."""
-    for _, param in module.named_parameters():
-        param.data[...] += rng.standard_normal(param.shape) * std
-    return module
-
-
 def _rope_offset_case(rng):
     layer = RotaryEmbedding(4)
     return layer, [_normal(rng, 5, 4)], lambda x: layer.forward(x, offset=7)
@@ -36,7 +29,7 @@ def _rope_offset_case(rng):
 
 def _mha_variant_case(B, T, S, C, H, cross=False, **options):
     def build(rng):
-        layer = _perturb(MultiHeadAttention(C, H, causal=True, rng=rng, **options), rng, 0.1)
+        layer = perturb(MultiHeadAttention(C, H, causal=True, rng=rng, **options), rng, 0.1)
         inputs = [_normal(rng, B, T, C)] + ([_normal(rng, B, S, C)] if cross else [])
         return layer, inputs, None
     return build
@@ -44,7 +37,7 @@ def _mha_variant_case(B, T, S, C, H, cross=False, **options):
 
 def _gpt_variant_case(with_loss=False, **options):
     def build(rng):
-        model = _perturb(GPT(vocab_size=7, d_model=8, n_heads=4, n_layers=2, d_ff=12, max_len=6, rng=rng, **options), rng)
+        model = perturb(GPT(vocab_size=7, d_model=8, n_heads=4, n_layers=2, d_ff=12, max_len=6, rng=rng, **options), rng, 0.3)
         ids = rng.integers(0, 7, size=(2, 5))
         if with_loss:
             return _ModelWithLoss(model, rng.integers(0, 7, size=(2, 5))), [ids], None
@@ -71,7 +64,7 @@ def _lora_linear_case(d_in, d_out, r, shape):
 
 def _lora_gpt_case(targets):
     def build(rng):
-        model = _perturb(GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=12, max_len=6, rng=rng), rng)
+        model = perturb(GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=12, max_len=6, rng=rng), rng, 0.3)
         adapted = add_lora(model, r=2, alpha=4, targets=targets, rng=rng)
         for adapter in adapted.adapters:
             adapter.lora_b.data[...] = rng.standard_normal(adapter.lora_b.shape)
@@ -88,14 +81,14 @@ def _relative_case(shape, max_distance, causal, skewed):
 
 def _xl_block_case(positional, memory_len):
     def build(rng):
-        block = _perturb(TransformerXLBlock(8, 2, 12, positional=positional, rng=rng), rng)
+        block = perturb(TransformerXLBlock(8, 2, 12, positional=positional, rng=rng), rng, 0.3)
         memory = _normal(rng, 2, memory_len, 8)
         return block, [_normal(rng, 2, 4, 8)], lambda x: block.forward(x, memory)   # the memory is a constant
     return build
 
 
 def _xl_model_case(rng):
-    model = _perturb(TransformerXL(7, 8, 2, 2, 12, mem_len=3, positional="alibi", rng=rng), rng)
+    model = perturb(TransformerXL(7, 8, 2, 2, 12, mem_len=3, positional="alibi", rng=rng), rng, 0.3)
     model.forward(rng.integers(0, 7, size=(2, 4)))
     memories = model.next_memories
     return model, [rng.integers(0, 7, size=(2, 4))], lambda ids: model.forward(ids, memories)

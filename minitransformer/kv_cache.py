@@ -17,12 +17,10 @@ One `LayerKVCache` serves one attention layer, self- or cross-attention (a
 cross-attention cache stores the encoder output's keys and values on its first
 call and reuses them), so an encoder-decoder can use the same objects. A
 `KVCache` holds one per block of a model and knows how many positions it has
-seen; `reorder(rows)` keeps chosen batch rows, as beam search needs. Left
-out: preallocated buffers, paged or sliding-window caches; keys and values are
-concatenated, which is simple and cheap at these lengths.
-
-(`layers/kv_cache.py` is a second, functional cache written for the
-encoder-decoder while this one was being built; it could move onto this one.)
+seen; `reorder(rows)` keeps chosen batch rows, as beam search needs. GPT
+(`forward(ids, cache=...)`) and the encoder-decoder's `DecoderBlock.step` both
+use these classes. Left out: preallocated buffers, paged or sliding-window
+caches; keys and values are concatenated, which is simple and cheap at these lengths.
 """
 
 import numpy as np

@@ -92,6 +92,8 @@ class Module:
     def load_state_dict(self, state):
         """Copy arrays into the parameters; names, shapes and dtypes must match exactly.
 
+        A float64 state does not load into a float32 model (nor the reverse):
+        cast it first, e.g. `{name: value.astype(np.float32) for name, value in state.items()}`.
         Nothing is written unless every entry matches, so a failed load leaves
         the module untouched.
         """
@@ -104,6 +106,9 @@ class Module:
             value = np.asarray(state[name])
             if value.shape != param.shape:
                 raise ValueError(f"{self!r}: parameter {name} expected shape {param.shape}, got {value.shape}")
+            if value.dtype != param.dtype:
+                raise ValueError(f"{self!r}: parameter {name} expected dtype {param.dtype}, got {value.dtype}"
+                                 " (cast the state explicitly)")
         for name, param in params.items():
             param.data[...] = state[name]
 

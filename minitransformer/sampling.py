@@ -38,6 +38,8 @@ def next_token(logits, temperature=1.0, top_k=None, rng=None):
         int array (B,).
     """
     logits = np.asarray(logits, dtype=np.float64)
+    if logits.ndim != 2:
+        raise ValueError(f"next_token expected logits (B, V), got shape {logits.shape}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
     if temperature == 0:

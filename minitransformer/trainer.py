@@ -220,12 +220,15 @@ class Trainer:
         return trainer
 
     def plot(self, path):
-        """Save the loss curve: every step's training loss, and the evaluations."""
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        """Save the loss curve: every step's training loss, and the evaluations.
 
-        figure, axes = plt.subplots(figsize=(7, 4))
+        A bare `Figure` (no pyplot) draws straight to the file, so saving the
+        curve never switches the backend of a notebook that calls this.
+        """
+        from matplotlib.figure import Figure
+
+        figure = Figure(figsize=(7, 4))
+        axes = figure.subplots()
         axes.plot(self.history["step"], self.history["loss"], color="0.75", linewidth=0.8, label="batch loss")
         if self.history["eval"]:
             steps, train, val = zip(*self.history["eval"])
@@ -237,7 +240,6 @@ class Trainer:
         axes.grid(alpha=0.3)
         figure.tight_layout()
         figure.savefig(path, dpi=100)
-        plt.close(figure)
 
 
 def _config_dict(config):

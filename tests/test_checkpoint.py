@@ -58,7 +58,8 @@ def test_damaged_checkpoint_loads_nothing(tmp_path, damage):
     trainer = tiny_trainer()
     trainer.train_step()
     trainer.save(tmp_path)
-    arrays, document = tmp_path / "checkpoint.npz", tmp_path / "checkpoint.json"
+    document = tmp_path / "checkpoint.json"
+    arrays = tmp_path / json.loads(document.read_text())["arrays_file"]
     if damage == "truncate arrays":
         arrays.write_bytes(arrays.read_bytes()[: os.path.getsize(arrays) // 2])
     elif damage == "alter arrays":
@@ -114,4 +115,34 @@ def test_optimizer_state_that_does_not_fit_loads_nothing(tmp_path):
 def test_save_writes_both_files_and_no_leftovers(tmp_path):
     model = build_model(tiny_config(), 5)
     save_checkpoint(tmp_path / "run", model, None, {"step": 0})
-    assert sorted(os.listdir(tmp_path / "run")) == ["checkpoint.json", "checkpoint.npz"]
+    def arrays_file():
+        return json.loads((tmp_path / "run" / "checkpoint.json").read_text())["arrays_file"]
+
+    first = arrays_file()
+    assert sorted(os.listdir(tmp_path / "run")) == sorted(["checkpoint.json", first])
+    model.token_embedding.weight.data += 1.0
+    save_checkpoint(tmp_path / "run", model, None, {"step": 1})
+    assert arrays_file() != first                                               # content-named
+    assert sorted(os.listdir(tmp_path / "run")) == sorted(["checkpoint.json", arrays_file()])   # old one removed
+
+
+def test_an_interrupted_save_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch):
+    model = build_model(tiny_config(), 5)
+    save_checkpoint(tmp_path, model, None, {"step": 0})
+    saved = {name: value.copy() for name, value in model.state_dict().items()}
+    model.token_embedding.weight.data += 1.0
+    real_replace, calls = os.replace, []
+
+    def replace_then_die(source, target):
+        calls.append(target)
+        if len(calls) > 1:
+            raise KeyboardInterrupt("killed during save")
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(tmp_path, model, None, {"step": 1})
+    monkeypatch.setattr(os, "replace", real_replace)
+    fresh = build_model(tiny_config(), 5)
+    assert load_checkpoint(tmp_path, fresh)["step"] == 0
+    assert all(np.array_equal(fresh.state_dict()[name], value) for name, value in saved.items())

@@ -58,8 +58,19 @@ def test_gradient_of_l3_is_gradient_of_l2_plus_lambda_times_gradient_of_l1():
 def test_bad_inputs_are_named():
     with pytest.raises(TypeError, match="GPTClassifier expected a GPT"):
         GPTClassifier(object(), 2)
-    with pytest.raises(ValueError, match=r"1 <= T <= 12"):
+    with pytest.raises(ValueError, match=r"max_len=12 positions, got T=13"):
         make_classifier()(np.ones((2, 13), dtype=int))
+
+
+@pytest.mark.parametrize("positional", ["rope", "alibi", "none"])
+def test_classifier_runs_on_table_free_gpts_beyond_max_len(positional):
+    gpt = GPT(vocab_size=6, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=4, positional=positional, rng=0)
+    model = GPTClassifier(gpt, 2, rng=1)
+    ids = np.array([[3, 4, 5, 3, 4, 1]])                                     # T = 6 > max_len: no table to outgrow
+    lm_logits, class_logits = model(ids)
+    np.testing.assert_allclose(lm_logits, gpt(ids), rtol=1e-12)
+    model.backward((np.ones_like(lm_logits), np.ones_like(class_logits)))
+    assert np.any(gpt.token_embedding.weight.grad)
 
 
 def test_majority_task_labels():
@@ -84,3 +95,9 @@ def test_training_smoke_classifier_learns_the_majority_task():
     ids, labels = majority_task(500, length=12, rng=99)
     accuracy = np.mean(model(ids)[1].argmax(axis=-1) == labels)
     assert accuracy > 0.85
+
+
+def test_next_token_targets_shift_left_and_ignore_the_last_position():
+    from minitransformer.models.gpt_classifier import next_token_targets
+
+    np.testing.assert_array_equal(next_token_targets(np.array([[3, 4, 5], [1, 2, 0]])), [[4, 5, -1], [2, 0, -1]])

@@ -1,5 +1,7 @@
 """The gradient checker itself: it must catch a wrong backward and say where."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,18 @@ def test_cli_prints_a_row_per_layer_and_exit_code(capsys):
     assert main(["gradcheck", "--only", "Linear", "--tolerance", "1e-30"]) == 1
     assert "FAILED Linear" in capsys.readouterr().out
     assert main(["gradcheck", "--only", "NoSuchLayer"]) == 2
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_the_readme_gradient_checker_example_runs_and_passes():
+    section = README.read_text().split("## The gradient checker", 1)[1].split("\n## ", 1)[0]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(snippet, "README.md", "exec"), {})                  # raises AssertionError if the check fails
+
+
+def test_an_integer_seed_never_makes_the_upstream_gradient_equal_to_the_callers_input():
+    """With G == x, LayerNorm's dx is ~0 and the check measured noise (the README example once failed so)."""
+    x = np.random.default_rng(0).standard_normal((3, 5))
+    check_module(LayerNorm(5), [x], rng=0).assert_ok(1e-7)

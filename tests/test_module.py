@@ -116,6 +116,21 @@ def test_state_dict_round_trips_and_a_bad_state_loads_nothing():
         before.load_state_dict(state)
 
 
+def test_load_state_dict_refuses_another_dtype_naming_the_parameter():
+    source = tiny_gpt(rng=1)
+    target = GPT(**dict(source.config, dtype=np.float32), rng=2)
+    snapshot = target.state_dict()
+    with pytest.raises(ValueError, match=r"parameter \S+ expected dtype float32, got float64"):
+        target.load_state_dict(source.state_dict())
+    for name, value in target.state_dict().items():
+        np.testing.assert_array_equal(value, snapshot[name], err_msg=name)
+    target.load_state_dict({name: value.astype(np.float32) for name, value in source.state_dict().items()})
+    state = source.state_dict()
+    state["ln_f.gamma"] = np.ones(state["ln_f.gamma"].shape, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"ln_f.gamma expected dtype float64, got int64"):
+        source.load_state_dict(state)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_dtype_reaches_every_parameter_and_gradient(dtype):
     model = tiny_gpt(dtype=dtype)

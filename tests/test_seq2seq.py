@@ -50,7 +50,7 @@ def test_cached_steps_give_the_same_logits_as_recomputing_the_prefix(norm, share
     cache = model.start_cache(*model.encode(src))
     for t in range(tgt.shape[1]):
         np.testing.assert_allclose(model.decode_step(tgt[:, t], cache), full[:, t], rtol=1e-10, atol=1e-12)
-    assert cache["blocks"][0]["self"]["k"].shape == (3, 2, tgt.shape[1], 8)    # keys appended once per step
+    assert cache["blocks"][0]["self"].k.shape == (3, 2, tgt.shape[1], 8)          # keys appended once per step
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -63,6 +63,19 @@ def test_greedy_and_beam_search_with_cache_equal_recomputation(norm):
     tokens2, scores2 = beam_search(model, src, BOS, EOS, max_len=7, beam_size=3, use_cache=False)
     np.testing.assert_array_equal(tokens, tokens2)
     np.testing.assert_allclose(scores, scores2, rtol=1e-10)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_untrained_greedy_never_emits_pad_before_eos_and_cached_equals_uncached(norm):
+    """Untrained models put real mass on pad; a pad chosen mid-sentence used to split the two paths."""
+    src = np.random.default_rng(0).integers(3, 13, (4, 7))
+    src[1, 5:] = PAD
+    for seed in range(5):
+        model = Seq2SeqTransformer(13, 13, 16, 4, 2, 32, 12, pad_id=PAD, norm=norm, rng=seed).eval()
+        cached = greedy_decode(model, src, BOS, EOS, max_len=10)
+        np.testing.assert_array_equal(cached, greedy_decode(model, src, BOS, EOS, max_len=10, use_cache=False))
+        before_eos = np.cumsum(cached == EOS, axis=1) - (cached == EOS) == 0
+        assert not np.any((cached == PAD) & before_eos), f"seed {seed}: pad before EOS in {cached}"
 
 
 def sequence_log_prob(model, src, tokens):
@@ -129,11 +142,12 @@ def test_training_smoke_loss_falls_and_short_strings_start_to_come_out_right():
     assert exact_match(predicted, task.test_sources, task.target_of) >= 0.5
 
 
-def test_cached_step_matches_forward_with_grouped_query_heads():
+@pytest.mark.parametrize("options", [{}, {"positional": "rope"}, {"positional": "alibi"}, {"window": 2}])
+def test_cached_step_matches_forward_with_grouped_query_heads(options):
     from minitransformer import MultiHeadAttention
 
     block = DecoderBlock(16, 4, 24, norm="pre", rng=0)
-    block.self_attn = MultiHeadAttention(16, 4, causal=True, n_kv_heads=2, rng=1)
+    block.self_attn = MultiHeadAttention(16, 4, causal=True, n_kv_heads=2, rng=1, **options)
     block.cross_attn = MultiHeadAttention(16, 4, n_kv_heads=1, rng=2)
     rng = np.random.default_rng(3)
     x, memory = rng.standard_normal((2, 5, 16)), rng.standard_normal((2, 4, 16))
@@ -141,7 +155,7 @@ def test_cached_step_matches_forward_with_grouped_query_heads():
     cache = block.start_cache(memory)
     steps = [block.step(x[:, t:t + 1], cache) for t in range(5)]
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-10, atol=1e-12)
-    assert cache["self"]["k"].shape == (2, 2, 5, 4)                   # the cache keeps the 2 shared heads
+    assert cache["self"].k.shape == (2, 2, 5, 4)                   # the cache keeps the 2 shared heads
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])

@@ -45,7 +45,7 @@ def run(args):
 
     from ..layers.loss import CrossEntropyLoss
     from ..models.gpt import GPT
-    from ..models.gpt_classifier import FineTuningObjective, GPTClassifier
+    from ..models.gpt_classifier import FineTuningObjective, GPTClassifier, next_token_targets
     from ..tasks import majority_task
 
     rng = np.random.default_rng(args.seed)
@@ -57,8 +57,7 @@ def run(args):
         loss = CrossEntropyLoss(ignore_index=-1)
 
         def forward(self, ids):
-            targets = np.concatenate([ids[:, 1:], np.full((len(ids), 1), -1)], axis=1)
-            return self.loss.forward(gpt.forward(ids), targets)
+            return self.loss.forward(gpt.forward(ids), next_token_targets(ids))
 
         def backward(self, grad):
             gpt.backward(self.loss.backward(grad))

@@ -170,7 +170,7 @@ def from_gpt2_state_dict(cls, state_dict, n_heads=None, config=None, dtype=np.fl
                 tie_weights=True, dropout=dropout, activation="gelu", dtype=dtype, rng=0)
     for layer_norm in [model.ln_f] + [ln for block in model.blocks for ln in (block.ln1, block.ln2)]:
         layer_norm.eps = eps
-    model.load_state_dict(project)
+    model.load_state_dict({name: np.asarray(value, dtype=dtype) for name, value in project.items()})   # explicit cast
     return model
 
 

@@ -9,6 +9,9 @@ when p > 0, sits on each sublayer's output before the residual addition.
 
 In the backward pass a residual connection is just a sum: the gradient reaching
 h flows both straight through to x and through the sublayer, and the two add.
+
+Left out: parallel attention and feed-forward (GPT-J, PaLM), RMSNorm, and
+dropout on the attention weights themselves (GPT-2's attn_pdrop).
 """
 
 import numpy as np

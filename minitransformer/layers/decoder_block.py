@@ -13,17 +13,18 @@ Because every sublayer other than self-attention acts on each position on its
 own, the decoder can run one position at a time with the self-attention keys
 and values of the earlier positions kept in a cache (`step`, used by
 `decoding.py`); cross-attention keys and values depend only on the memory and
-are computed once per source sentence.
+are computed once per source sentence. Both caches are the `LayerKVCache` of
+`minitransformer/kv_cache.py` that GPT uses, passed to `MultiHeadAttention.forward(..., cache=...)`.
 """
 
 import numpy as np
 
+from ..kv_cache import LayerKVCache
 from ..module import Module
 from ..random import as_generator
 from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
-from .kv_cache import cross_attention_step, self_attention_step, start_cross_cache
 from .multihead import MultiHeadAttention
 
 
@@ -101,21 +102,35 @@ class DecoderBlock(Module):
 
     # ---------------------------------------------------------------- incremental decoding (no backward)
     def start_cache(self, memory, memory_mask=None):
-        """The cache for `step`: cross-attention keys/values of `memory` (B, S, C), projected once."""
-        return {"self": {}, "cross": start_cross_cache(self.cross_attn, memory), "memory_mask": memory_mask}
+        """The cache for `step`: one LayerKVCache per attention layer, and the memory (B, S, C) with its mask.
+
+        The cross-attention cache projects the memory's keys and values at the first step and reuses them.
+        """
+        return {"self": LayerKVCache(), "cross": LayerKVCache(), "memory": memory, "memory_mask": memory_mask}
 
     def step(self, x, cache):
         """forward() for new positions x (B, t, C) that follow the cached ones; updates `cache` in place.
 
         Dropout is skipped: decoding runs in evaluation mode.
         """
+        memory, memory_mask = cache["memory"], cache["memory_mask"]
         if self.norm == "pre":
-            h1 = x + self_attention_step(self.self_attn, self.ln1(x), cache["self"])
-            h2 = h1 + cross_attention_step(self.cross_attn, self.ln2(h1), cache["cross"], cache["memory_mask"])
+            h1 = x + self.self_attn(self.ln1(x), cache=cache["self"])
+            h2 = h1 + self.cross_attn(self.ln2(h1), memory, mask=memory_mask, cache=cache["cross"])
             return h2 + self.ff(self.ln3(h2))
-        h1 = self.ln1(x + self_attention_step(self.self_attn, x, cache["self"]))
-        h2 = self.ln2(h1 + cross_attention_step(self.cross_attn, h1, cache["cross"], cache["memory_mask"]))
+        h1 = self.ln1(x + self.self_attn(x, cache=cache["self"]))
+        h2 = self.ln2(h1 + self.cross_attn(h1, memory, mask=memory_mask, cache=cache["cross"]))
         return self.ln3(h2 + self.ff(h2))
+
+    @staticmethod
+    def reorder_cache(cache, rows):
+        """Keep batch rows `rows` (int (B',)) of a `start_cache` cache, in that order (beam search); in place."""
+        cache["self"].reorder(rows)
+        cache["cross"].reorder(rows)
+        cache["memory"] = cache["memory"][rows]
+        if cache["memory_mask"] is not None:
+            cache["memory_mask"] = cache["memory_mask"][rows]
+        return cache
 
     def __repr__(self):
         return f"DecoderBlock(d_model={self.self_attn.d_model}, n_heads={self.self_attn.n_heads}, norm={self.norm!r})"

@@ -7,6 +7,9 @@ needs no rescaling: in `eval()` mode the layer is the identity.
 The notes say dropout treats "a parameter" as zero; in the Transformer it
 drops *activations* (after embeddings, attention and feed-forward sublayers),
 which is what this layer does.
+
+Left out: dropout on the attention weights (GPT-2's attn_pdrop; see
+models/gpt.py) and variants such as DropConnect or stochastic depth.
 """
 
 import numpy as np

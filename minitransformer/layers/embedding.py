@@ -2,6 +2,10 @@
 
 The backward pass is a scatter-add: row `ids[b, t]` of the table receives
 dout[b, t], and a token that occurs twice receives both contributions.
+
+Left out: a padding row that never receives gradient (PyTorch's padding_idx;
+here padding is kept out of the loss instead), max-norm renormalisation, and
+sparse gradients (the gradient is a dense (V, C) array).
 """
 
 import numpy as np

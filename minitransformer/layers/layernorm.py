@@ -4,6 +4,9 @@ The notes describe it as "subtract the mean and divide by the standard
 deviation over the vector" and leave the rest aside (their footnote 9). The
 rest is: the variance is the biased one (divide by C, not C - 1), eps sits
 inside the square root, and a learned scale gamma and shift beta follow.
+
+Left out: RMSNorm (no mean subtraction, no beta) and a LayerNorm without
+learned parameters; the statistics are always over the last axis only.
 """
 
 import numpy as np
@@ -21,6 +24,8 @@ class LayerNorm(Module):
         d: size of the normalised (last) axis, C.
         eps: added to the variance inside the square root.
         dtype: float64 (default) or float32.
+        rng: accepted and unused (gamma and beta start at 1 and 0), so that every
+            layer with parameters takes the same (dtype, rng) keywords.
     Parameters:
         gamma (C,) initialised to 1; beta (C,) initialised to 0.
     """

@@ -4,6 +4,10 @@
 
 The softmax and the log are fused (log-sum-exp with the row maximum
 subtracted) so logits of +-1e4 in float32 still give a finite loss.
+
+Left out: label smoothing (the 2017 paper's epsilon_ls = 0.1, which mixes the
+one-hot target with a uniform distribution) and per-class weights; the loss is
+always the mean over the scored positions.
 """
 
 import numpy as np

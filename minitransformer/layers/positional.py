@@ -38,13 +38,16 @@ def sinusoidal_table(max_len, d):
     return table
 
 
-def _check_positions(module, x, max_len, d):
-    """Raise unless x is (..., T, d) with T <= max_len."""
+def _check_positions(module, x, start, max_len, d):
+    """Raise unless x is (..., T, d) with 0 <= start and start + T <= max_len."""
     module._check_features(x, d)
     if x.ndim < 2:
         raise ValueError(f"{module!r} expected input (..., T, {d}), got {x.shape}")
-    if x.shape[-2] > max_len:
-        raise ValueError(f"{module!r} expected a sequence of at most max_len={max_len} positions, got T={x.shape[-2]}")
+    if start < 0:
+        raise ValueError(f"{module!r} expected start >= 0, got {start}")
+    if start + x.shape[-2] > max_len:
+        raise ValueError(f"{module!r} expected a sequence of at most max_len={max_len} positions, "
+                         f"got T={x.shape[-2]}" + (f" after start={start}" if start else ""))
 
 
 class SinusoidalPositionalEncoding(Module):
@@ -63,7 +66,7 @@ class SinusoidalPositionalEncoding(Module):
     def forward(self, x, start=0):
         """x (..., T, C) -> x + P[start:start + T] (..., T, C); `start` > 0 when decoding with a cache."""
         x = np.asarray(x)
-        _check_positions(self, x, self.max_len - start, self.d)
+        _check_positions(self, x, start, self.max_len, self.d)
         self.shape = x.shape
         return x + self.table[start: start + x.shape[-2]]
 
@@ -94,21 +97,18 @@ class LearnedPositionalEmbedding(Module):
         self.weight = Parameter((as_generator(rng).standard_normal((max_len, d)) * init_std).astype(dtype))
 
     def forward(self, x, start=0):
-        """x (..., T, C) -> x + P[start:start + T] (..., T, C); `start` > 0 when decoding with a cache.
-
-        The backward pass assumes start = 0 (training never uses a cache).
-        """
+        """x (..., T, C) -> x + P[start:start + T] (..., T, C); `start` > 0 when decoding with a cache."""
         x = np.asarray(x)
-        _check_positions(self, x, self.max_len - start, self.d)
-        self.shape = x.shape
+        _check_positions(self, x, start, self.max_len, self.d)
+        self.shape, self.start = x.shape, start
         return x + self.weight.data[start: start + x.shape[-2]]
 
     def backward(self, dout):
-        """dx = dout; dP[t] += sum over the batch axes of dout[..., t, :]."""
+        """dx = dout; dP[start + t] += sum over the batch axes of dout[..., t, :]."""
         self._require("shape")
         self._check_dout(dout, self.shape)
         T = self.shape[-2]
-        self.weight.grad[:T] += dout.reshape(-1, T, self.d).sum(axis=0)
+        self.weight.grad[self.start:self.start + T] += dout.reshape(-1, T, self.d).sum(axis=0)
         return dout
 
     def __repr__(self):

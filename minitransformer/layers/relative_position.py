@@ -126,7 +126,8 @@ class RelativePositionAttention(Module):
         if self.skewed:                                                          # 2.
             drel = skew_backward(dscores)                                        # (..., T, T) dA
             dq = drel @ self.table.data[self.rows]
-            dembeddings = (np.swapaxes(drel, -1, -2).reshape(q2d.shape[0], *drel.shape[-2:]) @ q2d).sum(axis=0)
+            drel_T = np.swapaxes(drel, -1, -2).reshape(q2d.shape[0], *drel.shape[-2:])   # (N, T, T) dA^T
+            dembeddings = (drel_T @ q2d).sum(axis=0)                             # (T, hs)
             np.add.at(self.table.grad, self.rows, dembeddings)                   # (T, hs) into the table
         else:
             relative = self.table.data[self.rows]                                # (T, T, hs)

@@ -52,9 +52,18 @@ class TransformerXLBlock(Module):
         self.ln2 = LayerNorm(d_model, dtype=dtype)
         self.ff = FeedForward(d_model, d_ff, activation="gelu", dtype=dtype, rng=rng)
 
+    def check_memory(self, x, memory):
+        """Raise, naming this block, unless memory is None or (B, M, C) for x (B, T, C)."""
+        if memory is not None and (np.ndim(memory) != 3 or np.shape(memory)[0] != np.shape(x)[0]
+                                   or np.shape(memory)[2] != np.shape(x)[-1]):
+            B, C = np.shape(x)[0], np.shape(x)[-1]
+            raise ValueError(f"{self!r} expected memory ({B}, M, {C}) for x {np.shape(x)}, got {np.shape(memory)}")
+
     def forward(self, x, memory=None):
         """x (B, T, C), memory None or (B, M, C) -> y (B, T, C)."""
         x = np.asarray(x)
+        self._check_features(x, self.attn.d_model)
+        self.check_memory(x, memory)
         full = x if memory is None else np.concatenate([np.asarray(memory, dtype=x.dtype), x], axis=1)  # (B, M+T, C)
         self.memory_len = full.shape[1] - x.shape[1]
         normed = self.ln1(full)                                                  # 1. (B, M+T, C)
@@ -115,6 +124,7 @@ class TransformerXL(Module):
         self.next_memories = []
         for index, block in enumerate(self.blocks):
             memory = None if memories is None else memories[index]
+            block.check_memory(x, memory)
             seen = x if memory is None else np.concatenate([memory, x], axis=1)
             keep = min(self.mem_len, seen.shape[1])
             self.next_memories.append(seen[:, seen.shape[1] - keep:].copy())     # (B, <= M, C)

@@ -20,6 +20,7 @@ head, the output bias, and WordPiece; the tokens here are characters.
 import numpy as np
 
 from ..layers.activations import GELU
+from ..layers.embedding import check_token_ids
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
@@ -43,7 +44,7 @@ def mask_tokens(ids, rng, mask_id, n_special, vocab_size, p=0.15, ignore_index=-
         (inputs int (B, T), targets int (B, T), chosen bool (B, T)).
     """
     rng = as_generator(rng)
-    ids = np.asarray(ids)
+    ids = check_token_ids(ids, vocab_size, "mask_tokens")
     maskable = ids >= n_special
     n_chosen = np.maximum(np.round(p * maskable.sum(axis=1)), 1)             # (B,)
     priority = np.where(maskable, rng.random(ids.shape), np.inf)              # a random order of the positions

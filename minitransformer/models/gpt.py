@@ -19,6 +19,10 @@ layer, "none" leaves it out (Haviv et al. 2022: a causal mask alone lets the
 model infer positions); with these three there is no position table, so
 `max_len` is not a limit. `n_kv_heads` gives grouped-query attention and
 `window` a sliding attention window.
+
+Left out: GPT-2's dropout on the attention weights (attn_pdrop): dropout here
+acts after the embeddings and on each sublayer's output (resid_pdrop, embd_pdrop)
+only. Also left out: a padding mask (every sequence in a batch is full length).
 """
 
 import numpy as np
@@ -35,7 +39,6 @@ from ..module import Module
 from ..random import as_generator
 
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
-TABLE_FREE = ("rope", "alibi", "none")          # no position table: any sequence length runs
 
 
 class GPT(Module):
@@ -66,8 +69,8 @@ class GPT(Module):
                  n_kv_heads=None, window=None):
         if positional not in POSITIONAL:
             raise ValueError(f"GPT expected positional in {POSITIONAL}, got {positional!r}")
-        if d_model % n_heads:
-            raise ValueError(f"GPT expected d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
+        if n_heads <= 0 or d_model % n_heads:
+            raise ValueError(f"GPT expected n_heads >= 1 and d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
         rng = as_generator(rng)
         self.dropout_rng = np.random.default_rng(rng.integers(2**63))
         self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
@@ -115,32 +118,42 @@ class GPT(Module):
         ids = check_token_ids(ids, self.vocab_size, repr(self))
         if ids.ndim != 2:
             raise ValueError(f"{self!r} expected token ids (B, T), got shape {ids.shape}")
+        if cache is not None and len(cache) != len(self.blocks):
+            raise ValueError(f"{self!r} expected a KVCache of {len(self.blocks)} layers, got {len(cache)}")
         start = 0 if cache is None else cache.length
         if start + ids.shape[1] > self.max_len and self.position is not None:
             raise ValueError(f"{self!r} expected at most max_len={self.max_len} positions, "
                              f"got T={ids.shape[1]}" + (f" after {start} cached" if start else ""))
+        return self.lm_head(self.hidden(ids, cache))                    # (B, T, V)
+
+    def backward(self, dlogits):
+        """dlogits (B, T, V) -> None (ids are integers); every parameter's .grad receives its share."""
+        self.hidden_backward(self.lm_head.backward(dlogits))
+        return None
+
+    def hidden(self, ids, cache=None):
+        """Checked ids int (B, T) -> hidden states (B, T, C): everything below the LM head.
+
+        `forward` and the fine-tuning classifier (gpt_classifier.py) both build on it.
+        """
+        start = 0 if cache is None else cache.length
         x = self.token_embedding(ids)                                   # (B, T, C)
         if self.position is not None:
             x = self.position(x, start=start)
         x = self.drop(x)
         for index, block in enumerate(self.blocks):
             x = block(x, cache=None if cache is None else cache[index])   # (B, T, C)
-        if self.ln_f is not None:
-            x = self.ln_f(x)
-        return self.lm_head(x)                                          # (B, T, V)
+        return x if self.ln_f is None else self.ln_f(x)                 # (B, T, C)
 
-    def backward(self, dlogits):
-        """dlogits (B, T, V) -> None (ids are integers); every parameter's .grad receives its share."""
-        dx = self.lm_head.backward(dlogits)
-        if self.ln_f is not None:
-            dx = self.ln_f.backward(dx)
+    def hidden_backward(self, dhidden):
+        """dhidden (B, T, C) -> None; the layers of `hidden` in reverse."""
+        dx = dhidden if self.ln_f is None else self.ln_f.backward(dhidden)
         for block in reversed(self.blocks):
             dx = block.backward(dx)
         dx = self.drop.backward(dx)
         if self.position is not None:
             dx = self.position.backward(dx)
         self.token_embedding.backward(dx)
-        return None
 
     @classmethod
     def from_gpt2_state_dict(cls, state_dict, n_heads=None, config=None, dtype=np.float64, dropout=0.0):

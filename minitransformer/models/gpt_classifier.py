@@ -32,6 +32,12 @@ from ..random import as_generator
 from .gpt import GPT
 
 
+def next_token_targets(ids, ignore_index=-1):
+    """ids int (B, T) -> the next token at every position, int (B, T); the last has none (ignore_index)."""
+    ids = np.asarray(ids)
+    return np.concatenate([ids[:, 1:], np.full((len(ids), 1), ignore_index, dtype=ids.dtype)], axis=1)
+
+
 class GPTClassifier(Module):
     """A GPT with a classification head W_y on the last position.
 
@@ -52,13 +58,11 @@ class GPTClassifier(Module):
         """ids int (B, T) -> (lm_logits (B, T, V), class_logits (B, n_classes))."""
         gpt = self.gpt
         ids = check_token_ids(ids, gpt.vocab_size, repr(self))
-        if ids.ndim != 2 or not 1 <= ids.shape[1] <= gpt.max_len:
-            raise ValueError(f"{self!r} expected token ids (B, T) with 1 <= T <= {gpt.max_len}, got shape {ids.shape}")
-        # GPT.forward up to its LM head, keeping the hidden states the classifier needs
-        x = gpt.drop(gpt.position(gpt.token_embedding(ids)))                     # (B, T, C)
-        for block in gpt.blocks:
-            x = block(x)
-        hidden = x if gpt.ln_f is None else gpt.ln_f(x)                          # (B, T, C)
+        if ids.ndim != 2 or ids.shape[1] < 1:
+            raise ValueError(f"{self!r} expected token ids (B, T) with T >= 1, got shape {ids.shape}")
+        if gpt.position is not None and ids.shape[1] > gpt.max_len:
+            raise ValueError(f"{self!r} expected at most max_len={gpt.max_len} positions, got T={ids.shape[1]}")
+        hidden = gpt.hidden(ids)                                                  # (B, T, C)
         return gpt.lm_head(hidden), self.classifier(hidden[:, -1])               # h_l^m, the last position
 
     def backward(self, dout):
@@ -70,10 +74,7 @@ class GPTClassifier(Module):
         gpt = self.gpt
         dhidden = gpt.lm_head.backward(dlm_logits).copy()                        # (B, T, C)
         dhidden[:, -1] += self.classifier.backward(dclass_logits)
-        dx = dhidden if gpt.ln_f is None else gpt.ln_f.backward(dhidden)
-        for block in reversed(gpt.blocks):
-            dx = block.backward(dx)
-        gpt.token_embedding.backward(gpt.position.backward(gpt.drop.backward(dx)))
+        gpt.hidden_backward(dhidden)
         return None
 
     def __repr__(self):
@@ -96,7 +97,7 @@ class FineTuningObjective(Module):
         """ids int (B, T), labels int (B,) -> scalar L3; L1 and L2 are kept in self.l1, self.l2."""
         ids = np.asarray(ids)
         lm_logits, class_logits = self.model.forward(ids)
-        next_tokens = np.concatenate([ids[:, 1:], np.full((len(ids), 1), -1)], axis=1)   # the last has no next
+        next_tokens = next_token_targets(ids)                                # (B, T), -1 at the last position
         self.l2 = self.classification_loss.forward(class_logits, labels)
         self.l1 = self.lm_loss.forward(lm_logits, next_tokens)
         return self.l2 + self.lm_weight * self.l1

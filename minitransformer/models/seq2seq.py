@@ -19,7 +19,6 @@ import numpy as np
 
 from ..layers.decoder_block import DecoderBlock
 from ..layers.embedding import check_token_ids
-from ..layers.kv_cache import reorder_cache
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
@@ -121,7 +120,8 @@ class Seq2SeqTransformer(Module):
     @staticmethod
     def reorder_cache(cache, rows):
         """The cache of batch rows `rows` (beam search keeps the survivors' histories)."""
-        return reorder_cache(cache, rows)
+        cache["blocks"] = [DecoderBlock.reorder_cache(block_cache, rows) for block_cache in cache["blocks"]]
+        return cache
 
     def __repr__(self):
         c = self.config
