@@ -17,6 +17,7 @@ COMMANDS = {
     "seq2seq": "minitransformer.commands.seq2seq",
     "mlm": "minitransformer.commands.mlm",
     "finetune": "minitransformer.commands.finetune",
+    "exercises": "minitransformer.commands.exercises",
 }
 
 

@@ -31,7 +31,9 @@ class ReLU(Module):
         """dy/dx = 1 where x > 0 else 0 (the kink at 0 is given slope 0)."""
         self._require("positive")
         self._check_dout(dout, self.positive.shape)
+        ### BEGIN SOLUTION relu.backward
         return dout * self.positive
+        ### END SOLUTION
 
 
 class GELU(Module):
@@ -65,6 +67,7 @@ class GELU(Module):
         """
         self._require("x")
         self._check_dout(dout, self.x.shape)
+        ### BEGIN SOLUTION gelu.backward
         x, gate = self.x, self.gate
         dy_dx = x * x                               # 2 x du/dx = x (2 sqrt(2/pi) + 6 sqrt(2/pi) 0.044715 x^2)
         dy_dx *= 6.0 * SQRT_2_OVER_PI * GELU_CUBIC
@@ -75,3 +78,4 @@ class GELU(Module):
         dy_dx *= gate                               # gate (1 + 2 x (1 - gate) du/dx)
         dy_dx *= dout
         return dy_dx
+        ### END SOLUTION

@@ -89,8 +89,10 @@ class ScaledDotProductAttention(Module):
         self._check_shapes(q, k, v)
         scale = q.shape[-1] ** -0.5 if self.scale is None else self.scale
         Tq, Tk = q.shape[-2], k.shape[-2]
+        ### BEGIN SOLUTION attention.forward
         scores = np.swapaxes(k @ np.swapaxes(q, -1, -2), -1, -2)   # 1. q k^T (..., Tq, Tk), in column layout
         scores *= scale                                            # 2.
+        ### END SOLUTION
         if bias is not None:
             scores += bias                                         # 2b. constant score bias
         if self.causal and mask is None:
@@ -119,6 +121,7 @@ class ScaledDotProductAttention(Module):
         """
         self._require("alpha")
         self._check_dout(dout, (*self.alpha.shape[:-1], self.v.shape[-1]))
+        ### BEGIN SOLUTION attention.backward
         dalpha = np.swapaxes(self.v @ np.swapaxes(dout, -1, -2), -1, -2)   # dout v^T (..., Tq, Tk), as alpha
         dv = np.swapaxes(self.alpha, -1, -2) @ dout                # (..., Tk, dv)
         dscores = softmax_backward(self.alpha, dalpha, axis=-1)    # (..., Tq, Tk)
@@ -126,6 +129,7 @@ class ScaledDotProductAttention(Module):
         dq = dscores @ self.k                                      # (..., Tq, dk)
         dk = np.swapaxes(dscores, -1, -2) @ self.q                 # (..., Tk, dk)
         return dq, dk, dv
+        ### END SOLUTION
 
     def _allowed(self, mask, scores_shape, Tq, Tk):
         """Combine the causal rule and the user's mask into one bool array (or None)."""

@@ -64,6 +64,7 @@ class Embedding(Module):
         """
         self._require("ids")
         self._check_dout(dout, (*self.ids.shape, self.d))
+        ### BEGIN SOLUTION embedding.backward
         # Plain form: np.add.at(self.weight.grad, ids, dout2d), which accumulates repeated ids
         # (fancy-index += would keep only one of them) but is slow. Faster, same sums: sort the
         # rows by id, add each run of equal ids with one reduceat, then scatter the distinct ids.
@@ -75,6 +76,7 @@ class Embedding(Module):
         run_starts = np.flatnonzero(np.diff(sorted_ids, prepend=-1))        # first row of each id
         sums = np.add.reduceat(dout.reshape(-1, self.d)[order], run_starts, axis=0)   # (distinct, C)
         self.weight.grad[sorted_ids[run_starts]] += sums                    # ids distinct: += is safe
+        ### END SOLUTION
         return None
 
     def __repr__(self):

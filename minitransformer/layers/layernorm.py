@@ -40,6 +40,7 @@ class LayerNorm(Module):
         """x (..., C) -> y (..., C)."""
         x = np.asarray(x)
         self._check_features(x, self.d)
+        ### BEGIN SOLUTION layernorm.forward
         x2d = x.reshape(-1, self.d)                           # (N, C)
         averager = np.full(self.d, 1.0 / self.d, dtype=x.dtype)   # row means as matrix-vector products:
         mean = (x2d @ averager)[:, None]                      # 1. (N, 1)  BLAS is ~4x faster than .mean(-1)
@@ -49,6 +50,7 @@ class LayerNorm(Module):
         centered *= rstd                                      # 5. in place: xhat, zero mean, unit variance
         self.rstd = rstd.reshape(*x.shape[:-1], 1)            # (..., 1)
         self.xhat = centered.reshape(x.shape)
+        ### END SOLUTION
         out = self.xhat * self.gamma.data                     # 6. y = xhat * gamma + beta
         out += self.beta.data
         return out
@@ -71,6 +73,7 @@ class LayerNorm(Module):
         """
         self._require("xhat")
         self._check_dout(dout, self.xhat.shape)
+        ### BEGIN SOLUTION layernorm.backward
         C = self.d
         dout2d = dout.reshape(-1, C)                          # (N, C)
         xhat2d = self.xhat.reshape(-1, C)
@@ -86,6 +89,7 @@ class LayerNorm(Module):
         dx -= mean_g
         dx *= self.rstd.reshape(-1, 1)                        # dx = (g - mean(g) - xhat mean(g xhat)) / sigma
         return dx.reshape(self.xhat.shape)
+        ### END SOLUTION
 
     def __repr__(self):
         return f"LayerNorm({self.d})"

@@ -61,6 +61,7 @@ class Linear(Module):
         """
         self._require("x")
         self._check_dout(dout, (*self.x.shape[:-1], self.d_out))
+        ### BEGIN SOLUTION linear.backward
         x2d = self.x.reshape(-1, self.d_in)                 # (N, d_in)
         dout2d = dout.reshape(-1, self.d_out)               # (N, d_out)
         self.weight.grad += x2d.T @ dout2d                  # forward was y = x @ W
@@ -68,6 +69,7 @@ class Linear(Module):
             self.bias.grad += sum_rows(dout2d)              # forward was y += b (sum over rows, via BLAS)
         dx = dout2d @ self.weight.data.T                    # (N, d_in)
         return dx.reshape(self.x.shape)
+        ### END SOLUTION
 
     def __repr__(self):
         return f"Linear({self.d_in} -> {self.d_out})"

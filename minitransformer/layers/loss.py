@@ -41,6 +41,7 @@ class CrossEntropyLoss(Module):
         self.count = int(self.keep.sum())
         if self.count == 0:
             raise ValueError(f"{self!r}: every target equals ignore_index={self.ignore_index}; the mean is undefined")
+        ### BEGIN SOLUTION crossentropy.forward
         logits2d = logits.reshape(-1, V)                                      # (N, V)
         shifted = logits2d - logits2d.max(axis=-1, keepdims=True)             # (N, V), row max is 0
         exp_shifted = np.exp(shifted)
@@ -49,6 +50,7 @@ class CrossEntropyLoss(Module):
         self.safe_targets = np.where(self.keep, flat_targets, 0)              # ignored rows point at 0
         target_shifted = shifted[np.arange(len(flat_targets)), self.safe_targets]   # (N,)
         nll = (np.log(total[:, 0]) - target_shifted) * self.keep              # -log p(target)
+        ### END SOLUTION
         self.logits_shape = logits.shape
         return nll.sum() / self.count
 
@@ -63,10 +65,12 @@ class CrossEntropyLoss(Module):
         self._require("probs")
         if np.shape(grad) != ():
             raise ValueError(f"{self!r}.backward expected a scalar grad, got shape {np.shape(grad)}")
+        ### BEGIN SOLUTION crossentropy.backward
         dlogits = self.probs.copy()                                           # (N, V)
         dlogits[np.arange(len(self.safe_targets)), self.safe_targets] -= 1.0
         dlogits *= (self.keep * (grad / self.count))[:, None].astype(dlogits.dtype)
         return dlogits.reshape(self.logits_shape)
+        ### END SOLUTION
 
     def __repr__(self):
         return "CrossEntropyLoss()" if self.ignore_index is None else f"CrossEntropyLoss(ignore_index={self.ignore_index})"

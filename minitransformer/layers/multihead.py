@@ -220,6 +220,7 @@ class MultiHeadAttention(Module):
         B, T, S = self.shapes
         C = self.d_model
         self._check_dout(dout, (B, T, C))
+        ### BEGIN SOLUTION multihead.backward
         dout2d = dout.reshape(B * T, C)
         dheads2d = self._project_backward(dout2d, self.heads2d, self.w_o, self.b_o)     # 4.
         dheads = self._split_heads(dheads2d, B, T)                                       # 3. (B, H, T, hs)
@@ -245,6 +246,7 @@ class MultiHeadAttention(Module):
         dsource2d = self._project_backward(self._merge_heads(dk, B, S), self.source2d, self.w_k, self.b_k)
         dsource2d += self._project_backward(self._merge_heads(dv, B, S), self.source2d, self.w_v, self.b_v)
         return dx2d.reshape(B, T, C), dsource2d.reshape(B, S, C)
+        ### END SOLUTION
 
     def _check_input(self, x, what):
         if x.ndim != 3 or x.shape[-1] != self.d_model:

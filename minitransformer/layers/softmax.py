@@ -35,6 +35,7 @@ def softmax(x, axis=-1, out=None):
     Returns:
         y: array, same shape and dtype as x.
     """
+    ### BEGIN SOLUTION softmax.forward
     row_max = np.max(x, axis=axis, keepdims=True)
     row_max = np.where(np.isfinite(row_max), row_max, 0)   # all -inf row: shift by 0, exp gives 0
     y = np.subtract(x, row_max, out=out)
@@ -43,6 +44,7 @@ def softmax(x, axis=-1, out=None):
     total[total == 0] = 1                                   # all -inf row: 0 / 1 = 0, not NaN
     y /= total
     return y
+    ### END SOLUTION
 
 
 def softmax_backward(y, dy, axis=-1):
@@ -58,11 +60,13 @@ def softmax_backward(y, dy, axis=-1):
     Returns:
         dx: same shape as y.
     """
+    ### BEGIN SOLUTION softmax.backward
     dx = dy * y
     row_sum = _sum_keepdims(dx, axis)                        # sum_i dy_i y_i
     np.subtract(dy, row_sum, out=dx)                        # reuse the buffer: dx = y * (dy - row_sum)
     dx *= y
     return dx
+    ### END SOLUTION
 
 
 class Softmax(Module):

@@ -1,0 +1,54 @@
+"""The exercises an instructor can assign, and which layers each one feeds.
+
+An exercise is named after a layer (`layernorm`) and owns the solution
+regions whose names start with it (`layernorm.forward`, `layernorm.backward`).
+It is graded on the gradient-check catalogue's cases of its own layer
+(`gradcheck_cases.all_cases()`, rows named `LayerNorm`).
+
+Building blocks and composites. Blanking a building block breaks every layer
+that calls it: in a student copy with `softmax` assigned, attention,
+multi-head attention, the Transformer block and GPT raise too, until the
+student has written softmax. The two commands treat this as follows:
+
+* `exercises make` finds these layers by running every gradient-check case
+  once in the new copy, prints them, and records them in `exercises.json`
+  (`unavailable_layers`, each with the exercises it waits for); every other
+  layer works unchanged.
+* `exercises grade` grades every exercise on its own: the student's regions
+  of that one exercise are put into the reference package, so the attention
+  exercise is graded with the reference softmax even when softmax is also
+  assigned (and wrong). A mistake costs points in one row only.
+
+Left out: exercises on the composites (FeedForward, TransformerBlock, GPT),
+whose backward passes only chain their children's; they are graded implicitly
+by the gradient checks a student can run in the copy.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str            # prefix of its regions' names, e.g. "layernorm"
+    layers: tuple        # the gradient-check catalogue rows it is graded on, e.g. ("LayerNorm",)
+
+
+EXERCISES = [
+    Exercise("linear", ("Linear",)),
+    Exercise("relu", ("ReLU",)),
+    Exercise("gelu", ("GELU",)),
+    Exercise("softmax", ("Softmax",)),
+    Exercise("layernorm", ("LayerNorm",)),
+    Exercise("embedding", ("Embedding",)),
+    Exercise("attention", ("ScaledDotProductAttention",)),
+    Exercise("multihead", ("MultiHeadAttention",)),
+    Exercise("crossentropy", ("CrossEntropyLoss",)),
+]
+
+
+def exercise_named(name):
+    """The Exercise called `name`; KeyError listing the known ones otherwise."""
+    for exercise in EXERCISES:
+        if exercise.name == name:
+            return exercise
+    raise KeyError(f"no exercise named {name!r}; the exercises are {', '.join(e.name for e in EXERCISES)}")

@@ -1,0 +1,132 @@
+"""Solution regions: the marked parts of the reference code an instructor may assign.
+
+A region is the lines between two comment lines, the markers nbgrader and
+otter-grader users know, each on its own line and indented like the code it
+encloses: `### BEGIN SOLUTION layernorm.backward` above the lines, and
+`### END SOLUTION` below them (see `layers/layernorm.py`).
+
+The name after BEGIN SOLUTION is `<exercise>.<part>`; `--only layernorm`
+selects every part of the exercise, `--only layernorm.backward` one part.
+A student copy keeps both markers and replaces the lines between them by a
+`raise NotImplementedError(...)` hint; the grader later reads the student's
+answer back from between the same markers.
+
+Left out: nesting, and regions without a name in Python files (notebook cells
+may use unnamed regions; see `notebook.py`).
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION(?:[ \t]+(?P<name>\S+))?[ \t]*$")
+END = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
+HINT_MARK = 'raise NotImplementedError("Exercise'        # how every hint begins
+_DEF = re.compile(r"^(?P<indent>[ \t]*)(?:def|class)[ \t]+(?P<name>\w+)")
+
+
+@dataclass
+class Region:
+    """One marked region of a text: the BEGIN line index `begin`, the END line index `end` (both 0-based)."""
+
+    name: str                  # "layernorm.backward", or None when the marker has no name
+    begin: int
+    end: int
+    indent: str                # the BEGIN marker's indentation, reused for the hint
+    body: list                 # the lines strictly between the markers, each ending in "\n"
+    where: str = ""            # enclosing function, e.g. "LayerNorm.backward" (Python sources only)
+
+    def is_blank(self):
+        """True when the body is a hint left by `exercises make`, i.e. not yet implemented."""
+        return any(line.strip().startswith(HINT_MARK) for line in self.body)
+
+
+def find_regions(text, source="<text>"):
+    """Return the regions of `text` in order; raise ValueError on unbalanced or nested markers.
+
+    Args:
+        text: a Python source or a notebook cell's source.
+        source: what to call it in error messages (a path).
+    Returns:
+        list of Region.
+    """
+    lines = text.splitlines(keepends=True)
+    regions, open_at = [], None
+    for index, line in enumerate(lines):
+        begin, end = BEGIN.match(line.rstrip("\r\n")), END.match(line.rstrip("\r\n"))
+        if begin:
+            if open_at is not None:
+                raise ValueError(f"{source}:{index + 1}: BEGIN SOLUTION inside the region opened at line {open_at + 1}")
+            open_at, name, indent = index, begin.group("name"), begin.group("indent")
+        elif end:
+            if open_at is None:
+                raise ValueError(f"{source}:{index + 1}: END SOLUTION without a BEGIN SOLUTION")
+            body = [line if line.endswith("\n") else line + "\n" for line in lines[open_at + 1:index]]
+            regions.append(Region(name, open_at, index, indent, body, _enclosing(lines, open_at, indent)))
+            open_at = None
+    if open_at is not None:
+        raise ValueError(f"{source}:{open_at + 1}: BEGIN SOLUTION never closed by END SOLUTION")
+    return regions
+
+
+def _enclosing(lines, index, indent):
+    """Dotted name of the functions and classes around line `index`, e.g. "LayerNorm.backward"."""
+    names, width = [], len(indent)
+    for line in reversed(lines[:index]):
+        match = _DEF.match(line)
+        if match and len(match.group("indent")) < width:
+            names.append(match.group("name"))
+            width = len(match.group("indent"))
+    return ".".join(reversed(names))
+
+
+def hint(region):
+    """The line that replaces a region's body in a student copy: it names the exercise and the function."""
+    name = f" {region.name}" if region.name else ""
+    where = f" in {region.where}" if region.where else ""
+    return (f'{region.indent}{HINT_MARK}{name}: write the missing code{where} between the SOLUTION markers '
+            f'(keep them); the docstring gives the shapes and the mathematics")\n')
+
+
+def replace_regions(text, bodies, source="<text>"):
+    """Return `text` with the body of each region named in `bodies` replaced.
+
+    Args:
+        text: the source.
+        bodies: dict region name -> list of lines (each ending in "\\n") to put between the markers.
+        source: for error messages.
+    Returns:
+        the new text; the markers themselves are kept.
+    """
+    lines = text.splitlines(keepends=True)
+    for region in reversed(find_regions(text, source)):        # from the bottom, so indices stay valid
+        if region.name in bodies:
+            lines[region.begin + 1:region.end] = bodies[region.name]
+    return "".join(lines)
+
+
+def blank_regions(text, selected, source="<text>"):
+    """Return `text` with every region whose name is in `selected` replaced by its hint."""
+    regions = find_regions(text, source)
+    return replace_regions(text, {r.name: [hint(r)] for r in regions if r.name in selected}, source)
+
+
+def package_regions(package_dir):
+    """Every named region of a package: dict name -> (path relative to package_dir, Region).
+
+    Raises ValueError for a region without a name or a name used twice.
+    """
+    package_dir = Path(package_dir)
+    found = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        if "__pycache__" in path.parts or path.parent.name == "exercises":     # this package only talks about markers
+            continue
+        relative = path.relative_to(package_dir).as_posix()
+        for region in find_regions(path.read_text(), relative):
+            if region.name is None:
+                raise ValueError(f"{relative}:{region.begin + 1}: a region in the package needs a name "
+                                 f"(### BEGIN SOLUTION <exercise>.<part>)")
+            if region.name in found:
+                raise ValueError(f"{relative}:{region.begin + 1}: region {region.name} is also in {found[region.name][0]}")
+            found[region.name] = (relative, region)
+    return found

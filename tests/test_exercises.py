@@ -1,0 +1,268 @@
+"""Exercise mode: solution regions, the student copy, the grader, student notebooks."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minitransformer.__main__ import main
+from minitransformer.exercises.catalogue import EXERCISES
+from minitransformer.exercises.grade import grade_copy, score_table
+from minitransformer.exercises.make import make_student_copy, reference_package, select_regions
+from minitransformer.exercises.notebook import student_notebook
+from minitransformer.exercises.regions import find_regions, package_regions, replace_regions
+from minitransformer.gradcheck_cases import all_cases
+
+REFERENCE = reference_package()
+REGIONS = package_regions(REFERENCE)
+LAYERS = list(dict.fromkeys(case.layer for case in all_cases()))
+
+
+def reference_body(name):
+    return REGIONS[name][1].body
+
+
+def put_bodies(copy, bodies):
+    """Write region bodies (dict name -> lines) into the student copy, as a student would."""
+    for relative in {REGIONS[name][0] for name in bodies}:
+        path = copy / "minitransformer" / relative
+        path.write_text(replace_regions(path.read_text(), bodies))
+
+
+@pytest.fixture
+def copy_of(tmp_path):
+    def make(*only):
+        make_student_copy(tmp_path / "student", only=list(only))
+        return tmp_path / "student"
+    return make
+
+
+# ---------------------------------------------------------------- the regions in the reference
+
+def test_every_region_belongs_to_an_exercise_graded_on_catalogue_layers():
+    exercises = {e.name for e in EXERCISES}
+    assert {name.split(".")[0] for name in REGIONS} == exercises
+    assert all(name.split(".")[1] in ("forward", "backward") for name in REGIONS)     # one point each
+    for exercise in EXERCISES:
+        assert set(exercise.layers) <= set(LAYERS)
+        assert any(name.endswith(".backward") for name in REGIONS if name.startswith(exercise.name + "."))
+    assert not any(region.is_blank() for _, region in REGIONS.values())
+
+
+def test_regions_are_found_named_and_replaced():
+    text = ("class Norm:\n    def backward(self, dout):\n        check()\n        ### BEGIN SOLUTION norm.backward\n"
+            "        dx = dout * 2\n        return dx\n        ### END SOLUTION\n")
+    (region,) = find_regions(text)
+    assert (region.name, region.where, region.indent, region.body) == (
+        "norm.backward", "Norm.backward", "        ", ["        dx = dout * 2\n", "        return dx\n"])
+    replaced = replace_regions(text, {"norm.backward": ["        return dout\n"]})
+    assert replaced.splitlines()[3:] == ["        ### BEGIN SOLUTION norm.backward", "        return dout",
+                                         "        ### END SOLUTION"]
+    with pytest.raises(ValueError, match="never closed"):
+        find_regions("### BEGIN SOLUTION a.b\nx = 1\n")
+    with pytest.raises(ValueError, match="inside the region"):
+        find_regions("### BEGIN SOLUTION a.b\n### BEGIN SOLUTION a.c\n### END SOLUTION\n")
+
+
+def test_only_accepts_exercises_and_regions_and_names_the_choices_when_wrong():
+    assert select_regions(REGIONS, ["layernorm"]) == ["layernorm.backward", "layernorm.forward"]
+    assert select_regions(REGIONS, ["softmax.backward"]) == ["softmax.backward"]
+    with pytest.raises(KeyError, match="layernorm"):
+        select_regions(REGIONS, ["batchnorm"])
+
+
+# ---------------------------------------------------------------- the student copy
+
+def test_copy_blanks_exactly_the_chosen_regions_and_keeps_the_docstrings(copy_of):
+    copy = copy_of("layernorm", "softmax.backward")
+    student = package_regions(copy / "minitransformer")
+    assert set(student) == set(REGIONS)
+    blank = {name for name, (_, region) in student.items() if region.is_blank()}
+    assert blank == {"layernorm.forward", "layernorm.backward", "softmax.backward"}
+    for name in set(REGIONS) - blank:
+        assert student[name][1].body == reference_body(name)
+    layernorm = (copy / "minitransformer/layers/layernorm.py").read_text()
+    assert "dx     = (1/sigma) (g - mean(g) - xhat * mean(g * xhat))" in layernorm       # the maths stays
+    assert "mean_g_xhat = (g * self.xhat)" not in layernorm                               # the answer goes
+    assert 'NotImplementedError("Exercise layernorm.backward: write the missing code in LayerNorm.backward' in layernorm
+    assert not list(copy.rglob("__pycache__")) and not (copy / "tests/test_exercises.py").exists()
+    assert (copy / "tests/test_gradients.py").is_file() and (copy / "setup.cfg").is_file()
+    manifest = json.loads((copy / "exercises.json").read_text())
+    assert manifest["exercises"] == ["softmax", "layernorm"]
+    readme = (copy / "README.md").read_text()
+    assert "- `layernorm.backward`: `minitransformer/layers/layernorm.py`, in `LayerNorm.backward`" in readme
+    assert "dx = dout2d @ self.weight.data.T" not in readme            # the reference README quotes Linear's
+
+
+def test_copy_imports_and_every_layer_not_using_an_exercise_still_works(copy_of):
+    chosen = ["layernorm", "softmax"]
+    copy = copy_of(*chosen)
+    script = ("import json, numpy as np, minitransformer\n"
+              "from minitransformer.gradcheck import check_module\n"
+              "from minitransformer.gradcheck_cases import all_cases\n"
+              "failed = set()\n"
+              "for case in all_cases():\n"
+              "    try:\n"
+              "        module, inputs, forward = case.build(np.random.default_rng(0))\n"
+              "        check_module(module, inputs, forward=forward).assert_ok()\n"
+              "    except NotImplementedError:\n"
+              "        failed.add(case.layer)\n"
+              "print(json.dumps([minitransformer.__file__, sorted(failed)]))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=copy, capture_output=True, text=True, check=True)
+    imported_from, failed = json.loads(done.stdout)
+    assert Path(imported_from).resolve().is_relative_to(copy.resolve())
+    unavailable = json.loads((copy / "exercises.json").read_text())["unavailable_layers"]
+    assert set(failed) == set(unavailable)
+    assert {"Softmax", "LayerNorm", "ScaledDotProductAttention", "MultiHeadAttention", "TransformerBlock",
+            "GPT"} <= set(failed)
+    assert unavailable["TransformerBlock"] == ["softmax", "layernorm"]
+    assert {"Linear", "Embedding", "CrossEntropyLoss", "FeedForward", "TiedLMHead"}.isdisjoint(failed)
+
+
+def test_make_refuses_a_non_empty_directory(tmp_path, capsys):
+    (tmp_path / "keep.txt").write_text("mine")
+    assert main(["exercises", "make", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- the grader
+
+def test_grading_every_exercise_fails_exactly_the_chosen_ones(copy_of, tmp_path, capsys):
+    copy = copy_of("layernorm", "softmax")
+    assert main(["exercises", "grade", str(copy), "--only", "all", "--json", str(tmp_path / "grades.json")]) == 1
+    table = capsys.readouterr().out
+    assert "layernorm: not implemented" in table and "softmax: not implemented" in table
+    grades = json.loads((tmp_path / "grades.json").read_text())["exercises"]
+    assert {g["exercise"]: g["points"] for g in grades} == {    # attention and multihead too: reference softmax
+        e.name: 0 if e.name in ("layernorm", "softmax") else len(select_regions(REGIONS, [e.name])) for e in EXERCISES}
+    assert all(g["points"] == g["max_points"] for g in grades if g["exercise"] not in ("layernorm", "softmax"))
+
+
+def test_putting_the_reference_bodies_back_gives_full_marks(copy_of, tmp_path):
+    copy = copy_of("layernorm", "softmax", "attention.backward")
+    put_bodies(copy, {name: reference_body(name) for name in REGIONS})
+    report = tmp_path / "grades.json"
+    assert main(["exercises", "grade", str(copy), "--json", str(report)]) == 0
+    result = json.loads(report.read_text())
+    assert (result["points"], result["max_points"], result["full_marks"]) == (5, 5, True)   # one per region
+    assert [e["exercise"] for e in result["exercises"]] == ["softmax", "layernorm", "attention"]
+    assert all(e["backward_error"] < 1e-7 and e["forward_ok"] for e in result["exercises"])
+
+
+def test_layernorm_backward_without_the_mean_term_is_caught_and_located(copy_of):
+    copy = copy_of("layernorm")
+    indent = REGIONS["layernorm.backward"][1].indent
+    wrong = [f"{indent}{line}\n" for line in (                   # the textbook formula, minus mean(g)
+        "self.gamma.grad += (dout * self.xhat).reshape(-1, self.d).sum(axis=0)",
+        "self.beta.grad += dout.reshape(-1, self.d).sum(axis=0)",
+        "g = dout * self.gamma.data",
+        "return self.rstd * (g - self.xhat * (g * self.xhat).mean(axis=-1, keepdims=True))")]
+    put_bodies(copy, {"layernorm.forward": reference_body("layernorm.forward"), "layernorm.backward": wrong})
+    # a student edit outside the regions is never run: a checker that always passes changes nothing
+    gradcheck = copy / "minitransformer/gradcheck.py"
+    gradcheck.write_text(gradcheck.read_text().replace("def rel_error(analytic, numeric):",
+                                                       "def rel_error(analytic, numeric):\n    return 0.0"))
+    (grade,) = grade_copy(copy)
+    assert (grade.exercise, grade.status, grade.forward_ok, grade.points, grade.max_points) == (
+        "layernorm", "wrong", True, 1, 2)
+    assert grade.backward_error > 1e-3
+    assert any("input 0 (x): rel_error" in p and "worst at index (" in p for p in grade.problems)
+    assert not any("parameter" in p for p in grade.problems), "gamma and beta do not need the mean term"
+    assert "layernorm: wrong" in score_table([grade])
+
+
+def test_attention_is_graded_with_the_reference_softmax(copy_of):
+    copy = copy_of("softmax", "attention")
+    put_bodies(copy, {name: reference_body(name) for name in ("attention.forward", "attention.backward")})
+    softmax, attention = grade_copy(copy)
+    assert (softmax.points, attention.points) == (0, 2)
+
+
+def test_hanging_crashing_and_unmarked_answers_are_reported(copy_of):
+    copy = copy_of("linear", "relu", "embedding", "crossentropy", "gelu")
+    indent = REGIONS["linear.backward"][1].indent
+    put_bodies(copy, {"linear.backward": [f"{indent}while True:\n", f"{indent}    pass\n"],
+                      "relu.backward": [f"{indent}import os\n", f"{indent}os._exit(3)\n"],
+                      "crossentropy.backward": [f"{indent}return (self.probs\n"],
+                      "gelu.backward": [f"{indent}return dout * np.nan\n"]})     # NaN never passes as "small"
+    embedding = copy / "minitransformer/layers/embedding.py"              # the student deleted the markers
+    embedding.write_text("".join(line for line in embedding.read_text().splitlines(keepends=True)
+                                 if "SOLUTION" not in line))
+    linear, relu, gelu, embedding, crossentropy = grade_copy(copy, timeout=3)
+    assert (gelu.status, gelu.forward_ok, gelu.points, gelu.backward_error) == ("wrong", True, 0, 1.0)
+    assert (linear.status, relu.status, embedding.status) == ("timed out", "crashed", "markers missing")
+    assert "exit code 3" in relu.problems[0] and "embedding.backward" in embedding.problems[0]
+    assert crossentropy.status == "crashed" and "SyntaxError" in crossentropy.problems[0]
+    assert "(at layers/loss.py:" in crossentropy.problems[0]
+    assert linear.points == relu.points == embedding.points == crossentropy.points == 0
+
+
+# ---------------------------------------------------------------- notebooks
+
+def _small_notebook():
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    first = nbformat.v4.new_code_cell("import numpy as np\nx = np.arange(3)\nint(x.sum())")
+    first.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "3"}, execution_count=1)]
+    first.execution_count = 1
+    exercise = nbformat.v4.new_code_cell("### BEGIN SOLUTION\ny = x * 2\n### END SOLUTION\nassert y.sum() == 6")
+    tagged = nbformat.v4.new_code_cell("z = y + 1", metadata={"tags": ["solution"]})
+    notebook.cells = [nbformat.v4.new_markdown_cell("# Doubling"), first, exercise, tagged,
+                      nbformat.v4.new_code_cell("print(z)")]
+    return notebook
+
+
+def test_student_notebook_strips_outputs_and_clears_solutions():
+    notebook = _small_notebook()
+    assert student_notebook(notebook) == 2
+    first, exercise, tagged = notebook.cells[1:4]
+    assert first.outputs == [] and first.execution_count is None
+    assert "y = x * 2" not in exercise.source and "assert y.sum() == 6" in exercise.source
+    assert "### BEGIN SOLUTION" in exercise.source and "NotImplementedError" in exercise.source
+    assert "z = y + 1" not in tagged.source and "NotImplementedError" in tagged.source
+    assert [r.name for r in find_regions(tagged.source)] == [None]
+
+
+def test_student_notebooks_execute_up_to_the_first_exercise_cell(tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(_small_notebook(), tmp_path / "notebooks/doubling.ipynb")
+    assert main(["exercises", "make", str(tmp_path / "student"), "--only", "relu",
+                 "--notebooks", str(tmp_path / "notebooks")]) == 0
+    notebook = nbformat.read(tmp_path / "student/notebooks/doubling.ipynb", as_version=4)
+    with pytest.raises(CellExecutionError, match="NotImplementedError"):
+        NotebookClient(notebook, timeout=60, kernel_name="python3").execute()
+    assert notebook.cells[1].outputs[0]["data"]["text/plain"] == "3"        # ran before the exercise
+    assert notebook.cells[4].execution_count is None                         # never reached
+
+
+REAL_NOTEBOOKS = sorted((REFERENCE.parent / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.skipif(not REAL_NOTEBOOKS, reason="no notebooks/*.ipynb in this checkout")
+def test_the_projects_student_notebooks_run_until_they_need_an_exercise(tmp_path, monkeypatch):
+    """Each student notebook, run against a student copy, either runs through or stops at its first exercise."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    make_student_copy(tmp_path / "student", only=["layernorm.backward"], notebooks=True)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "student"))          # the kernel imports the student copy
+    for path in sorted((tmp_path / "student/notebooks").glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+        assert all(cell.outputs == [] and cell.execution_count is None for cell in code), path.name
+        client = NotebookClient(notebook, timeout=120, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}})
+        try:
+            client.execute()
+        except CellExecutionError as error:
+            assert "NotImplementedError" in str(error) and "Exercise " in str(error), f"{path.name}: {error}"
+            ran = [cell.execution_count is not None for cell in code]
+            assert ran == sorted(ran, reverse=True), f"{path.name}: cells ran out of order"
