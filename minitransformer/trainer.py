@@ -33,7 +33,7 @@ from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_
 from .data import get_batch
 from .layers.loss import CrossEntropyLoss
 from .models.gpt import GPT
-from .optim import AdamW, clip_grad_norm, parameter_groups
+from .optim import AdamW, clip_gradients, parameter_groups
 from .schedules import cosine_rate, noam_rate
 
 
@@ -126,7 +126,7 @@ class Trainer:
         loss = self.loss_fn(self.model(x), y)
         self.model.backward(self.loss_fn.backward())
         if config.grad_clip:
-            clip_grad_norm(self.optimizer.parameters(), config.grad_clip)
+            clip_gradients(self.optimizer.gradients(), config.grad_clip)   # = clip_grad_norm(parameters)
         self.optimizer.step()
         self.step += 1
         loss = float(loss)

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import GPT
-from minitransformer.optim import SGD, Adam, AdamW, clip_grad_norm, global_grad_norm, parameter_groups
+from minitransformer.optim import SGD, Adam, AdamW, clip_grad_norm, clip_gradients, global_grad_norm, parameter_groups
 from minitransformer.parameter import Parameter
 
 
@@ -139,6 +139,21 @@ def test_clipping_caps_the_global_norm_and_keeps_direction(max_norm, seed):
         scale = params[0].grad[0] / before[0][0]
         for param, grad in zip(params, before):
             np.testing.assert_allclose(param.grad, grad * scale)
+
+
+@pytest.mark.parametrize("flat", [True, False])
+def test_clipping_the_optimizers_gradient_buffers_equals_clipping_each_parameter(flat):
+    models = [GPT(11, 8, 2, 2, 16, 6, rng=0) for _ in range(2)]
+    optimizer = AdamW(parameter_groups(models[0], 0.1), flatten=flat)
+    rng = np.random.default_rng(1)
+    for param, twin in zip(models[0].parameters(), models[1].parameters()):
+        param.grad += rng.standard_normal(param.shape)
+        twin.grad += param.grad
+    assert len(optimizer.gradients()) == (2 if flat else len(optimizer.parameters()))
+    norm = clip_gradients(optimizer.gradients(), 0.5)
+    assert norm == pytest.approx(clip_grad_norm(models[1].parameters(), 0.5), rel=1e-12) and norm > 0.5
+    for param, twin in zip(models[0].parameters(), models[1].parameters()):
+        np.testing.assert_allclose(param.grad, twin.grad, rtol=1e-12)
 
 
 def test_optimizers_minimise_a_quadratic():

@@ -8,7 +8,7 @@ from minitransformer import GPT, GELU, Embedding, MultiHeadAttention
 from minitransformer.layers.activations import GELU_CUBIC, SQRT_2_OVER_PI
 from minitransformer.layers.attention import causal_bias, causal_mask
 from minitransformer.layers.reductions import sum_last_axis, sum_rows
-from minitransformer.layers.softmax import softmax_backward
+from minitransformer.layers.softmax import softmax, softmax_backward
 
 
 def test_gelu_in_place_form_equals_the_formula():
@@ -87,3 +87,30 @@ def test_sums_through_blas_equal_np_sum(rows, cols, dtype):
     np.testing.assert_allclose(sum_rows(x2d), x2d.sum(axis=0), rtol=tolerance, atol=tolerance)
     assert sum_last_axis(x).dtype == dtype and sum_rows(x2d).dtype == dtype
     assert np.array_equal(sum_rows(np.arange(6).reshape(3, 2)), [6, 9])          # integers: plain np.sum
+
+
+def test_softmax_in_place_equals_the_plain_form():
+    x = np.random.default_rng(3).standard_normal((3, 4, 64)).astype(np.float32) * 5
+    plain = np.exp(x - x.max(-1, keepdims=True))
+    plain /= plain.sum(-1, keepdims=True)
+    y = softmax(x.copy())
+    np.testing.assert_allclose(y, plain, rtol=1e-6, atol=1e-7)
+    buffer = x.copy()
+    assert softmax(buffer, out=buffer) is buffer and np.array_equal(buffer, y)
+
+
+def test_attention_in_column_layout_equals_the_plain_form():
+    from minitransformer.layers.attention import ScaledDotProductAttention
+    rng = np.random.default_rng(4)
+    q, k, v, dout = (rng.standard_normal((2, 3, 5, 4)) for _ in range(4))
+    layer = ScaledDotProductAttention(causal=True)
+    out = layer.forward(q, k, v)
+    dq, dk, dv = layer.backward(dout)
+    scores = np.where(causal_mask(5, 5), q @ k.swapaxes(-1, -2) / 2.0, -np.inf)      # plain: q k^T / sqrt(4)
+    alpha = np.exp(scores - scores.max(-1, keepdims=True))
+    alpha /= alpha.sum(-1, keepdims=True)
+    dalpha = dout @ v.swapaxes(-1, -2)
+    dscores = alpha * (dalpha - (dalpha * alpha).sum(-1, keepdims=True)) / 2.0
+    for ours, plain in ((out, alpha @ v), (layer.alpha, alpha), (dq, dscores @ k),
+                        (dk, dscores.swapaxes(-1, -2) @ q), (dv, alpha.swapaxes(-1, -2) @ dout)):
+        np.testing.assert_allclose(ours, plain, rtol=1e-12, atol=1e-14)

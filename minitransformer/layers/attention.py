@@ -15,6 +15,15 @@ longer sum to one; the notebooks show the difference.
 A query that may see no key at all (a fully masked row) gets alpha = 0 and
 output 0, and passes no gradient; this is a definition, documented here and
 tested, rather than the NaN that softmax of all -inf would give.
+
+Speed (style rule 12): the scores are computed as (k q^T)^T rather than q k^T.
+The numbers are the same; only the memory layout differs: each query's row of
+scores then lies down a column, so the softmax's per-row maximum, sums and
+broadcasts run over many rows at once instead of one short row of Tk at a time
+(2 to 3 times faster in NumPy). dalpha is computed the same way, so that every
+elementwise operation of the backward pass meets operands of one layout, and
+the cached causal bias is stored in that layout too (`np.asfortranarray`).
+tests/test_speed_forms.py checks this form against the plain one.
 """
 
 from functools import lru_cache
@@ -44,7 +53,7 @@ def causal_bias(Tq, Tk, dtype):
     (tests/test_speed_forms.py) but works in place on the scores instead of
     building a new array. Cached and read-only, so it is built once per shape.
     """
-    bias = np.where(causal_mask(Tq, Tk), 0.0, -np.inf).astype(dtype)
+    bias = np.asfortranarray(np.where(causal_mask(Tq, Tk), 0.0, -np.inf).astype(dtype))   # laid out as the scores
     bias.flags.writeable = False
     return bias
 
@@ -81,7 +90,7 @@ class ScaledDotProductAttention(Module):
         scale = q.shape[-1] ** -0.5 if self.scale is None else self.scale
         Tq, Tk = q.shape[-2], k.shape[-2]
         ### BEGIN SOLUTION attention.forward
-        scores = q @ np.swapaxes(k, -1, -2)                        # 1. (..., Tq, Tk)
+        scores = np.swapaxes(k @ np.swapaxes(q, -1, -2), -1, -2)   # 1. q k^T (..., Tq, Tk), in column layout
         scores *= scale                                            # 2.
         ### END SOLUTION
         if bias is not None:
@@ -92,7 +101,7 @@ class ScaledDotProductAttention(Module):
             allowed = self._allowed(mask, scores.shape, Tq, Tk)
             if allowed is not None:
                 scores = np.where(allowed, scores, -np.inf)        # 3. masked keys get -inf
-        self.alpha = softmax(scores, axis=-1)                      # 4. (..., Tq, Tk)
+        self.alpha = softmax(scores, axis=-1, out=scores)          # 4. (..., Tq, Tk), in the scores' buffer
         self.q, self.k, self.v, self.used_scale = q, k, v, scale
         return self.alpha @ v                                      # 5. (..., Tq, dv)
 
@@ -113,7 +122,7 @@ class ScaledDotProductAttention(Module):
         self._require("alpha")
         self._check_dout(dout, (*self.alpha.shape[:-1], self.v.shape[-1]))
         ### BEGIN SOLUTION attention.backward
-        dalpha = dout @ np.swapaxes(self.v, -1, -2)                # (..., Tq, Tk)
+        dalpha = np.swapaxes(self.v @ np.swapaxes(dout, -1, -2), -1, -2)   # dout v^T (..., Tq, Tk), as alpha
         dv = np.swapaxes(self.alpha, -1, -2) @ dout                # (..., Tk, dv)
         dscores = softmax_backward(self.alpha, dalpha, axis=-1)    # (..., Tq, Tk)
         dscores *= self.used_scale

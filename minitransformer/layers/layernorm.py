@@ -81,12 +81,11 @@ class LayerNorm(Module):
         self.gamma.grad += sum_rows(dout_xhat)                # undo 6: y = xhat*gamma + beta
         self.beta.grad += sum_rows(dout2d)
         g = dout2d * self.gamma.data                          # dL/dxhat
-        g_xhat = np.multiply(dout_xhat, self.gamma.data, out=dout_xhat)   # g * xhat, reusing the buffer
-        averager = np.full(C, 1.0 / C, dtype=g.dtype)
-        mean_g_xhat = (g_xhat @ averager)[:, None]            # undo 3-4: the variance term (N, 1)
-        mean_g = (g @ averager)[:, None]                      # undo 1-2: the mean term (N, 1)
+        gamma_mean = self.gamma.data / C                      # mean(g * a) over a row = (dout * a) @ (gamma / C)
+        mean_g_xhat = (dout_xhat @ gamma_mean)[:, None]       # undo 3-4: the variance term (N, 1)
+        mean_g = (dout2d @ gamma_mean)[:, None]               # undo 1-2: the mean term (N, 1)
         dx = g
-        dx -= np.multiply(xhat2d, mean_g_xhat, out=g_xhat)
+        dx -= np.multiply(xhat2d, mean_g_xhat, out=dout_xhat)  # reusing the buffer
         dx -= mean_g
         dx *= self.rstd.reshape(-1, 1)                        # dx = (g - mean(g) - xhat mean(g xhat)) / sigma
         return dx.reshape(self.xhat.shape)

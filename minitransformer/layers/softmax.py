@@ -20,7 +20,7 @@ def _sum_keepdims(x, axis):
     return np.sum(x, axis=axis, keepdims=True)
 
 
-def softmax(x, axis=-1):
+def softmax(x, axis=-1, out=None):
     """y_i = exp(x_i - m) / sum_j exp(x_j - m), with m = max_j x_j.
 
     Subtracting the row maximum changes nothing mathematically (it cancels in
@@ -30,13 +30,15 @@ def softmax(x, axis=-1):
     Args:
         x: array (...), any float dtype; may contain -inf (masked entries).
         axis: the axis that sums to one.
+        out: optional array to write y into (may be x itself: a caller that owns
+            x, like attention its scores, saves a buffer).
     Returns:
         y: array, same shape and dtype as x.
     """
     ### BEGIN SOLUTION softmax.forward
     row_max = np.max(x, axis=axis, keepdims=True)
     row_max = np.where(np.isfinite(row_max), row_max, 0)   # all -inf row: shift by 0, exp gives 0
-    y = np.subtract(x, row_max)
+    y = np.subtract(x, row_max, out=out)
     np.exp(y, out=y)                                        # in place: one buffer, not two
     total = _sum_keepdims(y, axis)
     total[total == 0] = 1                                   # all -inf row: 0 / 1 = 0, not NaN

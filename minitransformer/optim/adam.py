@@ -54,19 +54,22 @@ class Adam(Optimizer):
         elif weight_decay:
             grad = grad + weight_decay * data                          # Adam + L2: g <- g + lambda p
         m, v = state["m"], state["v"]
+        scratch = np.multiply(grad, 1.0 - self.beta1)                  # the one temporary of the update
         m *= self.beta1                                                # m <- beta1 m + (1 - beta1) g
-        m += (1.0 - self.beta1) * grad
+        m += scratch
+        np.multiply(grad, grad, out=scratch)
+        scratch *= 1.0 - self.beta2
         v *= self.beta2                                                # v <- beta2 v + (1 - beta2) g^2
-        v += (1.0 - self.beta2) * (grad * grad)
+        v += scratch
         t = self.step_count
         bias1, bias2 = 1.0 - self.beta1 ** t, 1.0 - self.beta2 ** t
-        # p -= lr m_hat / (sqrt(v_hat) + eps), with the corrections folded into scalars:
-        # sqrt(v_hat) = sqrt(v) / sqrt(bias2) and m_hat = m / bias1.
-        denominator = np.sqrt(v)
-        denominator *= 1.0 / math.sqrt(bias2)
-        denominator += self.eps
-        step = np.divide(m, denominator, out=denominator)
-        step *= self.lr / bias1
+        # p -= lr m_hat / (sqrt(v_hat) + eps) with m_hat = m / bias1 and sqrt(v_hat) = sqrt(v) / sqrt(bias2);
+        # multiplied above and below by sqrt(bias2), both corrections become scalars:
+        # p -= (lr sqrt(bias2) / bias1) m / (sqrt(v) + eps sqrt(bias2)).
+        step = np.sqrt(v, out=scratch)
+        step += self.eps * math.sqrt(bias2)
+        np.divide(m, step, out=step)
+        step *= self.lr * math.sqrt(bias2) / bias1
         data -= step
 
 

@@ -9,6 +9,11 @@ max_norm:
 
 The direction of the step is kept; only its size is capped, which protects
 training from the rare batch with an exploding gradient.
+
+`clip_gradients` does the same on bare gradient arrays: an optimizer whose
+groups live in flat buffers (optim/optimizer.py) hands over one array per
+group, so the norm and the scaling take two NumPy calls per group instead of
+two per parameter (`Optimizer.gradients()`; the trainer clips this way).
 """
 
 import math
@@ -18,7 +23,11 @@ import numpy as np
 
 def global_grad_norm(params):
     """sqrt of the sum of squares of every gradient, as a Python float (the per-parameter sums are added in float64)."""
-    return math.sqrt(sum(float(np.vdot(param.grad, param.grad)) for param in params))
+    return _norm([param.grad for param in params])
+
+
+def _norm(grads):
+    return math.sqrt(sum(float(np.vdot(grad, grad)) for grad in grads))
 
 
 def clip_grad_norm(params, max_norm):
@@ -30,12 +39,16 @@ def clip_grad_norm(params, max_norm):
     Returns:
         the global norm *before* clipping (worth logging: spikes show instability).
     """
+    return clip_gradients([param.grad for param in params], max_norm)
+
+
+def clip_gradients(grads, max_norm):
+    """`clip_grad_norm` on a list of gradient arrays, scaled in place; returns the norm before clipping."""
     if max_norm <= 0:
         raise ValueError(f"clip_grad_norm expected max_norm > 0, got {max_norm}")
-    params = list(params)
-    norm = global_grad_norm(params)
+    norm = _norm(grads)
     if norm > max_norm:
         scale = max_norm / (norm + 1e-6)
-        for param in params:
-            param.grad *= scale
+        for grad in grads:
+            grad *= scale
     return norm

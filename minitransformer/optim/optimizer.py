@@ -100,6 +100,11 @@ class Optimizer:
     def parameters(self):
         return [param for group in self.groups for param in group["params"]]
 
+    def gradients(self):
+        """Every parameter's gradient, as arrays to modify in place: one flat buffer per flat group."""
+        return [grad for group in self.groups
+                for grad in ([group["grad"]] if group["grad"] is not None else [p.grad for p in group["params"]])]
+
     def step(self):
         """Apply one update to every parameter from its `.grad` (which is left as it is)."""
         self.step_count += 1
