@@ -69,3 +69,18 @@ def test_next_token_wants_a_batch_of_logits():
 
     with pytest.raises(ValueError, match=r"next_token expected logits \(B, V\), got shape \(5,\)"):
         next_token(np.zeros(5), top_k=2)
+
+
+def test_multihead_refuses_a_two_dimensional_padding_mask_even_when_batch_equals_time():
+    """A (B, S) mask would broadcast as (T, S) when B == T and hide the wrong keys; only 4-D masks are taken."""
+    import numpy as np
+    import pytest
+
+    from minitransformer import MultiHeadAttention, key_padding_mask
+
+    layer = MultiHeadAttention(8, 2, rng=0)
+    x = np.random.default_rng(0).standard_normal((4, 4, 8))
+    ids = np.array([[5, 6, 0, 0], [5, 6, 7, 0], [5, 0, 0, 0], [5, 6, 7, 8]])
+    with pytest.raises(ValueError, match=r"expected mask \(B or 1, H or 1, T or 1, S\).*got \(4, 4\)"):
+        layer.forward(x, mask=ids != 0)
+    assert layer.forward(x, mask=key_padding_mask(ids, 0)).shape == (4, 4, 8)

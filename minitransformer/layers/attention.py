@@ -24,6 +24,10 @@ broadcasts run over many rows at once instead of one short row of Tk at a time
 elementwise operation of the backward pass meets operands of one layout, and
 the cached causal bias is stored in that layout too (`np.asfortranarray`).
 tests/test_speed_forms.py checks this form against the plain one.
+
+Left out: dropout on the attention weights (GPT-2's attn_pdrop), fused or
+memory-efficient kernels (FlashAttention), and several separate masks in one
+call: the mask is one boolean array broadcast against the scores.
 """
 
 from functools import lru_cache

@@ -27,6 +27,10 @@ keys and values (after RoPE, before sharing among query heads) to the cache
 and attends over everything cached so far (`minitransformer/kv_cache.py`); a
 cross-attention cache keeps the context's keys and values from its first
 call. A cached forward is for inference only.
+
+Left out: dropout on the attention weights (GPT-2's attn_pdrop; this project
+drops only sublayer outputs), value heads of another width than the key heads
+(dv = hs always), and backward through a cached forward.
 """
 
 import numpy as np
@@ -185,11 +189,15 @@ class MultiHeadAttention(Module):
         k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. (B, H, S, hs)
         allowed = None if self.window is None else band_mask(T, S_keys, self.window, self.causal)
         if mask is not None:                                                  # 1d. the caller's mask, e.g. padding
-            allowed = mask if allowed is None else allowed & np.asarray(mask)
+            mask = np.asarray(mask)
+            if mask.ndim != 4:     # a (B, S) padding mask would broadcast as (T, S) when B == T: refuse it
+                raise ValueError(f"{self!r} expected mask (B or 1, H or 1, T or 1, S), e.g. key_padding_mask's "
+                                 f"(B, 1, 1, S), got {mask.shape}")
+            allowed = mask if allowed is None else allowed & mask
         heads = self.attention.forward(q, k, v, mask=allowed, bias=score_bias)  # 2. (B, H, T, hs)
         self.heads2d = self._merge_heads(heads, B, T)                         # 3. (B*T, C) concatenated heads
         out = self._project(self.heads2d, self.w_o, self.b_o)                 # 4. (B*T, C)
-        self.shapes = (B, T, S)
+        self.batch, self.query_len, self.key_len = B, T, S
         return out.reshape(B, T, C)
 
     def backward(self, dout):
@@ -217,8 +225,7 @@ class MultiHeadAttention(Module):
         if self.used_cache:
             raise RuntimeError(f"{self!r}: backward() after a forward with a key/value cache is not supported "
                                "(the cache is for inference; train without it)")
-        B, T, S = self.shapes
-        C = self.d_model
+        B, T, S, C = self.batch, self.query_len, self.key_len, self.d_model
         self._check_dout(dout, (B, T, C))
         ### BEGIN SOLUTION multihead.backward
         dout2d = dout.reshape(B * T, C)
@@ -231,8 +238,10 @@ class MultiHeadAttention(Module):
         if not self.has_context:                                                         # 1. fused
             splits = self.qkv_splits
             dqkv = np.empty((B, T, self.w_qkv.shape[1] // self.head_size, self.head_size), dtype=dq.dtype)
-            for start, d in zip((0, *(width // self.head_size for width in splits)), (dq, dk, dv)):
-                dqkv[:, :, start:start + d.shape[1]] = d.transpose(0, 2, 1, 3)           # merge heads in place
+            first_head = {"q": 0, "k": splits[0] // self.head_size, "v": splits[1] // self.head_size}
+            for name, dheads_of in (("q", dq), ("k", dk), ("v", dv)):                    # merge heads in place
+                start = first_head[name]
+                dqkv[:, :, start:start + dheads_of.shape[1]] = dheads_of.transpose(0, 2, 1, 3)   # (B, T, h, hs)
             dqkv2d = dqkv.reshape(B * T, -1)                                             # [dq | dk | dv]
             dw_qkv = self.x2d.T @ dqkv2d                                                 # (C, C + 2 Hkv hs)
             for weight, dweight in zip((self.w_q, self.w_k, self.w_v), np.split(dw_qkv, splits, axis=1)):
