@@ -74,12 +74,10 @@ class InputEmbedding(Module):
     def step(self, ids, start):
         """Embed ids (B, t) sitting at positions start .. start+t-1 (incremental decoding, no dropout)."""
         ids = check_token_ids(ids, self.token_embedding.vocab_size, repr(self))
-        table = self.position.table if isinstance(self.position, SinusoidalPositionalEncoding) else self.position.weight.data
         if start < 0:
             raise ValueError(f"{self!r} expected start >= 0, got {start}")
-        if start + ids.shape[1] > self.max_len:
-            raise ValueError(f"{self!r}: position {start + ids.shape[1] - 1} is beyond max_len={self.max_len}")
-        return self.token_embedding.weight.data[ids] * self.scale + table[start:start + ids.shape[1]]
+        # the position layer itself adds rows start .. start+t-1 and refuses positions beyond max_len
+        return self.position(self.token_embedding(ids) * self.scale, start=start)
 
     def __repr__(self):
         return f"InputEmbedding(V={self.token_embedding.vocab_size}, C={self.d_model}, max_len={self.max_len})"
