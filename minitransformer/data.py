@@ -17,6 +17,7 @@ Left out: streaming corpora larger than memory, document boundaries, padding.
 
 import numpy as np
 
+from .bpe import BPETokenizer
 from .random import as_generator
 
 
@@ -67,21 +68,12 @@ class CharTokenizer:
         return f"CharTokenizer(vocab_size={self.vocab_size})"
 
 
-def _bpe_class():
-    """The BPE tokenizer (`minitransformer.bpe`, API: train(text, vocab_size), encode, decode, to_config)."""
-    try:
-        from .bpe import BPETokenizer
-    except ImportError:
-        raise ValueError("bpe tokenizer not available in this version of minitransformer; use --tokenizer char") from None
-    return BPETokenizer
-
-
 def make_tokenizer(kind, text, vocab_size=None):
     """Train a tokenizer of `kind` ("char" or "bpe") on `text`."""
     if kind == "char":
         return CharTokenizer.train(text)
     if kind == "bpe":
-        return _bpe_class().train(text, vocab_size=vocab_size or 512)
+        return BPETokenizer.train(text, vocab_size=vocab_size or 512)
     raise ValueError(f"unknown tokenizer {kind!r}; expected 'char' or 'bpe'")
 
 
@@ -90,7 +82,7 @@ def tokenizer_from_config(config):
     if config.get("kind") == "char":
         return CharTokenizer(config["chars"])
     if config.get("kind") == "bpe":
-        return _bpe_class().from_config(config)
+        return BPETokenizer.from_config(config)
     raise ValueError(f"unknown tokenizer config {config.get('kind')!r}")
 
 

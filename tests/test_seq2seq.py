@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from minitransformer import CrossEntropyLoss
 from minitransformer.decoding import beam_search, greedy_decode
 from minitransformer.layers.decoder_block import DecoderBlock
 from minitransformer.models.seq2seq import Seq2SeqTransformer

@@ -89,13 +89,7 @@ def test_default_corpus_is_cpython_help_text():
     assert len(text) > 300_000 and "assert" in text
 
 
-def test_bpe_tokenizer_is_used_when_available_or_named_when_not():
-    try:
-        from minitransformer.bpe import BPETokenizer  # noqa: F401
-    except ImportError:
-        with pytest.raises(ValueError, match="bpe tokenizer not available"):
-            make_tokenizer("bpe", TEXT, 280)
-        return
+def test_bpe_tokenizer_trains_round_trips_and_rebuilds_from_its_config():
     tokenizer = make_tokenizer("bpe", TEXT, 280)
     assert tokenizer.decode(tokenizer.encode(TEXT)) == TEXT
     again = tokenizer_from_config(tokenizer.to_config())                   # as checkpoints store it

@@ -115,6 +115,19 @@ class GPT(Module):
         With a `KVCache` (minitransformer/kv_cache.py) `ids` are the *new* tokens only, placed after
         the cache.length positions seen before; inference only.
         """
+        return self.lm_head(self.hidden(ids, cache))                    # (B, T, V)
+
+    def backward(self, dlogits):
+        """dlogits (B, T, V) -> None (ids are integers); every parameter's .grad receives its share."""
+        self.hidden_backward(self.lm_head.backward(dlogits))
+        return None
+
+    def hidden(self, ids, cache=None):
+        """ids int (B, T) -> hidden states (B, T, C): everything below the LM head.
+
+        `forward` and the fine-tuning classifier (gpt_classifier.py) both build on it, so
+        the checks of the ids, the cache and max_len live here.
+        """
         ids = check_token_ids(ids, self.vocab_size, repr(self))
         if ids.ndim != 2:
             raise ValueError(f"{self!r} expected token ids (B, T), got shape {ids.shape}")
@@ -124,19 +137,6 @@ class GPT(Module):
         if start + ids.shape[1] > self.max_len and self.position is not None:
             raise ValueError(f"{self!r} expected at most max_len={self.max_len} positions, "
                              f"got T={ids.shape[1]}" + (f" after {start} cached" if start else ""))
-        return self.lm_head(self.hidden(ids, cache))                    # (B, T, V)
-
-    def backward(self, dlogits):
-        """dlogits (B, T, V) -> None (ids are integers); every parameter's .grad receives its share."""
-        self.hidden_backward(self.lm_head.backward(dlogits))
-        return None
-
-    def hidden(self, ids, cache=None):
-        """Checked ids int (B, T) -> hidden states (B, T, C): everything below the LM head.
-
-        `forward` and the fine-tuning classifier (gpt_classifier.py) both build on it.
-        """
-        start = 0 if cache is None else cache.length
         x = self.token_embedding(ids)                                   # (B, T, C)
         if self.position is not None:
             x = self.position(x, start=start)

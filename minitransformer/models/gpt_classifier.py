@@ -24,7 +24,6 @@ the delimiter/extract tokens of the paper's input transformations.
 
 import numpy as np
 
-from ..layers.embedding import check_token_ids
 from ..layers.linear import Linear
 from ..layers.loss import CrossEntropyLoss
 from ..module import Module
@@ -56,14 +55,10 @@ class GPTClassifier(Module):
 
     def forward(self, ids):
         """ids int (B, T) -> (lm_logits (B, T, V), class_logits (B, n_classes))."""
-        gpt = self.gpt
-        ids = check_token_ids(ids, gpt.vocab_size, repr(self))
-        if ids.ndim != 2 or ids.shape[1] < 1:
-            raise ValueError(f"{self!r} expected token ids (B, T) with T >= 1, got shape {ids.shape}")
-        if gpt.position is not None and ids.shape[1] > gpt.max_len:
-            raise ValueError(f"{self!r} expected at most max_len={gpt.max_len} positions, got T={ids.shape[1]}")
-        hidden = gpt.hidden(ids)                                                  # (B, T, C)
-        return gpt.lm_head(hidden), self.classifier(hidden[:, -1])               # h_l^m, the last position
+        if np.ndim(ids) == 2 and np.shape(ids)[1] < 1:
+            raise ValueError(f"{self!r} expected token ids (B, T) with T >= 1, got shape {np.shape(ids)}")
+        hidden = self.gpt.hidden(ids)                       # (B, T, C); the GPT checks ids and max_len
+        return self.gpt.lm_head(hidden), self.classifier(hidden[:, -1])          # h_l^m, the last position
 
     def backward(self, dout):
         """dout = (dlm_logits (B, T, V), dclass_logits (B, n_classes)) -> None.

@@ -27,7 +27,7 @@ import re
 import numpy as np
 import matplotlib.pyplot as plt
 
-from minitransformer import (GPT, BertMLM, DecoderBlock, Dropout, FeedForward, LearnedPositionalEmbedding, LayerNorm,
+from minitransformer import (GPT, BertMLM, DecoderBlock, Dropout, FeedForward, LearnedPositionalEmbedding,
                              ScaledDotProductAttention, TransformerBlock, causal_mask,
                              get_stats, learn_bpe, lecture_vocab, sinusoidal_table, skew, softmax)
 from minitransformer.bleu import brevity_penalty, corpus_statistics, ngram_counts
