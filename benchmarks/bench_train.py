@@ -51,12 +51,15 @@ def matmul_products(config, V):
     """Every matrix product of one training step as (batch, m, k, n): forward and backward."""
     B, T, C, F, H = config.batch_size, config.block_size, config.d_model, config.d_ff, config.n_heads
     N, hs = B * T, C // H
-    per_layer_forward = [(1, N, C, 3 * C), (B * H, T, hs, T), (B * H, T, T, hs), (1, N, C, C),
-                         (1, N, C, F), (1, N, F, C)]
-    products = []
-    for batch, m, k, n in per_layer_forward * config.n_layers + [(1, N, C, V)]:
-        products += [(batch, m, k, n), (batch, m, n, k), (batch, k, m, n)]   # y = a b; da = dy b^T; db = a^T dy
-    return products
+    def with_backward(batch, m, k, n):                 # y = a b; da = dy b^T; db = a^T dy
+        return [(batch, m, k, n), (batch, m, n, k), (batch, k, m, n)]
+
+    per_layer = [(1, N, C, 3 * C)]                     # q, k, v in one forward product ...
+    for _ in range(3):                                 # ... and three backward pairs (multihead.py, "Speed")
+        per_layer += with_backward(1, N, C, C)[1:]
+    for shape in [(B * H, T, hs, T), (B * H, T, T, hs), (1, N, C, C), (1, N, C, F), (1, N, F, C)]:
+        per_layer += with_backward(*shape)
+    return per_layer * config.n_layers + with_backward(1, N, C, V)
 
 
 def flops(products):

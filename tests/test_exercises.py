@@ -186,7 +186,7 @@ def test_hanging_crashing_and_unmarked_answers_are_reported(copy_of):
     put_bodies(copy, {"linear.backward": [f"{indent}while True:\n", f"{indent}    pass\n"],
                       "relu.backward": [f"{indent}import os\n", f"{indent}os._exit(3)\n"],
                       "crossentropy.backward": [f"{indent}return (self.probs\n"],
-                      "gelu.backward": [f"{indent}return dout * np.nan\n"]})     # NaN never passes as "small"
+                      "gelu.backward": [f"{indent}dx[...] = dout * np.nan\n"]})  # NaN never passes as "small"
     embedding = copy / "minitransformer/layers/embedding.py"              # the student deleted the markers
     embedding.write_text("".join(line for line in embedding.read_text().splitlines(keepends=True)
                                  if "SOLUTION" not in line))

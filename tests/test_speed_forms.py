@@ -1,11 +1,13 @@
 """Every faster-than-obvious form in the layers equals the obvious form it replaced (style rule 12)."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import GPT, GELU, Embedding, MultiHeadAttention
 from minitransformer.layers.activations import GELU_CUBIC, SQRT_2_OVER_PI
+from minitransformer.layers import row_blocks
 from minitransformer.layers.attention import causal_bias, causal_mask
 from minitransformer.layers.reductions import sum_last_axis, sum_rows
 from minitransformer.layers.softmax import softmax, softmax_backward
@@ -19,6 +21,31 @@ def test_gelu_in_place_form_equals_the_formula():
     np.testing.assert_allclose(layer.forward(x), 0.5 * x * (1 + t), rtol=1e-14, atol=1e-15)
     du_dx = SQRT_2_OVER_PI * (1 + 3 * GELU_CUBIC * x ** 2)
     np.testing.assert_allclose(layer.backward(dout), dout * (0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * du_dx), rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("shape", [(3, 100, 512), (2, 1, 7), (5,), (), (4, 0)])
+def test_gelu_in_row_blocks_equals_one_block_bit_for_bit(shape, monkeypatch):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    dout = rng.standard_normal(shape).astype(np.float32)
+    if len(shape) == 3:                                               # the first case really is cut into blocks
+        assert len(row_blocks.row_blocks(300, 512 * 4)) > 1
+    results = {}
+    for block_bytes in (row_blocks.BLOCK_BYTES, 1 << 40):            # many blocks, then one
+        monkeypatch.setattr(row_blocks, "BLOCK_BYTES", block_bytes)
+        layer = GELU()
+        results[block_bytes] = (layer.forward(x), layer.backward(dout))
+    (y_blocks, dx_blocks), (y_whole, dx_whole) = results.values()
+    assert y_blocks.shape == dx_blocks.shape == shape and y_blocks.dtype == np.float32
+    assert np.array_equal(y_blocks, y_whole) and np.array_equal(dx_blocks, dx_whole)
+
+
+def test_gelu_on_a_non_contiguous_input_equals_gelu_on_its_copy():
+    rng = np.random.default_rng(4)
+    x, dout = rng.standard_normal((6, 5)), rng.standard_normal((5, 6))
+    strided, copied = GELU(), GELU()
+    np.testing.assert_array_equal(strided.forward(x.T), copied.forward(np.ascontiguousarray(x.T)))
+    np.testing.assert_array_equal(strided.backward(dout.T.copy().T), copied.backward(dout))
 
 
 @given(st.integers(1, 6), st.integers(0, 4))
@@ -114,3 +141,10 @@ def test_attention_in_column_layout_equals_the_plain_form():
     for ours, plain in ((out, alpha @ v), (layer.alpha, alpha), (dq, dscores @ k),
                         (dk, dscores.swapaxes(-1, -2) @ q), (dv, alpha.swapaxes(-1, -2) @ dout)):
         np.testing.assert_allclose(ours, plain, rtol=1e-12, atol=1e-14)
+
+
+def test_a_row_kernel_that_returns_its_answer_is_refused():
+    def returns_instead_of_writing(x, y):
+        return x * 2
+    with pytest.raises(TypeError, match="returns_instead_of_writing must write its result"):
+        row_blocks.by_row_blocks(returns_instead_of_writing, [np.ones((3, 4))])

@@ -18,9 +18,13 @@ attention; and a sliding window of keys.
 Speed: in self-attention the three projections read the same x, so their
 weights are placed side by side, [W_Q | W_K | W_V] (C, C + 2 Hkv hs), and one
 matrix product computes q, k and v (three small products are slower than one
-large one); the backward pass likewise makes one product for the three weight
-gradients and one for dx. The parameters stay the separate w_q, w_k, w_v;
+large one). The parameters stay the separate w_q, w_k, w_v;
 tests/test_speed_forms.py checks the fused path against the separate one.
+The backward pass keeps the three projections apart: fusing them would mean
+copying dq, dk and dv side by side into one (B*T, C + 2 Hkv hs) array, which
+cost more (0.14 ms a layer on the benchmark model) than the three weight
+products lose against one; `ScaledDotProductAttention` writes dq, dk, dv
+laid out like q, k, v, so merging their heads back needs no copy at all.
 
 Incremental decoding: `forward(x, cache=LayerKVCache())` appends this call's
 keys and values (after RoPE, before sharing among query heads) to the cache
@@ -132,7 +136,7 @@ class MultiHeadAttention(Module):
         """Undo y = x W + b: dW += x^T dy, db += sum dy; return dx = dy W^T."""
         weight.grad += x2d.T @ dy2d
         if bias is not None:
-            bias.grad += dy2d.sum(axis=0)
+            bias.grad += sum_rows(dy2d)
         return dy2d @ weight.data.T
 
     # ---------------------------------------------------------------- forward / backward
@@ -163,9 +167,8 @@ class MultiHeadAttention(Module):
         self.used_cache = cache is not None
         new_keys = not (self.has_context and cache is not None and cache.length)
         if context is None:                                                   # 1. one product for q, k, v
-            self.w_qkv, b_qkv, self.qkv_splits = self._fused_qkv()
-            splits = self.qkv_splits
-            qkv2d = self.x2d @ self.w_qkv                                     # (B*T, C + 2 Hkv hs)
+            w_qkv, b_qkv, splits = self._fused_qkv()
+            qkv2d = self.x2d @ w_qkv                                          # (B*T, C + 2 Hkv hs)
             if b_qkv is not None:
                 qkv2d += b_qkv
             q, k, v = (self._split_heads(y2d, B, T) for y2d in np.split(qkv2d, splits, axis=1))  # views
@@ -212,9 +215,6 @@ class MultiHeadAttention(Module):
                                        -> dW_Q += x^T dq, ...; dx = dq W_Q^T (+ dk W_K^T + dv W_V^T
                                           when src is x itself: x feeds all three paths, so the
                                           three contributions add)
-        In self-attention step 1 runs fused: with dqkv = [dq | dk | dv] (B*T, C + 2 Hkv hs),
-        d[W_Q | W_K | W_V] = x^T dqkv and dx = dqkv [W_Q | W_K | W_V]^T, which is exactly
-        the sum of the three separate terms above.
 
         Args:
             dout: (B, T, C).
@@ -235,25 +235,12 @@ class MultiHeadAttention(Module):
         dk, dv = self._share_kv_heads_backward(dk), self._share_kv_heads_backward(dv)    # 1c. (B, Hkv, S, hs)
         if self.positional is not None:
             dq, dk = self.positional.transform_backward(dq, dk)                          # 1b.
-        if not self.has_context:                                                         # 1. fused
-            splits = self.qkv_splits
-            dqkv = np.empty((B, T, self.w_qkv.shape[1] // self.head_size, self.head_size), dtype=dq.dtype)
-            first_head = {"q": 0, "k": splits[0] // self.head_size, "v": splits[1] // self.head_size}
-            for name, dheads_of in (("q", dq), ("k", dk), ("v", dv)):                    # merge heads in place
-                start = first_head[name]
-                dqkv[:, :, start:start + dheads_of.shape[1]] = dheads_of.transpose(0, 2, 1, 3)   # (B, T, h, hs)
-            dqkv2d = dqkv.reshape(B * T, -1)                                             # [dq | dk | dv]
-            dw_qkv = self.x2d.T @ dqkv2d                                                 # (C, C + 2 Hkv hs)
-            for weight, dweight in zip((self.w_q, self.w_k, self.w_v), np.split(dw_qkv, splits, axis=1)):
-                weight.grad += dweight
-            if self.b_q is not None:
-                dbias = sum_rows(dqkv2d)
-                for bias, dbias_part in zip((self.b_q, self.b_k, self.b_v), np.split(dbias, splits)):
-                    bias.grad += dbias_part
-            return (dqkv2d @ self.w_qkv.T).reshape(B, T, C)
         dx2d = self._project_backward(self._merge_heads(dq, B, T), self.x2d, self.w_q, self.b_q)             # 1.
         dsource2d = self._project_backward(self._merge_heads(dk, B, S), self.source2d, self.w_k, self.b_k)
         dsource2d += self._project_backward(self._merge_heads(dv, B, S), self.source2d, self.w_v, self.b_v)
+        if not self.has_context:                   # x was the source too: its three contributions add
+            dx2d += dsource2d
+            return dx2d.reshape(B, T, C)
         return dx2d.reshape(B, T, C), dsource2d.reshape(B, S, C)
         ### END SOLUTION
 
