@@ -94,21 +94,23 @@ def numpy_matmul_rate(repeats=30):
     return 2 * 768 * 512 * 512 / float(np.median(times)) / 1e9
 
 
-def torch_model(config, V):
-    """The same GPT in PyTorch eager (nanoGPT's model.py shape, with our biases, GPT-2 initialisation),
-    and AdamW with nanoGPT's groups (every tensor of two or more axes decayed)."""
+def torch_model(config, V, bias=True):
+    """The same GPT in PyTorch eager (nanoGPT's model.py shape, with our biases, GPT-2 initialisation,
+    weights seeded by config.seed), and AdamW with nanoGPT's groups (every tensor of two or more axes
+    decayed). bias=False drops every Linear bias and LayerNorm beta, as nanoGPT's train.py does by default."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
 
-    torch.manual_seed(0)
+    torch.manual_seed(config.seed)
     C, H, T = config.d_model, config.n_heads, config.block_size
 
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.ln1, self.qkv, self.proj = nn.LayerNorm(C), nn.Linear(C, 3 * C), nn.Linear(C, C)
-            self.ln2, self.fc1, self.fc2 = nn.LayerNorm(C), nn.Linear(C, config.d_ff), nn.Linear(config.d_ff, C)
+            self.ln1, self.qkv = nn.LayerNorm(C, bias=bias), nn.Linear(C, 3 * C, bias=bias)
+            self.proj, self.ln2 = nn.Linear(C, C, bias=bias), nn.LayerNorm(C, bias=bias)
+            self.fc1, self.fc2 = nn.Linear(C, config.d_ff, bias=bias), nn.Linear(config.d_ff, C, bias=bias)
             self.register_buffer("allowed", torch.tril(torch.ones(T, T, dtype=torch.bool)))
 
         def forward(self, x):
@@ -126,7 +128,7 @@ def torch_model(config, V):
             super().__init__()
             self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
             self.blocks = nn.ModuleList([Block() for _ in range(config.n_layers)])
-            self.ln_f = nn.LayerNorm(C)
+            self.ln_f = nn.LayerNorm(C, bias=bias)
 
         def forward(self, ids, targets):
             h = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
@@ -163,23 +165,38 @@ def torch_step(model, optimizer, config, x, y, lr):
     return loss.detach().item()
 
 
-def torch_train(config, train_data, val_data, V):
-    """Train the PyTorch twin with our schedule and our batch generators; return (val loss, wall s)."""
+def validation_losses(loss_of, val_data, config, n_batches):
+    """loss_of(x, y) on the trainer's evaluation windows (its generator, seeded [seed, 2]); the first
+    config.eval_batches of them are exactly the windows `Trainer.evaluate` uses."""
+    eval_rng = np.random.default_rng([config.seed, 2])
+    return [loss_of(*get_batch(val_data, config.block_size, config.batch_size, eval_rng)) for _ in range(n_batches)]
+
+
+def describe(losses, standard):
+    """'x.xxxx' for the standard evaluation, plus the mean over all windows when there are more."""
+    text = f"{np.mean(losses[:standard]):.4f} ({standard} batches)"
+    if len(losses) > standard:
+        sem = np.std(losses, ddof=1) / np.sqrt(len(losses))
+        text += f", {np.mean(losses):.4f} +- {sem:.4f} ({len(losses)} batches)"
+    return text
+
+
+def torch_train(config, train_data, val_data, V, n_eval, bias=True):
+    """Train the PyTorch twin with our schedule and our batch generators; return (val losses, wall s)."""
     import torch
 
-    model, optimizer = torch_model(config, V)
+    model, optimizer = torch_model(config, V, bias=bias)
     data_rng = np.random.default_rng([config.seed, 1])          # the trainer's batch generator
     started = time.perf_counter()
     for step in range(config.max_steps):
         x, y = get_batch(train_data, config.block_size, config.batch_size, data_rng)
         torch_step(model, optimizer, config, x, y, config.learning_rate(step))
     wall = time.perf_counter() - started
-    eval_rng = np.random.default_rng([config.seed, 2])          # the trainer's evaluation windows
     with torch.no_grad():
-        losses = [model(*(torch.from_numpy(a.astype(np.int64)) for a in
-                          get_batch(val_data, config.block_size, config.batch_size, eval_rng))).item()
-                  for _ in range(config.eval_batches)]
-    return float(np.mean(losses)), wall
+        losses = validation_losses(lambda x, y: model(torch.from_numpy(x.astype(np.int64)),
+                                                      torch.from_numpy(y.astype(np.int64))).item(),
+                                   val_data, config, n_eval)
+    return losses, wall
 
 
 def main(argv=None):
@@ -190,6 +207,11 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1337, help="seed of the weights and batches (nanoGPT's 1337)")
     parser.add_argument("--torch-train", action="store_true",
                         help="also train the PyTorch twin for --steps steps on the same batches and report its val loss")
+    parser.add_argument("--eval-batches", type=int, default=20,
+                        help="validation windows of the final evaluation (the standard, nanoGPT's, is 20; "
+                             "more gives a less noisy estimate, reported beside the 20-batch one)")
+    parser.add_argument("--twin-without-biases", action="store_true",
+                        help="train the PyTorch twin as nanoGPT's default bias=False (no Linear biases, no LayerNorm beta)")
     parser.add_argument("--threads", type=int, default=None,
                         help="BLAS and PyTorch threads (default: the libraries' own choice, all cores); "
                              "on a machine shared with other jobs 1 thread is often faster for both")
@@ -221,13 +243,20 @@ def main(argv=None):
         print(f"\nminitransformer, {args.steps} steps, float32: median {median * 1e3:.1f} ms/step, "
               f"wall {wall:.0f} s (incl. evaluation), final val loss {losses['val']:.4f} "
               f"(train {losses['train']:.4f}, 20 batches), peak memory {peak_mb:.0f} MB")
+        if args.eval_batches > config.eval_batches:
+            trainer.model.eval()
+            ours = validation_losses(lambda x, y: float(trainer.loss_fn(trainer.model(x), y)),
+                                     val_data, config, args.eval_batches)
+            print(f"  validation loss {describe(ours, config.eval_batches)}")
 
     if args.torch_train:
         import torch
         if args.threads:
             torch.set_num_threads(args.threads)
-        torch_val, torch_wall = torch_train(config, train_data, val_data, V)
-        print(f"PyTorch twin, same schedule, batches and evaluation windows: val loss {torch_val:.4f} "
+        twin, torch_wall = torch_train(config, train_data, val_data, V, max(args.eval_batches, config.eval_batches),
+                                       bias=not args.twin_without_biases)
+        print(f"PyTorch twin{' without biases' if args.twin_without_biases else ''}, same schedule, batches and "
+              f"evaluation windows: val loss {describe(twin, config.eval_batches)} "
               f"after {config.max_steps} steps in {torch_wall:.0f} s")
     if not args.compare_steps:
         return 0
@@ -272,8 +301,8 @@ def compare(config, train_data, val_data, V, products, args):
         print(f"  {name:<45} {wall * 1e3:7.1f} / {cpu * 1e3:7.1f}")
     ours_wall, ours_cpu = medians["minitransformer step"]
     products_wall, products_cpu = medians["its matrix products alone"]
-    print(f"  outside matrix products: {1 - products_wall / ours_wall:.0%} of the step (wall), "
-          f"{1 - products_cpu / ours_cpu:.0%} (CPU); achieved {flops(products) / ours_wall / 1e9:.0f} GFLOP/s")
+    print(f"  outside matrix products: {1 - products_wall / ours_wall:.1%} of the step (wall), "
+          f"{1 - products_cpu / ours_cpu:.1%} (CPU); achieved {flops(products) / ours_wall / 1e9:.0f} GFLOP/s")
     if torch is not None:
         torch_wall, torch_cpu = list(medians.values())[-1]
         print(f"  ratio minitransformer / PyTorch: {ours_wall / torch_wall:.2f} (wall), {ours_cpu / torch_cpu:.2f} (CPU)")

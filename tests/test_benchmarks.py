@@ -1,0 +1,36 @@
+"""The training benchmark runs end to end on a tiny text (its timings are never asserted: speed is measured
+by running the script, not by tests)."""
+
+import importlib.util
+import pathlib
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_train.py"
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_train", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_train_runs_and_reports_every_figure(tmp_path, capsys):
+    text = tmp_path / "tiny.txt"
+    text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
+    bench = load_bench()
+    assert bench.main(["--text", str(text), "--steps", "2", "--compare-steps", "1", "--eval-batches", "25"]) == 0
+    out = capsys.readouterr().out
+    for figure in ("GFLOP/s", "ms/step", "final val loss", "(25 batches)", "peak memory",
+                   "its matrix products alone", "outside matrix products"):
+        assert figure in out, figure
+
+
+def test_the_replayed_products_add_up_to_the_models_flops():
+    """Per layer: 2 B T C (3C) for q, k, v, 2 B T C C for W_O, 2 * 2 B T C F for the feed-forward and
+    2 * 2 B H T T hs for attention, each once forward and twice backward; then the tied head, 2 B T C V."""
+    bench = load_bench()
+    from minitransformer.trainer import TrainConfig
+    config = TrainConfig()
+    B, T, C, F, H, L, V = 12, 64, 128, 512, 4, 4, 65
+    per_layer = 2 * B * T * C * 3 * C + 2 * B * T * C * C + 2 * 2 * B * T * C * F + 2 * 2 * B * H * T * T * (C // H)
+    assert bench.flops(bench.matmul_products(config, V)) == 3 * (L * per_layer + 2 * B * T * C * V)
