@@ -10,8 +10,10 @@ embeddings. Like nanoGPT it decays every 2-D tensor, embeddings included.
 Prints, in this order:
 1. NumPy's own float32 matrix-multiply rate on this machine, now (GFLOP/s, median).
 2. The training run: median ms per step, wall time, final validation loss
-   (20 batches), peak memory.
-3. With --torch-train: the PyTorch twin trained on the same batches with the
+   (20 batches), peak memory; with --eval-batches N > 20 also the validation
+   loss over N windows (the first 20 are the standard ones) and its standard error.
+3. With --torch-train: the PyTorch twin (weights seeded by --seed; biases
+   dropped with --twin-without-biases) trained on the same batches with the
    same schedule, and its validation loss on the same windows.
 4. Interleaved rounds, so that all see the same machine load: our step, the
    step's matrix products replayed alone (the share of a step spent outside
@@ -216,6 +218,8 @@ def main(argv=None):
                         help="BLAS and PyTorch threads (default: the libraries' own choice, all cores); "
                              "on a machine shared with other jobs 1 thread is often faster for both")
     args = parser.parse_args(argv)
+    if args.eval_batches < 20:
+        parser.error(f"--eval-batches must be at least the standard 20, got {args.eval_batches}")
 
     config = TrainConfig(max_steps=max(args.steps, 1), eval_interval=max(args.steps, 1), eval_batches=20,
                          decay_embeddings=True, seed=args.seed)

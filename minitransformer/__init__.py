@@ -28,7 +28,7 @@ from .models.gpt import GPT
 from .module import Module
 from .parameter import Parameter
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Attention and position variants (issue 7): RoPE, ALiBi, GQA, relative positions, sparse and
 # sliding-window attention, Transformer-XL memory, LoRA.

@@ -33,4 +33,9 @@ def test_the_replayed_products_add_up_to_the_models_flops():
     config = TrainConfig()
     B, T, C, F, H, L, V = 12, 64, 128, 512, 4, 4, 65
     per_layer = 2 * B * T * C * 3 * C + 2 * B * T * C * C + 2 * 2 * B * T * C * F + 2 * 2 * B * H * T * T * (C // H)
-    assert bench.flops(bench.matmul_products(config, V)) == 3 * (L * per_layer + 2 * B * T * C * V)
+    products = bench.matmul_products(config, V)
+    assert bench.flops(products) == 3 * (L * per_layer + 2 * B * T * C * V)
+    N = B * T                                        # q, k, v: one fused product forward, three pairs backward
+    assert products.count((1, N, C, 3 * C)) == L and (1, N, 3 * C, C) not in products
+    assert products.count((1, C, N, C)) == 4 * L     # dW for W_Q, W_K, W_V and W_O
+    assert len(products) == L * (1 + 3 * 2 + 5 * 3) + 3

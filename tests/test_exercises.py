@@ -266,3 +266,13 @@ def test_the_projects_student_notebooks_run_until_they_need_an_exercise(tmp_path
             assert "NotImplementedError" in str(error) and "Exercise " in str(error), f"{path.name}: {error}"
             ran = [cell.execution_count is not None for cell in code]
             assert ran == sorted(ran, reverse=True), f"{path.name}: cells ran out of order"
+
+
+def test_grading_a_copy_made_by_another_version_warns(tmp_path):
+    from minitransformer import __version__
+    from minitransformer.exercises.grade import version_warning
+    assert version_warning(tmp_path) is None                                  # no manifest: nothing to compare
+    (tmp_path / "exercises.json").write_text(json.dumps({"minitransformer": __version__, "regions": []}))
+    assert version_warning(tmp_path) is None
+    (tmp_path / "exercises.json").write_text(json.dumps({"minitransformer": "0.1.0", "regions": []}))
+    assert "made by minitransformer 0.1.0 and is graded by " + __version__ in version_warning(tmp_path)

@@ -148,3 +148,41 @@ def test_a_row_kernel_that_returns_its_answer_is_refused():
         return x * 2
     with pytest.raises(TypeError, match="returns_instead_of_writing must write its result"):
         row_blocks.by_row_blocks(returns_instead_of_writing, [np.ones((3, 4))])
+
+
+def test_a_row_kernel_that_rebinds_its_output_name_is_refused():
+    def rebinds_instead_of_writing(x, y):
+        y = x * 2                                                      # noqa: F841 (the mistake under test)
+    for dtype in (np.float32, np.float64):
+        with pytest.raises(TypeError, match="rebinds_instead_of_writing did not write into its output"):
+            row_blocks.by_row_blocks(rebinds_instead_of_writing, [np.ones((300, 512), dtype=dtype)])
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_on_views_of_one_projection_equals_the_plain_form(causal):
+    """q from one projection, k and v from another (S != T, dk != dv), all strided views as multi-head
+    attention passes them; the gradients keep their inputs' memory order, so merging heads is free."""
+    from minitransformer.layers.attention import ScaledDotProductAttention
+    rng = np.random.default_rng(5)
+    B, H, T, S, dk, dv = 2, 3, 4, 6, 5, 7
+    q = rng.standard_normal((B * T, H * dk)).reshape(B, T, H, dk).transpose(0, 2, 1, 3)     # (B, H, T, dk) view
+    kv = rng.standard_normal((B * S, H * (dk + dv)))
+    k = kv[:, :H * dk].reshape(B, S, H, dk).transpose(0, 2, 1, 3)                          # (B, H, S, dk) view
+    v = kv[:, H * dk:].reshape(B, S, H, dv).transpose(0, 2, 1, 3)                          # (B, H, S, dv) view
+    dout = rng.standard_normal((B, H, T, dv))
+    layer = ScaledDotProductAttention(causal=causal)
+    out = layer.forward(q, k, v)
+    dq, dk_, dv_ = layer.backward(dout)
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(dk)
+    if causal:
+        scores = np.where(causal_mask(T, S), scores, -np.inf)
+    alpha = np.exp(scores - scores.max(-1, keepdims=True))
+    alpha /= alpha.sum(-1, keepdims=True)
+    dalpha = dout @ v.swapaxes(-1, -2)
+    dscores = alpha * (dalpha - (dalpha * alpha).sum(-1, keepdims=True)) / np.sqrt(dk)
+    for ours, plain in ((out, alpha @ v), (dq, dscores @ k), (dk_, dscores.swapaxes(-1, -2) @ q),
+                        (dv_, alpha.swapaxes(-1, -2) @ dout)):
+        np.testing.assert_allclose(ours, plain, rtol=1e-12, atol=1e-14)
+    for gradient, given in ((dq, q), (dk_, k), (dv_, v)):                 # same order of strides as the input
+        assert np.argsort(gradient.strides).tolist() == np.argsort(given.strides).tolist()
+    assert np.shares_memory(dq.transpose(0, 2, 1, 3).reshape(B * T, H * dk), dq)   # merging the heads is a view

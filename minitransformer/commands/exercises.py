@@ -1,6 +1,7 @@
 """`python -m minitransformer exercises make|grade`: student copies with blanked regions, and their grader."""
 
 import json
+import sys
 
 HELP = "for instructors: write a student copy with chosen backward/forward passes blanked, or grade one"
 
@@ -51,9 +52,12 @@ def run(args):
         print("  every layer not listed above works as in the reference")
         return 0
 
-    from ..exercises.grade import grade_copy, grades_json, score_table
+    from ..exercises.grade import grade_copy, grades_json, score_table, version_warning
 
     try:
+        warning = version_warning(args.directory)
+        if warning:
+            print(warning, file=sys.stderr)
         grades = grade_copy(args.directory, only=_names(args.only), timeout=args.timeout, seed=args.seed)
     except (KeyError, FileNotFoundError, ValueError, RuntimeError) as error:
         print(f"exercises grade: {error.args[0]}")

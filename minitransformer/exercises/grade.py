@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import __version__
 from ..gradcheck import DEFAULT_TOLERANCE, rel_error
 from ..gradcheck_cases import all_cases
 from .catalogue import EXERCISES, exercise_named
@@ -228,6 +229,21 @@ def grade_exercise(exercise, assigned, student_pkg, reference, reference_regions
     _score(grade, records, student, reference_outputs(set(exercise.layers), seed), tolerance)
     grade.cases = records
     return grade
+
+
+def version_warning(directory):
+    """A warning when the copy was made by another version of minitransformer than the one grading it, else None.
+
+    The grader puts the student's regions into the *installed* reference package; if a region's
+    surroundings changed between versions (GELU's backward moved into a row kernel in 0.2.0; multi-head
+    attention's backward lost its fused path), an answer written for the old copy can fail here.
+    """
+    manifest = Path(directory) / MANIFEST
+    made_by = json.loads(manifest.read_text()).get("minitransformer") if manifest.is_file() else None
+    if made_by is None or made_by == __version__:
+        return None
+    return (f"warning: this copy was made by minitransformer {made_by} and is graded by {__version__}; "
+            f"regions whose surroundings changed in between may fail here (make the copy with this version)")
 
 
 def grade_copy(directory, only=None, timeout=60.0, seed=0, tolerance=DEFAULT_TOLERANCE):

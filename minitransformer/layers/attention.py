@@ -29,10 +29,12 @@ OpenBLAS multiplies these small (64 x 32) matrices about twice as slowly
 when the right one is transposed (measured on the benchmark model's
 (12, 4, 64, 32) operands: 0.16 ms transposed, 0.09 ms contiguous, 0.02 ms
 for the copy). The gradients dq, dk, dv are written straight into arrays laid
-out in memory like q, k, v (`np.empty_like` keeps the order of the strides):
+out in memory like q, k, v (`np.empty_like` keeps the order of the strides;
+the dtype is that of the product, as `@` would give): in plain self-attention
 multi-head attention's q, k, v are views of one (B, T, 3C) projection, so its
 dq, dk, dv come out as (B, T, H, hs) in memory and need no copy to merge the
-heads again. tests/test_speed_forms.py checks all this against the plain form.
+heads again (with grouped-query attention dk and dv still do).
+tests/test_speed_forms.py checks all this against the plain form.
 
 Left out: dropout on the attention weights (GPT-2's attn_pdrop), fused or
 memory-efficient kernels (FlashAttention), and several separate masks in one
@@ -138,11 +140,13 @@ class ScaledDotProductAttention(Module):
         ### BEGIN SOLUTION attention.backward
         dout_t = np.ascontiguousarray(np.swapaxes(dout, -1, -2))   # (..., dv, Tq), see "Speed" above
         dalpha = np.swapaxes(self.v @ dout_t, -1, -2)              # dout v^T (..., Tq, Tk), as alpha
-        dv = np.matmul(np.swapaxes(self.alpha, -1, -2), dout, out=np.empty_like(self.v))   # (..., Tk, dv)
+        dv = np.matmul(np.swapaxes(self.alpha, -1, -2), dout,                       # (..., Tk, dv)
+                       out=np.empty_like(self.v, dtype=np.result_type(self.alpha, dout)))
         dscores = softmax_backward(self.alpha, dalpha, axis=-1)    # (..., Tq, Tk)
         dscores *= self.used_scale
-        dq = np.matmul(dscores, self.k, out=np.empty_like(self.q))                      # (..., Tq, dk)
-        dk = np.matmul(np.swapaxes(dscores, -1, -2), self.q, out=np.empty_like(self.k))  # (..., Tk, dk)
+        dq = np.matmul(dscores, self.k, out=np.empty_like(self.q, dtype=np.result_type(dscores, self.k)))  # (..., Tq, dk)
+        dk = np.matmul(np.swapaxes(dscores, -1, -2), self.q,                        # (..., Tk, dk)
+                       out=np.empty_like(self.k, dtype=np.result_type(dscores, self.q)))
         return dq, dk, dv
         ### END SOLUTION
 

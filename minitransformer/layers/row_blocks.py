@@ -25,9 +25,22 @@ import numpy as np
 
 BLOCK_BYTES = 1 << 18       # 256 KB per operand: five operands of a backward chain stay within a 2 MB L2
 
+# A quiet NaN whose bits no arithmetic produces (computed NaNs carry the default payload). Each output block's
+# first element is set to it before the kernel runs, so a kernel that never wrote into its block (say a
+# student's `dx = ...`, which only rebinds the name) is caught instead of returning np.empty's garbage.
+_UNWRITTEN = {np.dtype(np.float32): np.uint32(0x7FE1B2C3), np.dtype(np.float64): np.uint64(0x7FFCA1B2C3D4E5F6)}
+
 
 def row_blocks(n_rows, row_bytes, block_bytes=None):
-    """Slices that cover range(n_rows) in blocks of about `block_bytes` (default BLOCK_BYTES), at least one row each."""
+    """Slices that cover range(n_rows) in blocks of about `block_bytes` bytes, at least one row each.
+
+    Args:
+        n_rows: N, the number of rows.
+        row_bytes: the size of one row of one operand (n * itemsize).
+        block_bytes: the target size of one block of one operand (default BLOCK_BYTES).
+    Returns:
+        list of slices, in order, covering 0 .. N.
+    """
     rows = max(1, (BLOCK_BYTES if block_bytes is None else block_bytes) // max(row_bytes, 1))
     return [slice(start, start + rows) for start in range(0, n_rows, rows)]
 
@@ -40,9 +53,9 @@ def by_row_blocks(kernel, inputs, n_outputs=1):
 
     Args:
         kernel: kernel(*input_blocks, *output_blocks) writes its results into
-            the output blocks (each (rows, n)) and returns nothing; a kernel
-            that returns a value raises TypeError (a student's `return dx`
-            would otherwise leave the output uninitialised).
+            the output blocks (each (rows, n)) and returns nothing. A kernel
+            that returns a value, or leaves an output block unwritten, raises
+            TypeError: either would otherwise hand back uninitialised memory.
         inputs: arrays of one shape (..., n), e.g. x (B, T, C).
         n_outputs: how many output arrays to allocate.
     Returns:
@@ -55,9 +68,17 @@ def by_row_blocks(kernel, inputs, n_outputs=1):
     n_rows, width = (int(np.prod(shape[:-1])), shape[-1]) if shape else (1, 1)
     rows2d = [np.reshape(array, (n_rows, width)) for array in inputs]           # (N, n), views when contiguous
     outputs = [np.empty((n_rows, width), dtype=inputs[0].dtype) for _ in range(n_outputs)]
+    marker = _UNWRITTEN.get(outputs[0].dtype) if width else None
     for rows in row_blocks(n_rows, width * inputs[0].dtype.itemsize):
-        returned = kernel(*(array[rows] for array in rows2d), *(output[rows] for output in outputs))
-        if returned is not None:        # an answer returned instead of written would leave np.empty's garbage
+        blocks = [output[rows] for output in outputs]
+        if marker is not None:
+            for block in blocks:
+                block[0, :1].view(marker.dtype)[0] = marker
+        returned = kernel(*(array[rows] for array in rows2d), *blocks)
+        if returned is not None:
             raise TypeError(f"{kernel.__qualname__} must write its result into its output block(s) "
                             f"(e.g. dx[...] = ...) and return nothing, got a {type(returned).__name__}")
+        if marker is not None and any(block[0, :1].view(marker.dtype)[0] == marker for block in blocks):
+            raise TypeError(f"{kernel.__qualname__} did not write into its output block(s): assign into them "
+                            f"(dx[...] = ..., or out=dx) rather than to the name (dx = ... only rebinds it)")
     return [output.reshape(shape) for output in outputs]
