@@ -24,6 +24,20 @@ def as_generator(rng):
     raise TypeError(f"rng must be an int seed, None or np.random.Generator, got {type(rng).__name__}")
 
 
+def spawn_generator(rng):
+    """A generator of its own, seeded by one draw from the Generator `rng`.
+
+    The models draw their dropout masks from one, so that switching dropout on or off never shifts
+    the numbers the weights are drawn from, and one seed still fixes both.
+    """
+    return np.random.default_rng(rng.integers(2**63))
+
+
+def dropout_generator(rng, dropout_rng):
+    """The generator for a layer's dropout masks: `dropout_rng` if given (seed or Generator), else `rng`."""
+    return rng if dropout_rng is None else as_generator(dropout_rng)
+
+
 def check_float_dtype(dtype, where):
     """Return `np.dtype(dtype)` if it is float32 or float64, else raise naming `where`."""
     dtype = np.dtype(dtype)

@@ -1,5 +1,7 @@
 """What bad input gets: a clear error naming the layer, what was expected and what was given."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -43,6 +45,17 @@ def test_upstream_gradient_of_the_wrong_shape_is_not_broadcast():
     norm.forward(np.zeros((4, 3)))
     with pytest.raises(ValueError, match="expected dout of shape"):
         norm.backward(np.ones(3))
+
+
+@pytest.mark.parametrize("layer, inputs, wrong_dout", [
+    (GELU(), [np.zeros((4, 3))], np.ones(3)),
+    (ScaledDotProductAttention(causal=True), [np.zeros((2, 5, 4))] * 3, np.ones((2, 1, 4))),
+    (MultiHeadAttention(4, 2, causal=True), [np.zeros((2, 5, 4))], np.ones((1, 5, 4))),
+], ids=["GELU", "ScaledDotProductAttention", "MultiHeadAttention"])
+def test_layers_with_fast_backward_forms_refuse_a_broadcastable_dout(layer, inputs, wrong_dout):
+    layer.forward(*inputs)
+    with pytest.raises(ValueError, match=r"backward expected dout of shape \(.*\), got " + re.escape(str(wrong_dout.shape))):
+        layer.backward(wrong_dout)
 
 
 @pytest.mark.parametrize("ids, error, message", [
@@ -126,3 +139,8 @@ def test_fully_masked_row_gives_zero_weights_zero_output_zero_gradient():
     dq, dk, dv = attention.backward(np.ones((3, 2)))
     np.testing.assert_array_equal(dq[1], 0.0)
     assert all(np.all(np.isfinite(g)) for g in (dq, dk, dv))
+
+
+def test_a_block_with_an_unknown_norm_is_refused():
+    with pytest.raises(ValueError, match="TransformerBlock expected norm 'pre' or 'post', got 'middle'"):
+        TransformerBlock(4, 2, 8, norm="middle")

@@ -186,3 +186,10 @@ def test_attention_on_views_of_one_projection_equals_the_plain_form(causal):
     for gradient, given in ((dq, q), (dk_, k), (dv_, v)):                 # same order of strides as the input
         assert np.argsort(gradient.strides).tolist() == np.argsort(given.strides).tolist()
     assert np.shares_memory(dq.transpose(0, 2, 1, 3).reshape(B * T, H * dk), dq)   # merging the heads is a view
+
+
+def test_row_blocks_refuse_inputs_of_different_shapes():
+    def copy(x, y, out):
+        out[...] = x
+    with pytest.raises(ValueError, match=r"by_row_blocks expected inputs of one shape \(3, 4\), got \(1, 4\)"):
+        row_blocks.by_row_blocks(copy, [np.ones((3, 4)), np.ones((1, 4))])

@@ -17,11 +17,20 @@ dropout on the attention weights themselves (GPT-2's attn_pdrop).
 import numpy as np
 
 from ..module import Module
-from ..random import as_generator
+from ..random import as_generator, dropout_generator
 from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
 from .multihead import MultiHeadAttention
+
+
+NORMS = ("pre", "post")
+
+
+def check_norm(norm, where):
+    """Raise naming `where` unless norm is "pre" (LayerNorm inside each residual branch) or "post" (after the sum)."""
+    if norm not in NORMS:
+        raise ValueError(f"{where} expected norm 'pre' or 'post', got {norm!r}")
 
 
 class TransformerBlock(Module):
@@ -43,10 +52,9 @@ class TransformerBlock(Module):
 
     def __init__(self, d_model, n_heads, d_ff, norm="pre", causal=True, dropout=0.0, activation="relu",
                  dtype=np.float64, rng=None, dropout_rng=None, attention_options=None):
-        if norm not in ("pre", "post"):
-            raise ValueError(f"TransformerBlock expected norm 'pre' or 'post', got {norm!r}")
+        check_norm(norm, "TransformerBlock")
         rng = as_generator(rng)
-        dropout_rng = rng if dropout_rng is None else as_generator(dropout_rng)
+        dropout_rng = dropout_generator(rng, dropout_rng)
         self.norm = norm
         self.ln1 = LayerNorm(d_model, dtype=dtype)
         self.attn = MultiHeadAttention(d_model, n_heads, causal=causal, dtype=dtype, rng=rng, **(attention_options or {}))

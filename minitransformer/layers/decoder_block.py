@@ -21,7 +21,8 @@ import numpy as np
 
 from ..kv_cache import LayerKVCache
 from ..module import Module
-from ..random import as_generator
+from ..random import as_generator, dropout_generator
+from .block import check_norm
 from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
@@ -43,10 +44,9 @@ class DecoderBlock(Module):
 
     def __init__(self, d_model, n_heads, d_ff, norm="post", dropout=0.0, activation="relu",
                  dtype=np.float64, rng=None, dropout_rng=None):
-        if norm not in ("pre", "post"):
-            raise ValueError(f"DecoderBlock expected norm 'pre' or 'post', got {norm!r}")
+        check_norm(norm, "DecoderBlock")
         rng = as_generator(rng)
-        dropout_rng = rng if dropout_rng is None else as_generator(dropout_rng)
+        dropout_rng = dropout_generator(rng, dropout_rng)
         self.norm = norm
         self.ln1 = LayerNorm(d_model, dtype=dtype)
         self.self_attn = MultiHeadAttention(d_model, n_heads, causal=True, dtype=dtype, rng=rng)

@@ -24,7 +24,7 @@ from ..layers.layernorm import LayerNorm
 from ..layers.padding import key_padding_mask
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from ..module import Module
-from ..random import as_generator
+from ..random import as_generator, dropout_generator, spawn_generator
 
 POSITIONAL = ("learned", "sinusoidal")
 
@@ -60,7 +60,7 @@ class InputEmbedding(Module):
             self.position = LearnedPositionalEmbedding(max_len, d_model, dtype=dtype, rng=rng, init_std=1.0)
         else:
             self.position = SinusoidalPositionalEncoding(d_model, max_len, dtype=dtype)
-        self.drop = Dropout(dropout, rng=rng if dropout_rng is None else dropout_rng)
+        self.drop = Dropout(dropout, rng=dropout_generator(rng, dropout_rng))
 
     def forward(self, ids):
         """ids int (B, T) -> x (B, T, C)."""
@@ -96,7 +96,7 @@ class TransformerEncoder(Module):
     def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, max_len, pad_id=None, norm="post",
                  positional="sinusoidal", dropout=0.0, activation="relu", dtype=np.float64, rng=None):
         rng = as_generator(rng)
-        dropout_rng = np.random.default_rng(rng.integers(2**63))
+        dropout_rng = spawn_generator(rng)
         self.vocab_size, self.pad_id, self.norm = vocab_size, pad_id, norm
         self.embed = InputEmbedding(vocab_size, d_model, max_len, positional, dropout, dtype=dtype, rng=rng,
                                     dropout_rng=dropout_rng)

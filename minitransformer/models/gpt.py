@@ -36,7 +36,7 @@ from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from ..module import Module
-from ..random import as_generator
+from ..random import as_generator, spawn_generator
 
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
 
@@ -72,7 +72,7 @@ class GPT(Module):
         if n_heads <= 0 or d_model % n_heads:
             raise ValueError(f"GPT expected n_heads >= 1 and d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
         rng = as_generator(rng)
-        self.dropout_rng = np.random.default_rng(rng.integers(2**63))
+        self.dropout_rng = spawn_generator(rng)
         self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
                            max_len=max_len, norm=norm, positional=positional, tie_weights=tie_weights,
                            dropout=dropout, activation=activation, dtype=np.dtype(dtype).name,

@@ -24,7 +24,7 @@ from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.padding import key_padding_mask
 from ..module import Module
-from ..random import as_generator
+from ..random import as_generator, spawn_generator
 from .encoder import InputEmbedding, TransformerEncoder
 
 
@@ -49,7 +49,7 @@ class Seq2SeqTransformer(Module):
             raise ValueError(f"Seq2SeqTransformer: share_embeddings needs equal vocabularies, "
                              f"got {src_vocab_size} and {tgt_vocab_size}")
         rng = as_generator(rng)
-        dropout_rng = np.random.default_rng(rng.integers(2**63))
+        dropout_rng = spawn_generator(rng)
         self.config = dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=d_model,
                            n_heads=n_heads, n_layers=n_layers, d_ff=d_ff, max_len=max_len, pad_id=pad_id, norm=norm,
                            positional=positional, share_embeddings=share_embeddings, tie_output=tie_output,
