@@ -90,18 +90,20 @@ def _gpt_case(norm, positional, tie_weights, with_loss):
         if not with_loss:
             return model, [ids], None
         targets = rng.integers(0, 7, size=(2, 5))
-        return _ModelWithLoss(model, targets), [ids], None
+        return WithLoss(model, targets), [ids], None
     return build
 
 
-class _ModelWithLoss:
-    """GPT followed by the loss, as one module for the checker (the training objective end to end)."""
+class WithLoss:
+    """A model followed by a loss (default CrossEntropyLoss()), as one module for the checker: the
+    training objective end to end. forward(*inputs) -> scalar loss; backward(grad) -> the model's dinputs."""
 
-    def __init__(self, model, targets):
-        self.model, self.targets, self.loss = model, targets, CrossEntropyLoss()
+    def __init__(self, model, targets, loss=None):
+        self.model, self.targets = model, targets
+        self.loss = CrossEntropyLoss() if loss is None else loss
 
-    def forward(self, ids):
-        return self.loss.forward(self.model.forward(ids), self.targets)
+    def forward(self, *inputs):
+        return self.loss.forward(self.model.forward(*inputs), self.targets)
 
     def backward(self, grad):
         return self.model.backward(self.loss.backward(grad))
@@ -113,7 +115,7 @@ class _ModelWithLoss:
         self.model.zero_grad()
 
     def __repr__(self):
-        return f"{self.model!r} + CrossEntropyLoss"
+        return f"{self.model!r} + {type(self.loss).__name__}"
 
 
 def _sdpa_case(shape_q, shape_kv, causal, scale=None, with_mask=False):

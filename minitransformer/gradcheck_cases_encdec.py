@@ -7,7 +7,7 @@ passed through unchanged; only float inputs and parameters are perturbed.
 
 import numpy as np
 
-from .gradcheck_cases import GradcheckCase, _ModelWithLoss, _normal, perturb
+from .gradcheck_cases import GradcheckCase, WithLoss, _normal, perturb
 from .layers.block import TransformerBlock
 from .layers.decoder_block import DecoderBlock
 from .layers.loss import CrossEntropyLoss
@@ -27,17 +27,6 @@ def padded_ids(rng, lengths, T, V):
     ids = rng.integers(1, V, size=(len(lengths), T))
     ids[np.arange(T)[None, :] >= np.asarray(lengths)[:, None]] = PAD
     return ids
-
-
-class WithLoss(_ModelWithLoss):
-    """A model followed by any loss, forward taking any inputs (the training objective end to end)."""
-
-    def __init__(self, model, loss, targets):
-        super().__init__(model, targets)
-        self.loss = loss
-
-    def forward(self, *inputs):
-        return self.loss.forward(self.model.forward(*inputs), self.targets)
 
 
 def _masked_mha_case(cross):
@@ -94,7 +83,7 @@ def _seq2seq_case(norm, positional, shared, with_loss):
         if not with_loss:
             return model, [src, tgt], None
         targets = np.where(tgt == PAD, PAD, rng.integers(1, 7, size=tgt.shape))
-        return WithLoss(model, CrossEntropyLoss(ignore_index=PAD), targets), [src, tgt], None
+        return WithLoss(model, targets, CrossEntropyLoss(ignore_index=PAD)), [src, tgt], None
     return build
 
 
@@ -102,7 +91,7 @@ class _BertPretrainingLoss(WithLoss):
     """BertMLM with NSP: L = masked-LM loss + next-sentence loss, one scalar for the checker."""
 
     def __init__(self, model, mlm_targets, nsp_labels):
-        super().__init__(model, CrossEntropyLoss(ignore_index=-1), mlm_targets)
+        super().__init__(model, mlm_targets, CrossEntropyLoss(ignore_index=-1))
         self.nsp_labels, self.nsp_loss = nsp_labels, CrossEntropyLoss()
 
     def forward(self, ids):
@@ -121,7 +110,7 @@ def _bert_case(nsp):
         inputs, targets, _ = mask_tokens(ids, rng, mask_id=1, n_special=2, vocab_size=9, p=0.4)
         if nsp:
             return _BertPretrainingLoss(model, targets, np.array([0, 1])), [inputs], None
-        return WithLoss(model, CrossEntropyLoss(ignore_index=-1), targets), [inputs], None
+        return WithLoss(model, targets, CrossEntropyLoss(ignore_index=-1)), [inputs], None
     return build
 
 

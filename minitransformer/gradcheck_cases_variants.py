@@ -8,7 +8,7 @@ that the gradient of A is not trivially zero.
 
 import numpy as np
 
-from .gradcheck_cases import GradcheckCase, _ModelWithLoss, _normal, perturb
+from .gradcheck_cases import GradcheckCase, WithLoss, _normal, perturb
 from .layers.alibi import ALiBi
 from .layers.attention import ScaledDotProductAttention
 from .layers.linear import Linear
@@ -40,7 +40,7 @@ def _gpt_variant_case(with_loss=False, **options):
         model = perturb(GPT(vocab_size=7, d_model=8, n_heads=4, n_layers=2, d_ff=12, max_len=6, rng=rng, **options), rng, 0.3)
         ids = rng.integers(0, 7, size=(2, 5))
         if with_loss:
-            return _ModelWithLoss(model, rng.integers(0, 7, size=(2, 5))), [ids], None
+            return WithLoss(model, rng.integers(0, 7, size=(2, 5))), [ids], None
         return model, [ids], None
     return build
 

@@ -46,6 +46,11 @@ EXERCISES = [
 ]
 
 
+def exercise_of(region_name):
+    """The exercise a solution region belongs to: "layernorm.backward" -> "layernorm"."""
+    return region_name.split(".")[0]
+
+
 def exercise_named(name):
     """The Exercise called `name`; KeyError listing the known ones otherwise."""
     for exercise in EXERCISES:

@@ -40,7 +40,7 @@ import numpy as np
 from .. import __version__
 from ..gradcheck import DEFAULT_TOLERANCE, rel_error
 from ..gradcheck_cases import all_cases
-from .catalogue import EXERCISES, exercise_named
+from .catalogue import EXERCISES, exercise_named, exercise_of
 from .make import MANIFEST, check_is_reference, reference_package
 from .regions import find_regions, package_regions, replace_regions
 
@@ -87,10 +87,10 @@ def exercises_to_grade(directory, region_names, only=None):
     elif only:
         chosen = [exercise_named(name) for name in only]
     else:
-        chosen = [e for e in EXERCISES if any(name.split(".")[0] == e.name for name in assigned)]
+        chosen = [e for e in EXERCISES if any(exercise_of(name) == e.name for name in assigned)]
     graded = []
     for exercise in chosen:
-        own = sorted(name for name in region_names if name.split(".")[0] == exercise.name)
+        own = sorted(name for name in region_names if exercise_of(name) == exercise.name)
         graded.append((exercise, [name for name in own if name in assigned] or own))
     return graded
 
@@ -209,7 +209,7 @@ def grade_exercise(exercise, assigned, student_pkg, reference, reference_regions
                    tolerance=DEFAULT_TOLERANCE):
     """Grade one exercise of the student package, `assigned` being its region names; returns an ExerciseGrade."""
     grade = ExerciseGrade(exercise.name, list(exercise.layers), list(assigned), max_points=len(assigned))
-    names = sorted(n for n in reference_regions if n.split(".")[0] == exercise.name)
+    names = sorted(n for n in reference_regions if exercise_of(n) == exercise.name)
     try:
         bodies = _student_bodies(student_pkg, names, reference_regions)
     except LookupError as error:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..gradcheck_cases import all_cases
-from .catalogue import EXERCISES
+from .catalogue import EXERCISES, exercise_of
 from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
@@ -50,7 +50,7 @@ def select_regions(region_names, only=None):
     known_exercises = {e.name for e in EXERCISES}
     selected = set()
     for item in only:
-        matches = {name for name in region_names if name == item or name.split(".")[0] == item}
+        matches = {name for name in region_names if name == item or exercise_of(name) == item}
         if not matches:
             raise KeyError(f"--only {item!r} names no exercise or region; exercises: {', '.join(sorted(known_exercises))}; "
                            f"regions: {', '.join(sorted(region_names))}")
@@ -96,7 +96,7 @@ def unavailable_layers(package, selected, regions):
     waiting = {}
     for exercise in _exercises(selected):
         with tempfile.TemporaryDirectory(prefix=f"probe-{exercise}-") as tmp:
-            names = [name for name in selected if name.split(".")[0] == exercise]
+            names = [name for name in selected if exercise_of(name) == exercise]
             _copy_package(package, Path(tmp) / package.name, names, regions)
             for layer in _probe(tmp):
                 waiting.setdefault(layer, []).append(exercise)
@@ -107,7 +107,7 @@ def unavailable_layers(package, selected, regions):
 def _exercises(selected):
     """The exercise names of the selected regions, in the catalogue's order."""
     order = [e.name for e in EXERCISES]
-    return sorted({name.split(".")[0] for name in selected}, key=order.index)
+    return sorted({exercise_of(name) for name in selected}, key=order.index)
 
 
 def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):

@@ -22,6 +22,8 @@ as in `causal_mask`. Left out: the paper's trick of dropping the |.| because
 a causal mask hides j > i anyway (the same numbers on every visible entry).
 """
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..module import Module
@@ -39,11 +41,17 @@ def alibi_slopes(n_heads):
     return slopes
 
 
+@lru_cache(maxsize=32)
 def alibi_bias(n_heads, Tq, Tk):
-    """-m_h |i - j| for query i (at absolute position Tk - Tq + i) and key j: float64 (H, Tq, Tk)."""
+    """-m_h |i - j| for query i (at absolute position Tk - Tq + i) and key j: float64 (H, Tq, Tk).
+
+    Cached and read-only, like `causal_bias`: every layer of a model asks for the same one at every step.
+    """
     query_positions = np.arange(Tk - Tq, Tk)[:, None]          # (Tq, 1)
     distance = np.abs(query_positions - np.arange(Tk)[None, :])  # (Tq, Tk)
-    return -alibi_slopes(n_heads)[:, None, None] * distance     # (H, Tq, Tk)
+    bias = -alibi_slopes(n_heads)[:, None, None] * distance     # (H, Tq, Tk)
+    bias.flags.writeable = False
+    return bias
 
 
 class ALiBi(Module):
@@ -58,8 +66,8 @@ class ALiBi(Module):
     """
 
     def __init__(self, n_heads):
+        alibi_slopes(n_heads)                    # refuses n_heads <= 0 now rather than at the first forward
         self.n_heads = n_heads
-        self.slopes = alibi_slopes(n_heads)
 
     def forward(self, scores):
         """scores (B, H, Tq, Tk) -> scores - m_h |i - j| (B, H, Tq, Tk)."""
@@ -67,7 +75,7 @@ class ALiBi(Module):
         if scores.ndim < 3 or scores.shape[-3] != self.n_heads:
             raise ValueError(f"{self!r} expected scores (..., {self.n_heads}, Tq, Tk), got {scores.shape}")
         self.shape = scores.shape
-        return scores + self.score_bias(*scores.shape[-2:]).astype(scores.dtype)
+        return scores + self.score_bias(*scores.shape[-2:]).astype(scores.dtype, copy=False)
 
     def backward(self, dout):
         """The bias is constant: dscores = dout."""

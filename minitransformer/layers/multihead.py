@@ -189,7 +189,7 @@ class MultiHeadAttention(Module):
         score_bias = None
         if self.positional is not None:
             score_bias = self.positional.score_bias(T, S_keys)                # 1b. ALiBi, (H, T, S)
-            score_bias = None if score_bias is None else score_bias.astype(q.dtype)
+            score_bias = None if score_bias is None else score_bias.astype(q.dtype, copy=False)
         k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. (B, H, S, hs)
         allowed = None if self.window is None else band_mask(T, S_keys, self.window, self.causal)
         if mask is not None:                                                  # 1d. the caller's mask, e.g. padding

@@ -92,12 +92,12 @@ class RelativePositionAttention(Module):
         scores = q @ np.swapaxes(k, -1, -2)                                      # 1. (..., T, T) content
         if self.skewed:
             self.rows = self._rows(np.arange(-(T - 1), 1))                       # (T,) offsets -(T-1) .. 0
-            embeddings = self.table.data[self.rows]                              # (T, hs) E
-            scores += skew(q @ embeddings.T)                                     # 2. skew(q E^T)
+            self.gathered = self.table.data[self.rows]                           # (T, hs) E
+            scores += skew(q @ self.gathered.T)                                  # 2. skew(q E^T)
         else:
             self.rows = self._rows(np.arange(T)[None, :] - np.arange(T)[:, None])  # (T, T) offset j - i
-            relative = self.table.data[self.rows]                                # (T, T, hs) R
-            scores += (q[..., :, None, :] @ np.swapaxes(relative, -1, -2))[..., 0, :]  # 2. q_i . R[i, j]
+            self.gathered = self.table.data[self.rows]                           # (T, T, hs) R
+            scores += (q[..., :, None, :] @ np.swapaxes(self.gathered, -1, -2))[..., 0, :]  # 2. q_i . R[i, j]
         scores *= self.head_size ** -0.5                                         # 3.
         if self.causal:
             scores = np.where(causal_mask(T, T), scores, -np.inf)                # 4.
@@ -125,13 +125,12 @@ class RelativePositionAttention(Module):
         q2d = self.q.reshape(-1, *self.q.shape[-2:])                             # (N, T, hs), N = batch axes
         if self.skewed:                                                          # 2.
             drel = skew_backward(dscores)                                        # (..., T, T) dA
-            dq = drel @ self.table.data[self.rows]
+            dq = drel @ self.gathered                                            # dA E
             drel_T = np.swapaxes(drel, -1, -2).reshape(q2d.shape[0], *drel.shape[-2:])   # (N, T, T) dA^T
             dembeddings = (drel_T @ q2d).sum(axis=0)                             # (T, hs)
             np.add.at(self.table.grad, self.rows, dembeddings)                   # (T, hs) into the table
         else:
-            relative = self.table.data[self.rows]                                # (T, T, hs)
-            dq = (dscores[..., :, None, :] @ relative)[..., 0, :]
+            dq = (dscores[..., :, None, :] @ self.gathered)[..., 0, :]           # sum_j ds_ij R[i, j]
             ds2d = dscores.reshape(-1, *dscores.shape[-2:])                      # (N, T, T)
             # dR[i, j] = sum_n ds[n, i, j] q[n, i]: for each i a (T, N) @ (N, hs) product
             drelative = ds2d.transpose(1, 2, 0) @ q2d.transpose(1, 0, 2)         # (T, T, hs), the O(T^2 hs) array
