@@ -36,12 +36,13 @@ class CharCorpus:
     def __init__(self, text, chunk, rng):
         import numpy as np
 
-        self.chars = sorted(set(text))
-        self.index = {c: i + len(SPECIALS) for i, c in enumerate(self.chars)}
-        self.vocab_size = len(SPECIALS) + len(self.chars)
-        ids = np.array([self.index[c] for c in text], dtype=np.int64)
-        split = int(0.9 * len(ids))
-        self.parts = {"train": ids[:split], "test": ids[split:]}
+        from ..data import CharTokenizer, train_val_split
+
+        self.tokenizer = CharTokenizer.train(text)                 # character ids after the special tokens
+        self.vocab_size = len(SPECIALS) + self.tokenizer.vocab_size
+        ids = np.array(self.tokenizer.encode(text), dtype=np.int64) + len(SPECIALS)
+        train, test = train_val_split(ids)
+        self.parts = {"train": train, "test": test}
         self.chunk, self.rng = chunk, rng
 
     def batch(self, size, part="train"):
@@ -58,7 +59,7 @@ class CharCorpus:
         return np.concatenate([column(CLS), first, column(SEP), second, column(SEP)], axis=1), follows.astype(np.int64)
 
     def show(self, ids):
-        return "".join("_" if t == MASK else self.chars[t - len(SPECIALS)] if t >= len(SPECIALS) else "|"
+        return "".join("_" if t == MASK else self.tokenizer.chars[t - len(SPECIALS)] if t >= len(SPECIALS) else "|"
                        for t in ids).replace("\n", "⏎")
 
 
