@@ -1,8 +1,8 @@
 """Generating target sequences from an encoder-decoder: batched greedy decoding and beam search.
 
-Both run the encoder once, then the decoder one position at a time through the
-model's key/value cache (`start_cache` / `decode_step`, kv_cache.py):
-each step feeds only the newest token, so a sentence of T tokens costs T
+Both switch the model to evaluation mode while they run (dropout off), run
+the encoder once, then the decoder one position at a time through the model's
+key/value cache (`start_cache` / `decode_step`, kv_cache.py): each step feeds only the newest token, so a sentence of T tokens costs T
 decoder steps of one position each instead of prefixes of length 1, 2, ..., T.
 `use_cache=False` recomputes the whole prefix at every step; it exists so the
 tests can prove both give the same tokens.
@@ -63,7 +63,7 @@ def greedy_decode(model, src_ids, bos_id, eos_id, max_len, pad_id=0, use_cache=T
     """Most likely token at every step, for a whole batch at once.
 
     Args:
-        model: a Seq2SeqTransformer (in eval mode).
+        model: a Seq2SeqTransformer (switched to eval mode while decoding, then back).
         src_ids: int (B, S) padded sources.
         bos_id, eos_id: start and end tokens of the target side.
         max_len: the most tokens to generate (EOS included).
@@ -75,18 +75,19 @@ def greedy_decode(model, src_ids, bos_id, eos_id, max_len, pad_id=0, use_cache=T
     """
     src_ids = np.asarray(src_ids)
     B = len(src_ids)
-    state = _decoder_state(model, src_ids, use_cache)
-    tokens = np.full(B, bos_id, dtype=np.int64)
-    finished = np.zeros(B, dtype=bool)
-    outputs = []
-    for _ in range(max_len):
-        logits = state.step(tokens).copy()                            # (B, V)
-        logits[:, pad_id] = -np.inf                                   # pad only ever follows EOS (as in beam_search)
-        tokens = np.where(finished, pad_id, logits.argmax(axis=-1))   # (B,)
-        outputs.append(tokens)
-        finished |= tokens == eos_id
-        if finished.all():
-            break
+    with model.evaluating():
+        state = _decoder_state(model, src_ids, use_cache)
+        tokens = np.full(B, bos_id, dtype=np.int64)
+        finished = np.zeros(B, dtype=bool)
+        outputs = []
+        for _ in range(max_len):
+            logits = state.step(tokens).copy()                        # (B, V)
+            logits[:, pad_id] = -np.inf                               # pad only ever follows EOS (as in beam_search)
+            tokens = np.where(finished, pad_id, logits.argmax(axis=-1))   # (B,)
+            outputs.append(tokens)
+            finished |= tokens == eos_id
+            if finished.all():
+                break
     return np.stack(outputs, axis=1) if outputs else np.empty((B, 0), dtype=np.int64)
 
 
@@ -104,32 +105,34 @@ def beam_search(model, src_ids, bos_id, eos_id, max_len, beam_size=4, pad_id=0, 
     """
     src_ids = np.asarray(src_ids)
     B, K = len(src_ids), beam_size
-    state = _decoder_state(model, np.repeat(src_ids, K, axis=0), use_cache)    # rows b*K + k
-    tokens = np.full(B * K, bos_id, dtype=np.int64)
-    scores = np.zeros((B, K))
-    scores[:, 1:] = -np.inf                    # all beams start identical: keep one so the top K are distinct
-    finished = np.zeros((B, K), dtype=bool)
-    lengths = np.zeros((B, K))
-    history = np.empty((B, K, 0), dtype=np.int64)
-    for _ in range(max_len):
-        logp = _log_softmax(state.step(tokens)).reshape(B, K, -1)                   # (B, K, V)
-        V = logp.shape[-1]
-        # a finished beam may only continue with pad, at no cost, so it competes with its final score;
-        # an unfinished one may not pad
-        logp = np.where(finished[..., None], -np.inf, logp)
-        logp[..., pad_id] = np.where(finished, 0.0, -np.inf)
-        candidates = (scores[..., None] + logp).reshape(B, K * V)                   # (B, K*V)
-        best = np.argsort(-candidates, axis=1, kind="stable")[:, :K]                # (B, K)
-        beam, tokens2d = best // V, best % V
-        scores = np.take_along_axis(candidates, best, axis=1)
-        history = np.concatenate([np.take_along_axis(history, beam[..., None], axis=1), tokens2d[..., None]], axis=2)
-        was_finished = np.take_along_axis(finished, beam, axis=1)
-        lengths = np.take_along_axis(lengths, beam, axis=1) + ~was_finished
-        finished = was_finished | (tokens2d == eos_id)
-        state.reorder((np.arange(B)[:, None] * K + beam).reshape(-1))
-        tokens = tokens2d.reshape(-1)
-        if finished.all():
-            break
+    with model.evaluating():
+        state = _decoder_state(model, np.repeat(src_ids, K, axis=0), use_cache)    # rows b*K + k
+        tokens = np.full(B * K, bos_id, dtype=np.int64)
+        scores = np.zeros((B, K))
+        scores[:, 1:] = -np.inf                    # all beams start identical: keep one so the top K are distinct
+        finished = np.zeros((B, K), dtype=bool)
+        lengths = np.zeros((B, K))
+        history = np.empty((B, K, 0), dtype=np.int64)
+        for _ in range(max_len):
+            logp = _log_softmax(state.step(tokens)).reshape(B, K, -1)                   # (B, K, V)
+            V = logp.shape[-1]
+            # a finished beam may only continue with pad, at no cost, so it competes with its final score;
+            # an unfinished one may not pad
+            logp = np.where(finished[..., None], -np.inf, logp)
+            logp[..., pad_id] = np.where(finished, 0.0, -np.inf)
+            candidates = (scores[..., None] + logp).reshape(B, K * V)                   # (B, K*V)
+            best = np.argsort(-candidates, axis=1, kind="stable")[:, :K]                # (B, K)
+            beam, tokens2d = best // V, best % V
+            scores = np.take_along_axis(candidates, best, axis=1)
+            history = np.concatenate([np.take_along_axis(history, beam[..., None], axis=1), tokens2d[..., None]],
+                                     axis=2)
+            was_finished = np.take_along_axis(finished, beam, axis=1)
+            lengths = np.take_along_axis(lengths, beam, axis=1) + ~was_finished
+            finished = was_finished | (tokens2d == eos_id)
+            state.reorder((np.arange(B)[:, None] * K + beam).reshape(-1))
+            tokens = tokens2d.reshape(-1)
+            if finished.all():
+                break
     ranking = scores / np.maximum(lengths, 1) ** length_penalty
     choice = ranking.argmax(axis=1)                                                 # (B,)
     return history[np.arange(B), choice], scores[np.arange(B), choice]

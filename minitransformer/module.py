@@ -10,11 +10,14 @@ A `Module` has three jobs, all of them bookkeeping:
   `Module`, or a list of modules (named `blocks.0`, `blocks.1`, ...). Names are
   stable and dotted (`blocks.0.attn.w_q`); a parameter shared by two modules
   (tied embeddings) is listed once, under the first name met.
-* `train()` / `eval()` set `training` on the whole tree (dropout reads it).
+* `train()` / `eval()` set `training` on the whole tree (dropout reads it);
+  `with model.evaluating():` switches to evaluation for a block and back.
 
 Left out on purpose: hooks, device placement, automatic differentiation. The
 gradient of every layer is written out by hand in that layer's file.
 """
+
+import contextlib
 
 import numpy as np
 
@@ -83,6 +86,20 @@ class Module:
     def eval(self):
         """Switch to evaluation mode (dropout is the identity)."""
         return self.train(False)
+
+    @contextlib.contextmanager
+    def evaluating(self):
+        """`with model.evaluating():` runs the block in evaluation mode, then restores the mode it found.
+
+        Generation and evaluation use it: a model left in training mode would draw dropout masks, and
+        a cached decoding step would then disagree with the recomputed one.
+        """
+        was_training = self.training
+        self.eval()
+        try:
+            yield self
+        finally:
+            self.train(was_training)
 
     # ------------------------------------------------------------------ state
     def state_dict(self):

@@ -78,9 +78,7 @@ def generate(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, rng
         raise ValueError("generate needs a prompt of at least one token")
     ids = ids[:, -model.max_len:]                               # crop a long prompt to the window
     rng = as_generator(rng)
-    was_training = model.training
-    model.eval()
-    try:
+    with model.evaluating():                                    # dropout off; the mode is restored after
         cache = KVCache(len(model.blocks)) if use_cache else None
         logits = model.forward(ids, cache=cache)[:, -1]         # (B, V)
         for index in range(max_new_tokens):
@@ -92,8 +90,6 @@ def generate(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, rng
                 logits = model.forward(token, cache=cache)[:, -1]
             else:                                               # window full: recompute the last max_len
                 logits = model.forward(ids[:, -model.max_len:])[:, -1]
-    finally:
-        model.train(was_training)
     return ids[0] if single else ids
 
 

@@ -79,6 +79,17 @@ def test_train_and_eval_switch_every_dropout():
     assert not np.allclose(model.forward(ids), model.forward(ids))
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_evaluating_turns_dropout_off_and_restores_the_mode_even_after_an_error(training):
+    model = tiny_gpt(dropout=0.5).train(training)
+    with model.evaluating():
+        assert not model.training and not model.blocks[0].drop1.training
+    assert model.training == training and model.blocks[0].drop1.training == training
+    with pytest.raises(ZeroDivisionError), model.evaluating():
+        1 / 0
+    assert model.blocks[1].drop2.training == training
+
+
 def test_dropout_is_inverted_and_reproducible():
     x = np.ones((200, 50))
     first = Dropout(0.25, rng=3).forward(x)

@@ -64,6 +64,21 @@ def test_greedy_and_beam_search_with_cache_equal_recomputation(norm):
     np.testing.assert_allclose(scores, scores2, rtol=1e-10)
 
 
+def test_decoding_a_model_left_in_training_mode_turns_dropout_off_and_restores_the_mode():
+    """With dropout active the cached and the recomputed paths would draw different masks and disagree."""
+    model = Seq2SeqTransformer(V, V, 16, 2, 2, 24, 16, pad_id=PAD, dropout=0.5, rng=0)
+    src = sources(None)
+    expected = greedy_decode(model.eval(), src, BOS, EOS, max_len=7)
+    expected_beam = beam_search(model, src, BOS, EOS, max_len=7, beam_size=3)
+    model.train()
+    for use_cache in (True, False):
+        np.testing.assert_array_equal(greedy_decode(model, src, BOS, EOS, max_len=7, use_cache=use_cache), expected)
+        tokens, scores = beam_search(model, src, BOS, EOS, max_len=7, beam_size=3, use_cache=use_cache)
+        np.testing.assert_array_equal(tokens, expected_beam[0])
+        np.testing.assert_allclose(scores, expected_beam[1], rtol=1e-10)
+        assert model.training
+
+
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_untrained_greedy_never_emits_pad_before_eos_and_cached_equals_uncached(norm):
     """Untrained models put real mass on pad; a pad chosen mid-sentence used to split the two paths."""

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import minitransformer.checkpoint
 import minitransformer.data
 from minitransformer.__main__ import main
 from minitransformer.data import (CharTokenizer, default_corpus, get_batch, make_tokenizer, tokenizer_from_config,
@@ -96,7 +97,7 @@ def test_bpe_tokenizer_trains_round_trips_and_rebuilds_from_its_config():
     assert again.encode(TEXT) == tokenizer.encode(TEXT)
 
 
-def test_train_and_sample_commands(tmp_path, capsys):
+def test_train_and_sample_commands(tmp_path, capsys, monkeypatch):
     text_file = tmp_path / "text.txt"
     text_file.write_text(TEXT)
     out = tmp_path / "run"
@@ -106,8 +107,12 @@ def test_train_and_sample_commands(tmp_path, capsys):
     assert main(["train", "--max-steps", "4"] + common) == 0
     printed = capsys.readouterr().out
     assert "sample before training" in printed and "sample after training" in printed and "val loss" in printed
-    assert main(["train", "--max-steps", "6", "--resume"] + common) == 0
+    hashed = []
+    hash_file = minitransformer.checkpoint._sha256
+    monkeypatch.setattr(minitransformer.checkpoint, "_sha256", lambda path: hashed.append(path) or hash_file(path))
+    assert main(["train", "--max-steps", "6", "--resume"] + common + ["--eval-interval", "6"]) == 0   # last flag wins
     assert "resuming at step 4" in capsys.readouterr().out
+    assert len(hashed) == 2                  # the checkpoint read once to resume, then hashed once to save at step 6
     assert main(["train", "--max-steps", "6", "--resume"] + common + ["--d-model", "32"]) == 2
     assert "different config: --d-model 32 (checkpoint: 16)" in capsys.readouterr().err
     assert main(["sample", "--checkpoint", str(out), "--prompt", "the quick", "--max-new-tokens", "12"]) == 0
