@@ -18,13 +18,15 @@ Prints, in this order:
 4. Interleaved rounds, so that all see the same machine load: our step, the
    step's matrix products replayed alone (the share of a step spent outside
    them, and the achieved GFLOP/s), and, if torch is installed, the same model
-   (same shapes, biases, GELU-tanh) in PyTorch eager. Medians of wall time and
-   of this process's CPU time, and the ratio. torch is never required.
+   (same shapes, biases, GELU-tanh) in PyTorch eager. Each takes turns of a few
+   consecutive steps (see BLOCK). Medians of wall time and of this process's
+   CPU time, and the ratio. torch is never required.
 
 The machine is shared, so absolute times move; the ratio within one run is the figure to quote.
 """
 
 import argparse
+import dataclasses
 import os
 import resource
 import sys
@@ -68,8 +70,12 @@ def flops(products):
     return sum(2 * batch * m * k * n for batch, m, k, n in products)
 
 
-def product_replay(products):
-    """A function that runs every product of one step once, float32, on operands made here beforehand."""
+def product_replay(products, workers=1):
+    """A function that runs every product of one step once, float32, on operands made here beforehand.
+
+    With workers > 1, `products` are one worker's (its part of the batch), and the replay runs them in
+    `workers` processes at once, each on 1 BLAS thread and told to start through a pipe, as the step's
+    worker processes are."""
     rng = np.random.default_rng(0)
 
     def operand(batch, rows, cols):
@@ -81,7 +87,48 @@ def product_replay(products):
     def replay():
         for a, b in operands:
             a @ b
-    return replay
+    if workers == 1:
+        return replay
+    import multiprocessing
+    from threadpoolctl import threadpool_limits
+    context = multiprocessing.get_context("spawn")
+    pipes, processes = [], []
+    for _ in range(workers - 1):
+        ours, theirs = context.Pipe()
+        processes.append(context.Process(target=_replay_worker, args=(theirs, products), daemon=True))
+        processes[-1].start()
+        theirs.close()                                               # a dead replay process reads as EOF
+        pipes.append(ours)
+    for ours in pipes:
+        ours.recv()                                                  # ready
+    limit = threadpool_limits(limits=1, user_api="blas")
+
+    def replay_in_parallel():
+        for ours in pipes:
+            ours.send(True)
+        replay()
+        for ours in pipes:
+            ours.recv()
+
+    def close():
+        for ours in pipes:
+            ours.send(False)
+        for process in processes:
+            process.join()
+        limit.restore_original_limits()
+    replay_in_parallel.close = close
+    return replay_in_parallel
+
+
+def _replay_worker(connection, products):
+    """A replay process: 1 BLAS thread, one replay per True received, until False."""
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(limits=1, user_api="blas")
+    replay = product_replay(products)
+    connection.send("ready")
+    while connection.recv():
+        replay()
+        connection.send("done")
 
 
 def numpy_matmul_rate(repeats=30):
@@ -205,7 +252,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="training text (read by path)")
     parser.add_argument("--steps", type=int, default=2000, help="training steps of the full run (0: skip it)")
-    parser.add_argument("--compare-steps", type=int, default=60, help="interleaved steps timed against PyTorch")
+    parser.add_argument("--compare-steps", type=int, default=60,
+                        help="steps of each contender timed in the interleaved comparison")
     parser.add_argument("--seed", type=int, default=1337, help="seed of the weights and batches (nanoGPT's 1337)")
     parser.add_argument("--torch-train", action="store_true",
                         help="also train the PyTorch twin for --steps steps on the same batches and report its val loss")
@@ -214,6 +262,8 @@ def main(argv=None):
                              "more gives a less noisy estimate, reported beside the 20-batch one)")
     parser.add_argument("--twin-without-biases", action="store_true",
                         help="train the PyTorch twin as nanoGPT's default bias=False (no Linear biases, no LayerNorm beta)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes that split each batch (TrainConfig.workers; each uses 1 BLAS thread)")
     parser.add_argument("--threads", type=int, default=None,
                         help="BLAS and PyTorch threads (default: the libraries' own choice, all cores); "
                              "on a machine shared with other jobs 1 thread is often faster for both")
@@ -222,7 +272,7 @@ def main(argv=None):
         parser.error(f"--eval-batches must be at least the standard 20, got {args.eval_batches}")
 
     config = TrainConfig(max_steps=max(args.steps, 1), eval_interval=max(args.steps, 1), eval_batches=20,
-                         decay_embeddings=True, seed=args.seed)
+                         decay_embeddings=True, seed=args.seed, workers=args.workers)
     with open(args.text, encoding="utf-8") as file:
         text = file.read()
     tokenizer = CharTokenizer.train(text)
@@ -232,16 +282,17 @@ def main(argv=None):
     step_flops = flops(products)
 
     rate = numpy_matmul_rate()
-    print(f"threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'library default')}")
+    print(f"threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'library default')}; workers: {args.workers}"
+          + (" (1 BLAS thread each)" if args.workers > 1 else ""))
     print(f"NumPy {np.__version__} float32 matmul (768x512 @ 512x512): {rate:.0f} GFLOP/s (median of 30)")
     print(f"one training step: {step_flops / 1e9:.2f} GFLOP in {len(products)} matrix products; "
           f"floor at that rate {step_flops / rate / 1e6:.1f} ms")
 
     if args.steps:
-        trainer = Trainer(config, train_data, val_data, V, progress=False)
-        started = time.perf_counter()
-        losses = trainer.fit()
-        wall = time.perf_counter() - started
+        with Trainer(config, train_data, val_data, V, progress=False) as trainer:
+            started = time.perf_counter()
+            losses = trainer.fit()
+            wall = time.perf_counter() - started
         median = float(np.median(trainer.step_times))
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"\nminitransformer, {args.steps} steps, float32: median {median * 1e3:.1f} ms/step, "
@@ -268,6 +319,16 @@ def main(argv=None):
     return 0
 
 
+# Each round gives every contender a turn of BLOCK consecutive steps, as a training loop runs them; the
+# first step of a turn warms the caches the other contenders used and is not timed. Before each turn the
+# benchmark waits IDLE_GAP seconds, so that no library's idle threads are still spinning from the turn
+# before: OpenBLAS's spin for about 2**28 cycles (0.1 s) after each product before they sleep, and on 2
+# cores they took a core from PyTorch's step that followed ours (measured: PyTorch's 2-thread step 114 ms
+# right after ours, 37 ms when OpenBLAS's threads sleep at once).
+IDLE_GAP = 0.15
+BLOCK = 5
+
+
 def _timed(function, times):
     """Run function(); append (wall seconds, CPU seconds of this process) to `times`."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -283,8 +344,9 @@ def compare(config, train_data, val_data, V, products, args):
         torch = None
         print("\ntorch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
     ours = Trainer(config, train_data, val_data, V, progress=False)
+    part = dataclasses.replace(config, batch_size=-(-config.batch_size // config.workers))   # the largest part
     contenders = {"minitransformer step": ours.train_step,
-                  "its matrix products alone": product_replay(products)}
+                  "its matrix products alone": product_replay(matmul_products(part, V), config.workers)}
     if torch is not None:
         if args.threads:
             torch.set_num_threads(args.threads)
@@ -293,14 +355,23 @@ def compare(config, train_data, val_data, V, products, args):
         contenders[f"PyTorch {torch.__version__} eager step ({torch.get_num_threads()} threads)"] = (
             lambda: torch_step(model, optimizer, config, x, y, config.lr))
     times = {name: [] for name in contenders}
-    for _ in range(5):                                          # warm up
-        for function in contenders.values():
-            function()
-    for _ in range(args.compare_steps):
-        for name, function in contenders.items():
-            _timed(function, times[name])
+    try:
+        for _ in range(5):                                      # warm up
+            for function in contenders.values():
+                function()
+        for _ in range(-(-args.compare_steps // (BLOCK - 1))):
+            for name, function in contenders.items():
+                time.sleep(IDLE_GAP)
+                function()                                      # untimed: the turn's first step
+                for _ in range(BLOCK - 1):
+                    _timed(function, times[name])
+    finally:
+        ours.close()
+        getattr(contenders["its matrix products alone"], "close", lambda: None)()
     medians = {name: np.median(np.array(values), axis=0) for name, values in times.items()}
-    print(f"\ninterleaved, {args.compare_steps} rounds (median wall ms / median CPU ms of this process):")
+    print(f"\ninterleaved, {len(times['minitransformer step'])} timed steps each, in turns of {BLOCK - 1} "
+          "(median wall ms / median CPU ms of this process"
+          + (", which leaves out the worker processes' CPU" if config.workers > 1 else "") + "):")
     for name, (wall, cpu) in medians.items():
         print(f"  {name:<45} {wall * 1e3:7.1f} / {cpu * 1e3:7.1f}")
     ours_wall, ours_cpu = medians["minitransformer step"]
@@ -309,7 +380,8 @@ def compare(config, train_data, val_data, V, products, args):
           f"{1 - products_cpu / ours_cpu:.1%} (CPU); achieved {flops(products) / ours_wall / 1e9:.0f} GFLOP/s")
     if torch is not None:
         torch_wall, torch_cpu = list(medians.values())[-1]
-        print(f"  ratio minitransformer / PyTorch: {ours_wall / torch_wall:.2f} (wall), {ours_cpu / torch_cpu:.2f} (CPU)")
+        print(f"  ratio minitransformer / PyTorch: {ours_wall / torch_wall:.2f} (wall)"
+              + (f", {ours_cpu / torch_cpu:.2f} (CPU)" if config.workers == 1 else ""))
 
 
 if __name__ == "__main__":

@@ -122,15 +122,18 @@ def _config_differences(saved, current):
             for key in keys if saved.get(key) != current.get(key)]
 
 
-def load_checkpoint(directory, model, optimizer=None):
+def load_checkpoint(directory, model, optimizer=None, contents=None):
     """Load parameters (and optimizer state) saved by `save_checkpoint` into existing objects.
 
     Everything is checked first; on any error nothing has been changed.
 
+    Args:
+        contents: what `read_checkpoint(directory)` returned, if the caller has already read it
+            (the file is then not read and hashed again).
     Returns:
         the meta dictionary (step, rng states, history, ...).
     """
-    meta, arrays = read_checkpoint(directory)
+    meta, arrays = read_checkpoint(directory) if contents is None else contents
     differences = _config_differences(meta["model_config"], model.config)
     if differences:
         raise CheckpointError(f"checkpoint {directory} is for a different model: " + "; ".join(differences))

@@ -20,7 +20,10 @@ batches from a generator derived from it; a checkpoint stores both generators'
 states, so a resumed run draws the very same batches and masks and produces
 the same losses, bit for bit, as one that never stopped.
 
-Left out: gradient accumulation, mixed precision, data-parallel training.
+With `workers` > 1 the forward and backward passes of each batch are split
+across processes (data parallel, parallel.py); everything else is unchanged.
+
+Left out: gradient accumulation, mixed precision.
 """
 
 import dataclasses
@@ -34,6 +37,7 @@ from .data import get_batch
 from .layers.loss import CrossEntropyLoss
 from .models.gpt import GPT
 from .optim import AdamW, clip_gradients, parameter_groups
+from .parallel import DataParallel
 from .schedules import cosine_rate, noam_rate
 
 
@@ -67,9 +71,13 @@ class TrainConfig:
     eval_interval: int = 250
     eval_batches: int = 20
     seed: int = 1337
+    # speed
+    workers: int = 1                # processes that split each batch (data parallel: parallel.py), e.g. 2 on 2 cores
 
     # fields that may change when a run is resumed; all others must match the checkpoint
-    RESUMABLE = ("max_steps", "eval_interval", "eval_batches")
+    # (another `workers` splits the batch differently: the losses then agree only up to float rounding,
+    # and with dropout the masks differ too)
+    RESUMABLE = ("max_steps", "eval_interval", "eval_batches", "workers")
 
     def learning_rate(self, step):
         """The rate for 0-based `step`."""
@@ -89,6 +97,11 @@ def build_model(config, vocab_size):
                dropout=config.dropout, activation="gelu", dtype=np.dtype(config.dtype), rng=config.seed)
 
 
+def build_parameter_groups(model, config):
+    """The optimizer's groups for `model`: decayed matrices and the rest (`optim.parameter_groups`)."""
+    return parameter_groups(model, config.weight_decay, decay_embeddings=config.decay_embeddings)
+
+
 class Trainer:
     """Trains a fresh GPT on token arrays, or continues one from a checkpoint (`Trainer.resume`).
 
@@ -102,11 +115,15 @@ class Trainer:
     """
 
     def __init__(self, config, train_data, val_data, vocab_size, out_dir=None, tokenizer_config=None, progress=True):
+        if type(config.workers) is not int or not 1 <= config.workers <= config.batch_size:
+            raise ValueError(f"Trainer: TrainConfig.workers must be an int from 1 to batch_size "
+                             f"({config.batch_size}), got {config.workers!r} ({type(config.workers).__name__})")
         self.config, self.out_dir, self.progress = config, out_dir, progress
+        self.vocab_size = vocab_size
         self.train_data, self.val_data = np.asarray(train_data), np.asarray(val_data)
         self.tokenizer_config = tokenizer_config
         self.model = build_model(config, vocab_size)
-        groups = parameter_groups(self.model, config.weight_decay, decay_embeddings=config.decay_embeddings)
+        groups = build_parameter_groups(self.model, config)
         self.optimizer = AdamW(groups, lr=config.lr, betas=(config.beta1, config.beta2),
                                weight_decay=config.weight_decay)
         self.loss_fn = CrossEntropyLoss()
@@ -114,6 +131,7 @@ class Trainer:
         self.step = 0
         self.history = {"step": [], "loss": [], "lr": [], "eval": []}     # eval rows: [step, train, val]
         self.step_times = []
+        self.parallel = None            # DataParallel, started by the first step when config.workers > 1
 
     # ---------------------------------------------------------------- one step, evaluation
     def train_step(self):
@@ -123,8 +141,13 @@ class Trainer:
         self.optimizer.lr = lr
         x, y = get_batch(self.train_data, config.block_size, config.batch_size, self.data_rng)
         self.optimizer.zero_grad()
-        loss = self.loss_fn(self.model(x), y)
-        self.model.backward(self.loss_fn.backward())
+        if config.workers > 1:
+            if self.parallel is None or not self.parallel.alive:      # first step, or the last one failed
+                self.parallel = DataParallel(self.model, self.optimizer, config, self.vocab_size, self.loss_fn)
+            loss = self.parallel.loss_and_gradients(x, y, self.step)
+        else:
+            loss = self.loss_fn(self.model(x), y)
+            self.model.backward(self.loss_fn.backward())
         if config.grad_clip:
             clip_gradients(self.optimizer.gradients(), config.grad_clip)   # = clip_grad_norm(parameters)
         self.optimizer.step()
@@ -135,16 +158,28 @@ class Trainer:
         self.history["lr"].append(lr)
         return loss
 
+    def close(self):
+        """Stop the worker processes of a data-parallel run (they also stop when the trainer is collected)."""
+        if self.parallel is not None:
+            self.parallel.close()
+            self.parallel = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
     def evaluate(self):
         """Mean loss over `eval_batches` windows of the training and the validation data, dropout off."""
         config = self.config
-        self.model.eval()
         losses = {}
-        for split, data in (("train", self.train_data), ("val", self.val_data)):
-            rng = np.random.default_rng([config.seed, 2])         # the same windows at every evaluation
-            batches = [get_batch(data, config.block_size, config.batch_size, rng) for _ in range(config.eval_batches)]
-            losses[split] = float(np.mean([float(self.loss_fn(self.model(x), y)) for x, y in batches]))
-        self.model.train()
+        with self.model.evaluating():
+            for split, data in (("train", self.train_data), ("val", self.val_data)):
+                rng = np.random.default_rng([config.seed, 2])     # the same windows at every evaluation
+                batches = [get_batch(data, config.block_size, config.batch_size, rng)
+                           for _ in range(config.eval_batches)]
+                losses[split] = float(np.mean([float(self.loss_fn(self.model(x), y)) for x, y in batches]))
         return losses
 
     # ---------------------------------------------------------------- the loop
@@ -193,14 +228,16 @@ class Trainer:
         save_checkpoint(directory, self.model, self.optimizer, meta)
 
     @classmethod
-    def resume(cls, directory, train_data, val_data, config=None, out_dir=None, progress=True):
+    def resume(cls, directory, train_data, val_data, config=None, out_dir=None, progress=True, contents=None):
         """Continue the run saved in `directory`.
 
         Args:
             config: optional TrainConfig; it may differ from the saved one only in
                 TrainConfig.RESUMABLE fields (e.g. a larger max_steps), else CheckpointError.
+            contents: `read_checkpoint(directory)`'s result, if the caller has read it already.
         """
-        meta, _ = read_checkpoint(directory)
+        contents = read_checkpoint(directory) if contents is None else contents
+        meta = contents[0]
         saved = TrainConfig(**meta["train_config"])
         if config is not None:
             differences = [f"{field}: checkpoint {getattr(saved, field)!r}, now {getattr(config, field)!r}"
@@ -212,7 +249,7 @@ class Trainer:
             saved = config
         trainer = cls(saved, train_data, val_data, meta["model_config"]["vocab_size"], out_dir=out_dir,
                       tokenizer_config=meta.get("tokenizer"), progress=progress)
-        meta = load_checkpoint(directory, trainer.model, trainer.optimizer)
+        meta = load_checkpoint(directory, trainer.model, trainer.optimizer, contents=contents)
         trainer.step = meta["step"]
         trainer.history = meta["history"]
         trainer.data_rng.bit_generator.state = meta["rng"]["data"]

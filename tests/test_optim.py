@@ -125,6 +125,33 @@ def test_replacing_a_flattened_parameter_array_is_an_error():
         optimizer.step()
 
 
+def test_moved_buffers_keep_values_views_and_updates():
+    """move_buffers (used by DataParallel to share the weights) changes where the buffers live, nothing else."""
+    rng = np.random.default_rng(0)
+    pairs = [[_param(values, grad) for values, grad in zip(rng.standard_normal((3, 4)), rng.standard_normal((3, 4)))]
+             for _ in range(2)]
+    pairs[1] = [_param(p.data, p.grad) for p in pairs[0]]
+    moved, kept = AdamW(pairs[0], lr=0.1, weight_decay=0.1), AdamW(pairs[1], lr=0.1, weight_decay=0.1)
+    made = []
+    moved.move_buffers(lambda size, dtype: made.append(np.full(size, np.nan, dtype)) or made[-1])
+    assert moved.groups[0]["data"] is made[0] and moved.groups[0]["grad"] is made[1]
+    assert all(p.data.base is made[0] and p.grad.base is made[1] for p in pairs[0])
+    for _ in range(3):
+        moved.step()
+        kept.step()
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(*pairs))
+
+
+def test_move_buffers_and_bind_refuse_what_they_cannot_do():
+    from minitransformer.optim.optimizer import bind_to_buffers
+
+    param = _param([1.0, 2.0], [0.1, 0.1])
+    with pytest.raises(ValueError, match="every group must be flat"):
+        AdamW([param], lr=0.1, flatten=False).move_buffers(np.empty)
+    with pytest.raises(ValueError, match=r"expected flat buffers of 2 elements, got \(3,\) and \(2,\)"):
+        bind_to_buffers([param], np.zeros(3), np.zeros(2))
+
+
 @given(st.floats(0.01, 10.0), st.integers(0, 2**32 - 1))
 def test_clipping_caps_the_global_norm_and_keeps_direction(max_norm, seed):
     rng = np.random.default_rng(seed)

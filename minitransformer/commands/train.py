@@ -31,6 +31,8 @@ def add_arguments(parser):
     run.add_argument("--eval-batches", type=int, default=defaults.eval_batches, help="batches per evaluation")
     run.add_argument("--seed", type=int, default=defaults.seed, help="seed of weights, dropout and batches")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--workers", type=int, default=defaults.workers,
+                     help="processes that split each batch (data parallel), e.g. 2 on a 2-core machine")
     model = parser.add_argument_group("model (defaults: nanoGPT's Shakespeare-char CPU configuration)")
     for name in ("block_size", "batch_size", "n_layers", "n_heads", "d_model", "d_ff"):
         model.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
@@ -59,17 +61,16 @@ def _config_from_args(args):
                        dtype=args.dtype, max_steps=args.max_steps, lr=args.lr, min_lr=args.min_lr,
                        warmup_steps=warmup, lr_decay_steps=args.max_steps, schedule=args.schedule,
                        weight_decay=args.weight_decay, grad_clip=args.grad_clip, eval_interval=args.eval_interval,
-                       eval_batches=args.eval_batches, seed=args.seed)
+                       eval_batches=args.eval_batches, seed=args.seed, workers=args.workers)
 
 
-def _resumed_config(args, requested):
+def _resumed_config(args, requested, meta):
     """The checkpoint's config with this call's max_steps / eval settings; a conflicting flag is an error."""
     import dataclasses
 
-    from ..checkpoint import CheckpointError, read_checkpoint
+    from ..checkpoint import CheckpointError
     from ..trainer import TrainConfig
 
-    meta, _ = read_checkpoint(args.out)
     saved, defaults = TrainConfig(**meta["train_config"]), TrainConfig()
     keep = TrainConfig.RESUMABLE + ("lr_decay_steps", "warmup_steps")   # both derived from --max-steps
     conflicts = [f"--{field.replace('_', '-')} {getattr(requested, field)!r} (checkpoint: {getattr(saved, field)!r})"
@@ -108,12 +109,13 @@ def run(args):
     config = _config_from_args(args)
     try:
         if args.resume:
-            config = _resumed_config(args, config)
-            meta, _ = read_checkpoint(args.out)
+            contents = read_checkpoint(args.out)                # read and verified once
+            meta = contents[0]
+            config = _resumed_config(args, config, meta)
             tokenizer = tokenizer_from_config(meta["tokenizer"])
             ids = np.array(tokenizer.encode(text), dtype=np.int64)
             train_data, val_data = train_val_split(ids)
-            trainer = Trainer.resume(args.out, train_data, val_data, config=config, out_dir=args.out,
+            trainer = Trainer.resume(args.out, train_data, val_data, config=config, out_dir=args.out, contents=contents,
                                      progress=not args.no_progress)
         else:
             tokenizer = make_tokenizer(args.tokenizer, text, args.vocab_size)
@@ -136,7 +138,8 @@ def run(args):
     else:
         print(f"resuming at step {trainer.step}")
     started = time.perf_counter()
-    losses = trainer.fit()
+    with trainer:                                       # stops the worker processes of --workers N
+        losses = trainer.fit()
     elapsed = time.perf_counter() - started
     if losses is None:
         print(f"nothing to do: the checkpoint is already at step {trainer.step} >= --max-steps {config.max_steps}")

@@ -123,6 +123,18 @@ class Optimizer:
                 self._update(param.data, param.grad, self.state[index], group["weight_decay"])
                 index += 1
 
+    def move_buffers(self, allocate):
+        """Move every group's flat data and grad buffers into new ones made by `allocate(size, dtype)`.
+
+        Values, parameters and state are unchanged; the parameters hold views into the new buffers.
+        `DataParallel` uses it to put the weights in memory that worker processes share.
+        """
+        for group in self.groups:
+            if group["data"] is None:
+                raise ValueError(f"{type(self).__name__}.move_buffers: every group must be flat "
+                                 "(one dtype, flatten=True), got a group that is not")
+            group["data"], group["grad"] = _flatten(group["params"], allocate)
+
     def _update(self, data, grad, state, weight_decay):
         """Update `data` in place from `grad` and the buffers in `state` (arrays of one shape)."""
         raise NotImplementedError
@@ -176,14 +188,27 @@ def _spans(params):
     return spans
 
 
-def _flatten(params):
-    """Copy the parameters' data and grad into two flat buffers and make each Parameter hold views into them."""
+def _flatten(params, allocate=np.empty):
+    """Copy the parameters' data and grad into two flat buffers and make each Parameter hold views into them.
+
+    `allocate(size, dtype)` makes each buffer (default: np.empty; `DataParallel` passes shared memory)."""
     size = sum(param.size for param in params)
-    data = np.empty(size, dtype=params[0].data.dtype)
-    grad = np.empty(size, dtype=params[0].data.dtype)
+    data, grad = allocate(size, params[0].data.dtype), allocate(size, params[0].data.dtype)
     for param, (start, stop) in zip(params, _spans(params)):
         data[start:stop] = param.data.reshape(-1)
         grad[start:stop] = param.grad.reshape(-1)
+    bind_to_buffers(params, data, grad)
+    return data, grad
+
+
+def bind_to_buffers(params, data, grad):
+    """Make each Parameter's .data and .grad views into the flat buffers `data` and `grad`, without copying.
+
+    The values the parameters had are dropped: afterwards they read whatever the buffers hold, in the
+    order of `params` (the layout `_flatten` writes)."""
+    size = sum(param.size for param in params)
+    if data.shape != (size,) or grad.shape != (size,):
+        raise ValueError(f"bind_to_buffers: expected flat buffers of {size} elements, got {data.shape} and {grad.shape}")
+    for param, (start, stop) in zip(params, _spans(params)):
         param.data = data[start:stop].reshape(param.shape)        # views: the layers see the same values
         param.grad = grad[start:stop].reshape(param.shape)
-    return data, grad

@@ -1,0 +1,176 @@
+"""Data-parallel training (parallel.py): the batch split over worker processes gives one process's gradient."""
+
+import re
+
+import numpy as np
+import pytest
+
+from minitransformer.__main__ import main
+from minitransformer.data import get_batch
+from minitransformer.parallel import DataParallel
+from test_checkpoint import tiny_trainer
+
+
+def _gradients(trainer):
+    return {name: param.grad.copy() for name, param in trainer.model.named_parameters()}
+
+
+@pytest.mark.parametrize("workers, batch_size", [(2, 4), (3, 5)])        # (3, 5): parts of 2, 2 and 1 windows
+def test_split_batch_gives_the_one_process_loss_and_gradient(workers, batch_size):
+    one = tiny_trainer(dtype="float64", dropout=0.0, batch_size=batch_size)
+    split = tiny_trainer(dtype="float64", dropout=0.0, batch_size=batch_size, workers=workers)
+    x, y = get_batch(one.train_data, 8, batch_size, np.random.default_rng(0))
+    one.optimizer.zero_grad()
+    expected_loss = float(one.loss_fn(one.model(x), y))
+    one.model.backward(one.loss_fn.backward())
+    expected = _gradients(one)
+    parallel = DataParallel(split.model, split.optimizer, split.config, one.model.vocab_size, split.loss_fn)
+    try:
+        for param in split.model.parameters():
+            param.grad[...] = 1.0                                        # backward adds to what is there
+        loss = parallel.loss_and_gradients(x, y, step=0)
+        got = _gradients(split)
+    finally:
+        parallel.close()
+    assert loss == pytest.approx(expected_loss, rel=1e-12)
+    for name, gradient in expected.items():
+        np.testing.assert_allclose(got[name] - 1.0, gradient, rtol=1e-9, atol=1e-13, err_msg=name)
+
+
+def test_training_on_two_workers_follows_one_process():
+    with tiny_trainer(dtype="float64", dropout=0.0) as one, \
+            tiny_trainer(dtype="float64", dropout=0.0, workers=2) as two:
+        one.fit()
+        two.fit()
+        np.testing.assert_allclose(two.history["loss"], one.history["loss"], rtol=1e-10)
+        assert two.parallel is not None and one.parallel is None
+
+
+def test_resumed_two_worker_run_with_dropout_is_bit_exact(tmp_path):
+    with tiny_trainer(workers=2) as uninterrupted:                        # dropout 0.1: the workers' masks
+        uninterrupted.fit()
+    with tiny_trainer(out_dir=tmp_path, workers=2) as first_half:
+        first_half.fit(max_steps=3)
+    with type(first_half).resume(tmp_path, first_half.train_data, first_half.val_data, progress=False) as resumed:
+        resumed.fit()
+    assert resumed.history["loss"] == uninterrupted.history["loss"]      # exact float equality
+    final = dict(uninterrupted.model.named_parameters())
+    assert all(np.array_equal(p.data, final[n].data) for n, p in resumed.model.named_parameters())
+
+
+@pytest.mark.parametrize("dropout, training", [(0.0, True), (0.5, True), (0.5, False)])
+def test_each_worker_draws_its_own_dropout_masks(dropout, training):
+    """The same window in all three parts: the parts' gradients are equal exactly when no masks are drawn
+    (dropout 0, or the model in eval mode, which the workers follow)."""
+    with tiny_trainer(workers=3, dropout=dropout, batch_size=3, dtype="float64") as trainer:
+        trainer.train_step()                                              # starts the workers
+        x, y = get_batch(trainer.train_data, 8, 1, np.random.default_rng(0))
+        trainer.model.train(training)
+        trainer.optimizer.zero_grad()
+        trainer.parallel.loss_and_gradients(np.concatenate([x] * 3), np.concatenate([y] * 3), step=1)
+        total = np.concatenate(trainer.optimizer.gradients())
+        first, second = (np.concatenate(gradients) for gradients in trainer.parallel.worker_gradients)
+        main_part = total - first - second
+    same = np.allclose(first, second, rtol=1e-12, atol=1e-15) and np.allclose(main_part, first, rtol=1e-9, atol=1e-12)
+    assert same == (dropout == 0.0 or not training)
+    if dropout and training:                                             # every pair differs, not just one
+        assert not np.allclose(first, second) and not np.allclose(main_part, first)
+
+
+@pytest.mark.parametrize("workers", [0, 5, 1.5, True, np.int64(2)])
+def test_workers_outside_one_to_batch_size_are_refused(workers):
+    with pytest.raises(ValueError, match=r"workers must be an int from 1 to batch_size \(4\), got " + re.escape(repr(workers))):
+        tiny_trainer(workers=workers)
+
+
+def test_blas_threads_are_limited_only_during_our_part_and_restored():
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    before, during = blas_threads(), []
+    with tiny_trainer(workers=2) as a, tiny_trainer(workers=2) as b:
+        forward = a.model.forward
+        a.model.forward = lambda *args, **kwargs: during.append(blas_threads()) or forward(*args, **kwargs)
+        a.train_step(), b.train_step()
+        assert during == [[1] * len(before)] and blas_threads() == before
+    assert blas_threads() == before
+
+
+def _same_trainers(workers, **changes):
+    """A one-process trainer and one on `workers` processes, same seed, float64, batches of 6."""
+    fields = dict(dtype="float64", dropout=0.0, batch_size=6, **changes)
+    return tiny_trainer(**fields), tiny_trainer(workers=workers, **fields)
+
+
+def _bad_rows(trainer, row):
+    x, y = get_batch(trainer.train_data, 8, 6, np.random.default_rng(0))
+    x = x.copy()
+    x[row, 0] = 999                                                      # not a token id
+    return x, y
+
+
+@pytest.mark.parametrize("row, raised, message", [(0, RuntimeError, r"worker 1 failed:(.|\n)*999"),   # worker 1's part
+                                                  (5, IndexError, "999")])                          # the main part
+def test_after_an_error_in_any_part_the_next_step_is_exact(row, raised, message):
+    """Parts of 2, 2, 2 windows: rows 0-1 are worker 1's, 2-3 worker 2's, 4-5 the main process's."""
+    one, three = _same_trainers(3)
+    with one, three:
+        assert three.train_step() == pytest.approx(one.train_step(), rel=1e-12)
+        first = three.parallel
+        with pytest.raises(raised, match=message):
+            first.loss_and_gradients(*_bad_rows(three, row), step=1)
+        assert not first.alive and not any(process.is_alive() for process in first.processes)
+        assert three.train_step() == pytest.approx(one.train_step(), rel=1e-12)     # fresh workers, no stale answer
+        assert three.parallel is not first and three.parallel.alive
+
+
+def test_an_interrupt_or_a_killed_worker_stops_the_workers_and_training_goes_on():
+    one, two = _same_trainers(2)
+    with one, two:
+        assert two.train_step() == pytest.approx(one.train_step(), rel=1e-12)
+        forward = two.model.forward
+        two.model.forward = lambda *args, **kwargs: (_ for _ in ()).throw(KeyboardInterrupt)   # Ctrl-C in our part
+        with pytest.raises(KeyboardInterrupt):
+            two.train_step()
+        two.model.forward = forward
+        assert not two.parallel.alive
+        get_batch(one.train_data, 8, 6, one.data_rng)                     # both skip the interrupted step's batch
+        assert two.train_step() == pytest.approx(one.train_step(), rel=1e-12)
+        two.parallel.processes[0].kill()
+        two.parallel.processes[0].join()
+        with pytest.raises(RuntimeError, match=r"worker 1 stopped without answering"):
+            two.train_step()
+        assert two.train_step() > 0                                       # fresh workers again
+
+
+def test_close_stops_the_workers():
+    trainer = tiny_trainer(workers=3)
+    trainer.train_step()
+    processes = trainer.parallel.processes
+    assert len(processes) == 2 and all(process.is_alive() for process in processes)
+    trainer.close()
+    assert trainer.parallel is None and not any(process.is_alive() for process in processes)
+
+
+def test_train_command_with_two_workers(tmp_path, capsys):
+    assert main(["train", "--max-steps", "4", "--eval-interval", "4", "--eval-batches", "1", "--block-size", "8",
+                 "--batch-size", "4", "--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--d-ff", "32",
+                 "--workers", "2", "--sample-tokens", "0", "--no-progress", "--out", str(tmp_path)]) == 0
+    assert "trained to step 4" in capsys.readouterr().out
+
+
+def test_worker_masks_are_fixed_by_the_step_and_change_with_it():
+    with tiny_trainer(workers=2, dropout=0.5, dtype="float64") as trainer:
+        trainer.train_step()
+        x, y = get_batch(trainer.train_data, 8, 4, np.random.default_rng(0))
+
+        def worker_gradient(step):
+            trainer.optimizer.zero_grad()
+            trainer.parallel.loss_and_gradients(x, y, step)
+            return np.concatenate(trainer.parallel.worker_gradients[0])
+
+        first = worker_gradient(5)
+        assert np.array_equal(worker_gradient(5), first)                  # a resumed step redraws the same masks
+        assert not np.allclose(worker_gradient(6), first)                 # the next step draws new ones
