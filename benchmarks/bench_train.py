@@ -19,13 +19,17 @@ Prints, in this order:
    step's matrix products replayed alone (the share of a step spent outside
    them, and the achieved GFLOP/s), and, if torch is installed, the same model
    (same shapes, biases, GELU-tanh) in PyTorch eager. Each takes turns of a few
-   consecutive steps (see BLOCK). Medians of wall time and of this process's
-   CPU time, and the ratio. torch is never required.
+   consecutive steps after an idle gap (see BLOCK, IDLE_GAP). Medians of wall
+   time and of this process's CPU time, and the ratio. torch is never required.
+   With --workers N our step runs on N processes with 1 BLAS thread each
+   (minitransformer/parallel.py) and the products are replayed the same way;
+   the CPU figures then count the main process only, so only wall time is compared.
 
 The machine is shared, so absolute times move; the ratio within one run is the figure to quote.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import resource
@@ -111,11 +115,18 @@ def product_replay(products, workers=1):
             ours.recv()
 
     def close():
-        for ours in pipes:
-            ours.send(False)
-        for process in processes:
-            process.join()
-        limit.restore_original_limits()
+        try:
+            for ours in pipes:
+                try:
+                    ours.send(False)
+                except OSError:                                      # that replay process died already
+                    pass
+            for process in processes:
+                process.join(timeout=10)
+                if process.is_alive():
+                    process.terminate()
+        finally:
+            limit.restore_original_limits()
     replay_in_parallel.close = close
     return replay_in_parallel
 
@@ -253,7 +264,8 @@ def main(argv=None):
     parser.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="training text (read by path)")
     parser.add_argument("--steps", type=int, default=2000, help="training steps of the full run (0: skip it)")
     parser.add_argument("--compare-steps", type=int, default=60,
-                        help="steps of each contender timed in the interleaved comparison")
+                        help="steps of each contender timed in the interleaved comparison (rounded up to a "
+                             "multiple of 4, the timed steps of one turn)")
     parser.add_argument("--seed", type=int, default=1337, help="seed of the weights and batches (nanoGPT's 1337)")
     parser.add_argument("--torch-train", action="store_true",
                         help="also train the PyTorch twin for --steps steps on the same batches and report its val loss")
@@ -329,6 +341,15 @@ IDLE_GAP = 0.15
 BLOCK = 5
 
 
+@contextlib.contextmanager
+def _closing(replay):
+    """`with _closing(product_replay(...)) as replay:` stops a parallel replay's processes at the end."""
+    try:
+        yield replay
+    finally:
+        getattr(replay, "close", lambda: None)()
+
+
 def _timed(function, times):
     """Run function(); append (wall seconds, CPU seconds of this process) to `times`."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -343,19 +364,18 @@ def compare(config, train_data, val_data, V, products, args):
     except ImportError:
         torch = None
         print("\ntorch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
-    ours = Trainer(config, train_data, val_data, V, progress=False)
     part = dataclasses.replace(config, batch_size=-(-config.batch_size // config.workers))   # the largest part
-    contenders = {"minitransformer step": ours.train_step,
-                  "its matrix products alone": product_replay(matmul_products(part, V), config.workers)}
-    if torch is not None:
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        x, y = get_batch(train_data, config.block_size, config.batch_size, np.random.default_rng(0))
-        model, optimizer = torch_model(config, V)
-        contenders[f"PyTorch {torch.__version__} eager step ({torch.get_num_threads()} threads)"] = (
-            lambda: torch_step(model, optimizer, config, x, y, config.lr))
-    times = {name: [] for name in contenders}
-    try:
+    with Trainer(config, train_data, val_data, V, progress=False) as ours, \
+            _closing(product_replay(matmul_products(part, V), config.workers)) as replay:
+        contenders = {"minitransformer step": ours.train_step, "its matrix products alone": replay}
+        if torch is not None:
+            if args.threads:
+                torch.set_num_threads(args.threads)
+            x, y = get_batch(train_data, config.block_size, config.batch_size, np.random.default_rng(0))
+            model, optimizer = torch_model(config, V)
+            contenders[f"PyTorch {torch.__version__} eager step ({torch.get_num_threads()} threads)"] = (
+                lambda: torch_step(model, optimizer, config, x, y, config.lr))
+        times = {name: [] for name in contenders}
         for _ in range(5):                                      # warm up
             for function in contenders.values():
                 function()
@@ -365,9 +385,6 @@ def compare(config, train_data, val_data, V, products, args):
                 function()                                      # untimed: the turn's first step
                 for _ in range(BLOCK - 1):
                     _timed(function, times[name])
-    finally:
-        ours.close()
-        getattr(contenders["its matrix products alone"], "close", lambda: None)()
     medians = {name: np.median(np.array(values), axis=0) for name, values in times.items()}
     print(f"\ninterleaved, {len(times['minitransformer step'])} timed steps each, in turns of {BLOCK - 1} "
           "(median wall ms / median CPU ms of this process"
@@ -376,8 +393,9 @@ def compare(config, train_data, val_data, V, products, args):
         print(f"  {name:<45} {wall * 1e3:7.1f} / {cpu * 1e3:7.1f}")
     ours_wall, ours_cpu = medians["minitransformer step"]
     products_wall, products_cpu = medians["its matrix products alone"]
-    print(f"  outside matrix products: {1 - products_wall / ours_wall:.1%} of the step (wall), "
-          f"{1 - products_cpu / ours_cpu:.1%} (CPU); achieved {flops(products) / ours_wall / 1e9:.0f} GFLOP/s")
+    print(f"  outside matrix products: {1 - products_wall / ours_wall:.1%} of the step (wall)"
+          + (f", {1 - products_cpu / ours_cpu:.1%} (CPU)" if config.workers == 1 else "")
+          + f"; achieved {flops(products) / ours_wall / 1e9:.0f} GFLOP/s")
     if torch is not None:
         torch_wall, torch_cpu = list(medians.values())[-1]
         print(f"  ratio minitransformer / PyTorch: {ours_wall / torch_wall:.2f} (wall)"

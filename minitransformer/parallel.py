@@ -63,13 +63,14 @@ import weakref
 import numpy as np
 
 WORKER_SEED_STREAM = 3          # worker k's dropout masks at a step: default_rng([seed, 3, step, k])
+START_TIMEOUT = 300             # seconds a worker may take to import NumPy and build its model
 
 
 class DataParallel:
     """Forward and backward of a batch on `config.workers` processes; the gradient lands in `model`'s .grad.
 
-    Worker 0 is the main process; workers 1 .. N-1 are spawned processes, and
-    `self.processes[k - 1]`, `self.connections[k - 1]` and `self.worker_gradients[k - 1]` are worker k's.
+    The main process does one of the N parts itself (the last); workers 1 .. N-1 are spawned processes,
+    and `self.processes[k - 1]`, `self.connections[k - 1]` and `self.worker_gradients[k - 1]` are worker k's.
     If anything goes wrong during a step (an error in any part, a worker that died, Ctrl-C), the workers
     are stopped before the error is raised, so that no later step can read a stale answer; `alive` is
     then False and the trainer starts fresh workers at its next step.
@@ -117,11 +118,13 @@ class DataParallel:
             process = context.Process(target=_worker, name=f"minitransformer-worker-{rank}", daemon=True,
                                       args=(theirs, rank, self.config, vocab_size, layout, shared_weights, raws))
             process.start()
-            theirs.close()                                       # so that a dead worker reads as EOF here
             self.processes.append(process)
             self.connections.append(ours)
+            theirs.close()                                       # so that a dead worker reads as EOF here
             self.worker_gradients.append(list(gradients))
         for rank, connection in enumerate(self.connections, start=1):
+            if not connection.poll(START_TIMEOUT):
+                raise RuntimeError(f"DataParallel: worker {rank} did not start within {START_TIMEOUT} s")
             self._receive(rank, connection)                      # each worker says it is ready
 
     @property
@@ -214,48 +217,56 @@ def _shut_down(processes, connections):
 
 
 def _worker(connection, rank, config, vocab_size, layout, shared_weights, shared_gradients):
-    """A worker process: build the model, map the shared weights, then serve steps until told to stop."""
+    """A worker process: build the model, map the shared weights, then serve steps until told to stop.
+
+    It stops quietly when the main process is gone (its pipe closed or reset)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)                 # Ctrl-C is for the main process to handle
     try:
-        from threadpoolctl import threadpool_limits
-
-        from .layers.loss import CrossEntropyLoss
-        from .optim.optimizer import bind_to_buffers
-        from .trainer import build_model, build_parameter_groups   # imported here: trainer imports this module
-
-        threadpool_limits(limits=1, user_api="blas")
-        model = build_model(config, vocab_size)
-        groups = build_parameter_groups(model, config)
-        names = {id(param): name for name, param in model.named_parameters()}
-        mine = [[(names[id(param)], param.shape) for param in group["params"]] for group in groups]
-        if mine != layout:
-            raise ValueError(f"DataParallel worker {rank}: its parameters {mine} are not laid out as the main "
-                             f"process's {layout}")
-        gradients = [np.ctypeslib.as_array(raw) for raw in shared_gradients]
-        for group, weights, gradient in zip(groups, shared_weights, gradients):
-            bind_to_buffers(group["params"], np.ctypeslib.as_array(weights), gradient)
-        loss_fn = CrossEntropyLoss()
-        connection.send(("ready", 0.0))
+        model, loss_fn, gradients = _worker_model(rank, config, vocab_size, layout, shared_weights, shared_gradients)
+        answer = ("ready", 0.0)
     except Exception:
-        connection.send(("error", traceback.format_exc()))
-        return
-    while True:
-        try:
+        model, answer = None, ("error", traceback.format_exc())
+    try:
+        connection.send(answer)
+        while model is not None:
             message = connection.recv()
-        except EOFError:                                         # the main process is gone
-            return
-        if message is None:
-            return
-        step, x, y, share, training = message
-        try:
-            model.train(training)
-            if config.dropout:
-                seeded = np.random.default_rng([config.seed, WORKER_SEED_STREAM, step, rank])
-                model.dropout_rng.bit_generator.state = seeded.bit_generator.state
-            for gradient in gradients:
-                gradient[...] = 0
-            loss = share * float(loss_fn(model(x), y))
-            model.backward(share * loss_fn.backward())           # (B_k / B) dL_k/dW
-            connection.send(("ok", loss))
-        except Exception:
-            connection.send(("error", traceback.format_exc()))
+            if message is None:
+                return
+            step, x, y, share, training = message
+            try:
+                model.train(training)
+                if config.dropout:
+                    seeded = np.random.default_rng([config.seed, WORKER_SEED_STREAM, step, rank])
+                    model.dropout_rng.bit_generator.state = seeded.bit_generator.state
+                for gradient in gradients:
+                    gradient[...] = 0
+                loss = share * float(loss_fn(model(x), y))
+                model.backward(share * loss_fn.backward())       # (B_k / B) dL_k/dW
+                answer = ("ok", loss)
+            except Exception:
+                answer = ("error", traceback.format_exc())
+            connection.send(answer)
+    except (EOFError, OSError):                                  # the main process is gone
+        return
+
+
+def _worker_model(rank, config, vocab_size, layout, shared_weights, shared_gradients):
+    """The worker's model, its parameters views of the shared weights and of its own gradient buffers."""
+    from threadpoolctl import threadpool_limits
+
+    from .layers.loss import CrossEntropyLoss
+    from .optim.optimizer import bind_to_buffers
+    from .trainer import build_model, build_parameter_groups     # imported here: trainer imports this module
+
+    threadpool_limits(limits=1, user_api="blas")
+    model = build_model(config, vocab_size)
+    groups = build_parameter_groups(model, config)
+    names = {id(param): name for name, param in model.named_parameters()}
+    mine = [[(names[id(param)], param.shape) for param in group["params"]] for group in groups]
+    if mine != layout:
+        raise ValueError(f"DataParallel worker {rank}: its parameters {mine} are not laid out as the main "
+                         f"process's {layout}")
+    gradients = [np.ctypeslib.as_array(raw) for raw in shared_gradients]
+    for group, weights, gradient in zip(groups, shared_weights, gradients):
+        bind_to_buffers(group["params"], np.ctypeslib.as_array(weights), gradient)
+    return model, CrossEntropyLoss(), gradients

@@ -1,6 +1,10 @@
 """Data-parallel training (parallel.py): the batch split over worker processes gives one process's gradient."""
 
+import multiprocessing
+import os
 import re
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -84,12 +88,17 @@ def test_workers_outside_one_to_batch_size_are_refused(workers):
 
 
 def test_blas_threads_are_limited_only_during_our_part_and_restored():
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     def blas_threads():
         return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
 
-    before, during = blas_threads(), []
+    with threadpool_limits(limits=2, user_api="blas"):                  # so that 1 thread is a change
+        before, during = blas_threads(), []
+        _limited_only_during_our_part(before, during, blas_threads)
+
+
+def _limited_only_during_our_part(before, during, blas_threads):
     with tiny_trainer(workers=2) as a, tiny_trainer(workers=2) as b:
         forward = a.model.forward
         a.model.forward = lambda *args, **kwargs: during.append(blas_threads()) or forward(*args, **kwargs)
@@ -151,7 +160,7 @@ def test_close_stops_the_workers():
     processes = trainer.parallel.processes
     assert len(processes) == 2 and all(process.is_alive() for process in processes)
     trainer.close()
-    assert trainer.parallel is None and not any(process.is_alive() for process in processes)
+    assert trainer.parallel is None and [process.exitcode for process in processes] == [0, 0]   # stopped when asked
 
 
 def test_train_command_with_two_workers(tmp_path, capsys):
@@ -174,3 +183,44 @@ def test_worker_masks_are_fixed_by_the_step_and_change_with_it():
         first = worker_gradient(5)
         assert np.array_equal(worker_gradient(5), first)                  # a resumed step redraws the same masks
         assert not np.allclose(worker_gradient(6), first)                 # the next step draws new ones
+
+
+def test_ctrl_c_is_for_the_main_process_alone():
+    one, two = _same_trainers(2)
+    with one, two:
+        assert two.train_step() == pytest.approx(one.train_step(), rel=1e-12)
+        workers = two.parallel
+        os.kill(workers.processes[0].pid, signal.SIGINT)
+        time.sleep(0.2)
+        assert two.train_step() == pytest.approx(one.train_step(), rel=1e-12)
+        assert two.parallel is workers and workers.processes[0].is_alive()
+
+
+def test_a_worker_whose_model_is_laid_out_otherwise_is_refused_and_nothing_is_left_running():
+    trainer = tiny_trainer(workers=2)
+    with pytest.raises(RuntimeError, match="worker 1 failed:(.|\n)*not laid out as the main process's"):
+        DataParallel(trainer.model, trainer.optimizer, trainer.config, trainer.model.vocab_size + 1, trainer.loss_fn)
+    assert not _workers_running()
+
+
+def test_a_failed_start_leaves_nothing_running_and_the_next_step_starts_again(monkeypatch):
+    started = []
+    start = multiprocessing.context.SpawnProcess.start
+
+    def start_once(process):
+        if started:
+            raise OSError("no more processes")
+        started.append(process)
+        start(process)
+
+    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", start_once)
+    with tiny_trainer(workers=3) as trainer:
+        with pytest.raises(OSError, match="no more processes") as caught:   # its traceback keeps the half-built
+            trainer.train_step()                                           # DataParallel alive, as a notebook does
+        assert not _workers_running() and started[0].exitcode == 0 and caught.traceback
+        monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", start)
+        assert np.isfinite(trainer.train_step()) and len(trainer.parallel.processes) == 2
+
+
+def _workers_running():
+    return [child for child in multiprocessing.active_children() if child.name.startswith("minitransformer-worker")]
