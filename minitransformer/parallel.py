@@ -48,8 +48,9 @@ split rounds differently and draws other masks) but never on timing: the same
 seed and the same N give the same numbers, bit for bit.
 
 Workers are started with the "spawn" method: a fresh interpreter that imports
-the main script's module and builds its own model from the config. It behaves
-the same on Linux, macOS and Windows and never copies a parent's BLAS threads;
+the main script's module and builds its own model from the config. It is the
+method macOS and Windows use anyway (this project is tested on Linux only), and
+it never copies a parent's BLAS threads;
 as with all multiprocessing, a script must keep its top-level code under
 `if __name__ == "__main__":` (the CLI, pytest and Jupyter already do).
 Ctrl-C reaches the main process only (workers ignore SIGINT).
