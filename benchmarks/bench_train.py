@@ -52,7 +52,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from minitransformer.data import CharTokenizer, get_batch, train_val_split   # noqa: E402
-from minitransformer.trainer import TrainConfig, Trainer                      # noqa: E402
+from minitransformer.parallel import shut_down                                # noqa: E402
+from minitransformer.trainer import TrainConfig, Trainer, evaluation_batches  # noqa: E402
 
 
 def matmul_products(config, V):
@@ -92,6 +93,7 @@ def product_replay(products, workers=1):
         for a, b in operands:
             a @ b
     if workers == 1:
+        replay.close = lambda: None                              # nothing to stop (see the parallel form)
         return replay
     import multiprocessing
     from threadpoolctl import threadpool_limits
@@ -116,15 +118,7 @@ def product_replay(products, workers=1):
 
     def close():
         try:
-            for ours in pipes:
-                try:
-                    ours.send(False)
-                except OSError:                                      # that replay process died already
-                    pass
-            for process in processes:
-                process.join(timeout=10)
-                if process.is_alive():
-                    process.terminate()
+            shut_down(processes, pipes)                              # the data-parallel workers' shut-down
         finally:
             limit.restore_original_limits()
     replay_in_parallel.close = close
@@ -132,7 +126,7 @@ def product_replay(products, workers=1):
 
 
 def _replay_worker(connection, products):
-    """A replay process: 1 BLAS thread, one replay per True received, until False."""
+    """A replay process: 1 BLAS thread, one replay per True received, until None (`shut_down`)."""
     from threadpoolctl import threadpool_limits
     threadpool_limits(limits=1, user_api="blas")
     replay = product_replay(products)
@@ -226,10 +220,9 @@ def torch_step(model, optimizer, config, x, y, lr):
 
 
 def validation_losses(loss_of, val_data, config, n_batches):
-    """loss_of(x, y) on the trainer's evaluation windows (its generator, seeded [seed, 2]); the first
+    """loss_of(x, y) on the trainer's evaluation windows (`evaluation_batches`); the first
     config.eval_batches of them are exactly the windows `Trainer.evaluate` uses."""
-    eval_rng = np.random.default_rng([config.seed, 2])
-    return [loss_of(*get_batch(val_data, config.block_size, config.batch_size, eval_rng)) for _ in range(n_batches)]
+    return [loss_of(x, y) for x, y in evaluation_batches(val_data, config, n_batches)]
 
 
 def describe(losses, standard):
@@ -311,9 +304,9 @@ def main(argv=None):
               f"wall {wall:.0f} s (incl. evaluation), final val loss {losses['val']:.4f} "
               f"(train {losses['train']:.4f}, 20 batches), peak memory {peak_mb:.0f} MB")
         if args.eval_batches > config.eval_batches:
-            trainer.model.eval()
-            ours = validation_losses(lambda x, y: float(trainer.loss_fn(trainer.model(x), y)),
-                                     val_data, config, args.eval_batches)
+            with trainer.model.evaluating():
+                ours = validation_losses(lambda x, y: float(trainer.loss_fn(trainer.model(x), y)),
+                                         val_data, config, args.eval_batches)
             print(f"  validation loss {describe(ours, config.eval_batches)}")
 
     if args.torch_train:
@@ -341,15 +334,6 @@ IDLE_GAP = 0.15
 BLOCK = 5
 
 
-@contextlib.contextmanager
-def _closing(replay):
-    """`with _closing(product_replay(...)) as replay:` stops a parallel replay's processes at the end."""
-    try:
-        yield replay
-    finally:
-        getattr(replay, "close", lambda: None)()
-
-
 def _timed(function, times):
     """Run function(); append (wall seconds, CPU seconds of this process) to `times`."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -366,7 +350,7 @@ def compare(config, train_data, val_data, V, products, args):
         print("\ntorch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
     part = dataclasses.replace(config, batch_size=-(-config.batch_size // config.workers))   # the largest part
     with Trainer(config, train_data, val_data, V, progress=False) as ours, \
-            _closing(product_replay(matmul_products(part, V), config.workers)) as replay:
+            contextlib.closing(product_replay(matmul_products(part, V), config.workers)) as replay:
         contenders = {"minitransformer step": ours.train_step, "its matrix products alone": replay}
         if torch is not None:
             if args.threads:

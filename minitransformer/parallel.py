@@ -92,7 +92,7 @@ class DataParallel:
         self.model, self.optimizer, self.config, self.loss_fn = model, optimizer, config, loss_fn
         self.blas = ThreadpoolController()
         self.processes, self.connections, self.worker_gradients = [], [], []
-        self._finalizer = weakref.finalize(self, _shut_down, self.processes, self.connections)   # lists filled below
+        self._finalizer = weakref.finalize(self, shut_down, self.processes, self.connections)    # lists filled below
         try:
             self._start(vocab_size)
         except BaseException:
@@ -110,8 +110,7 @@ class DataParallel:
 
         self.optimizer.move_buffers(allocate)                    # the weights now live in shared memory
         shared_weights = [behind[id(group["data"])] for group in self.optimizer.groups]
-        names = {id(param): name for name, param in self.model.named_parameters()}
-        layout = [[(names[id(param)], param.shape) for param in group["params"]] for group in self.optimizer.groups]
+        layout = _layout(self.model, self.optimizer.groups)
         for rank in range(1, self.config.workers):
             raws, gradients = zip(*(_shared_array(context, group["grad"].size, group["grad"].dtype)
                                     for group in self.optimizer.groups))
@@ -157,8 +156,7 @@ class DataParallel:
             for rank, connection in enumerate(self.connections, start=1):
                 _send(rank, connection, (step, xs[rank - 1], ys[rank - 1], shares[rank - 1], self.model.training))
             with self.blas.limit(limits=1, user_api="blas"):     # one core per process
-                loss = shares[-1] * float(self.loss_fn(self.model(xs[-1]), ys[-1]))
-                self.model.backward(shares[-1] * self.loss_fn.backward())   # (B_N / B) dL_N/dW, added to .grad
+                loss = _part(self.model, self.loss_fn, xs[-1], ys[-1], shares[-1])
             own = self.optimizer.gradients()
             for rank, (connection, gradients) in enumerate(zip(self.connections, self.worker_gradients), start=1):
                 loss += self._receive(rank, connection)
@@ -202,7 +200,21 @@ def _shared_array(context, size, dtype):
     return raw, np.ctypeslib.as_array(raw)
 
 
-def _shut_down(processes, connections):
+def _part(model, loss_fn, x, y, share):
+    """One part's forward and backward: returns (B_k / B) L_k and adds (B_k / B) dL_k/dW into .grad."""
+    loss = share * float(loss_fn(model(x), y))
+    model.backward(share * loss_fn.backward())
+    return loss
+
+
+def _layout(model, groups):
+    """[[(name, shape) of each parameter] per optimizer group]: the order of the flat buffers."""
+    names = {id(param): name for name, param in model.named_parameters()}
+    return [[(names[id(param)], param.shape) for param in group["params"]] for group in groups]
+
+
+def shut_down(processes, connections):
+    """Ask each process to stop (None down its pipe), wait for it (terminate it after 10 s), close the pipes."""
     for connection in connections:
         try:
             connection.send(None)
@@ -241,9 +253,7 @@ def _worker(connection, rank, config, vocab_size, layout, shared_weights, shared
                     model.dropout_rng.bit_generator.state = seeded.bit_generator.state
                 for gradient in gradients:
                     gradient[...] = 0
-                loss = share * float(loss_fn(model(x), y))
-                model.backward(share * loss_fn.backward())       # (B_k / B) dL_k/dW
-                answer = ("ok", loss)
+                answer = ("ok", _part(model, loss_fn, x, y, share))
             except Exception:
                 answer = ("error", traceback.format_exc())
             connection.send(answer)
@@ -262,8 +272,7 @@ def _worker_model(rank, config, vocab_size, layout, shared_weights, shared_gradi
     threadpool_limits(limits=1, user_api="blas")
     model = build_model(config, vocab_size)
     groups = build_parameter_groups(model, config)
-    names = {id(param): name for name, param in model.named_parameters()}
-    mine = [[(names[id(param)], param.shape) for param in group["params"]] for group in groups]
+    mine = _layout(model, groups)
     if mine != layout:
         raise ValueError(f"DataParallel worker {rank}: its parameters {mine} are not laid out as the main "
                          f"process's {layout}")

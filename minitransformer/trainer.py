@@ -102,6 +102,18 @@ def build_parameter_groups(model, config):
     return parameter_groups(model, config.weight_decay, decay_embeddings=config.decay_embeddings)
 
 
+def evaluation_batches(data, config, n_batches=None):
+    """The evaluation windows: `n_batches` (default config.eval_batches) (x, y) pairs of (B, T) ids.
+
+    They come from a generator of their own, seeded [seed, 2] afresh at each call, so every evaluation
+    compares the same windows and never disturbs the training batches; a longer list starts with the
+    standard one.
+    """
+    rng = np.random.default_rng([config.seed, 2])
+    return [get_batch(data, config.block_size, config.batch_size, rng)
+            for _ in range(config.eval_batches if n_batches is None else n_batches)]
+
+
 class Trainer:
     """Trains a fresh GPT on token arrays, or continues one from a checkpoint (`Trainer.resume`).
 
@@ -119,7 +131,6 @@ class Trainer:
             raise ValueError(f"Trainer: TrainConfig.workers must be an int from 1 to batch_size "
                              f"({config.batch_size}), got {config.workers!r} ({type(config.workers).__name__})")
         self.config, self.out_dir, self.progress = config, out_dir, progress
-        self.vocab_size = vocab_size
         self.train_data, self.val_data = np.asarray(train_data), np.asarray(val_data)
         self.tokenizer_config = tokenizer_config
         self.model = build_model(config, vocab_size)
@@ -143,7 +154,7 @@ class Trainer:
         self.optimizer.zero_grad()
         if config.workers > 1:
             if self.parallel is None or not self.parallel.alive:      # first step, or the last one failed
-                self.parallel = DataParallel(self.model, self.optimizer, config, self.vocab_size, self.loss_fn)
+                self.parallel = DataParallel(self.model, self.optimizer, config, self.model.vocab_size, self.loss_fn)
             loss = self.parallel.loss_and_gradients(x, y, self.step)
         else:
             loss = self.loss_fn(self.model(x), y)
@@ -176,10 +187,8 @@ class Trainer:
         losses = {}
         with self.model.evaluating():
             for split, data in (("train", self.train_data), ("val", self.val_data)):
-                rng = np.random.default_rng([config.seed, 2])     # the same windows at every evaluation
-                batches = [get_batch(data, config.block_size, config.batch_size, rng)
-                           for _ in range(config.eval_batches)]
-                losses[split] = float(np.mean([float(self.loss_fn(self.model(x), y)) for x, y in batches]))
+                losses[split] = float(np.mean([float(self.loss_fn(self.model(x), y))
+                                               for x, y in evaluation_batches(data, config)]))
         return losses
 
     # ---------------------------------------------------------------- the loop

@@ -41,7 +41,7 @@ from .. import __version__
 from ..gradcheck import DEFAULT_TOLERANCE, rel_error
 from ..gradcheck_cases import all_cases
 from .catalogue import EXERCISES, exercise_named, exercise_of
-from .make import MANIFEST, check_is_reference, reference_package
+from .make import check_is_reference, read_manifest, reference_package
 from .regions import find_regions, package_regions, replace_regions
 
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
@@ -80,8 +80,8 @@ def exercises_to_grade(directory, region_names, only=None):
         only: exercise names, or ["all"]; default: the exercises of the manifest (all without one).
     An exercise not in the manifest counts all its regions.
     """
-    manifest = Path(directory) / MANIFEST
-    assigned = set(json.loads(manifest.read_text())["regions"]) if manifest.is_file() else set()
+    manifest = read_manifest(directory)
+    assigned = set(manifest["regions"]) if manifest else set()
     if only == ["all"] or (not only and not assigned):
         chosen = list(EXERCISES)
     elif only:
@@ -238,8 +238,7 @@ def version_warning(directory):
     surroundings changed between versions (GELU's backward moved into a row kernel in 0.2.0; multi-head
     attention's backward lost its fused path), an answer written for the old copy can fail here.
     """
-    manifest = Path(directory) / MANIFEST
-    made_by = json.loads(manifest.read_text()).get("minitransformer") if manifest.is_file() else None
+    made_by = read_manifest(directory).get("minitransformer")
     if made_by is None or made_by == __version__:
         return None
     return (f"warning: this copy was made by minitransformer {made_by} and is graded by {__version__}; "

@@ -30,6 +30,12 @@ _NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pyt
                                      "test_exercises.py")
 
 
+def read_manifest(directory):
+    """The copy's `exercises.json` as a dict ({} when the copy has none)."""
+    manifest = Path(directory) / MANIFEST
+    return json.loads(manifest.read_text()) if manifest.is_file() else {}
+
+
 def reference_package():
     """The directory of the installed (reference) `minitransformer` package."""
     return Path(__file__).resolve().parent.parent

@@ -42,14 +42,15 @@ def alibi_slopes(n_heads):
 
 
 @lru_cache(maxsize=32)
-def alibi_bias(n_heads, Tq, Tk):
-    """-m_h |i - j| for query i (at absolute position Tk - Tq + i) and key j: float64 (H, Tq, Tk).
+def alibi_bias(n_heads, Tq, Tk, dtype=np.float64):
+    """-m_h |i - j| for query i (at absolute position Tk - Tq + i) and key j: (H, Tq, Tk) in `dtype`.
 
-    Cached and read-only, like `causal_bias`: every layer of a model asks for the same one at every step.
+    Cached and read-only, like `causal_bias`, and like it kept per dtype: every layer of a model asks
+    for the same one, in the scores' dtype, at every step. Computed in float64, then rounded once.
     """
     query_positions = np.arange(Tk - Tq, Tk)[:, None]          # (Tq, 1)
     distance = np.abs(query_positions - np.arange(Tk)[None, :])  # (Tq, Tk)
-    bias = -alibi_slopes(n_heads)[:, None, None] * distance     # (H, Tq, Tk)
+    bias = (-alibi_slopes(n_heads)[:, None, None] * distance).astype(dtype, copy=False)   # (H, Tq, Tk)
     bias.flags.writeable = False
     return bias
 
@@ -58,7 +59,7 @@ class ALiBi(Module):
     """Adds the ALiBi biases to attention scores; no parameters.
 
     As a layer: `forward(scores)` with scores (B, H, Tq, Tk) returns scores + bias.
-    As MultiHeadAttention's position hook: `score_bias(Tq, Tk)` gives the bias,
+    As MultiHeadAttention's position hook: `score_bias(Tq, Tk, dtype)` gives the bias,
     `transform` leaves queries and keys alone.
 
     Args:
@@ -75,7 +76,7 @@ class ALiBi(Module):
         if scores.ndim < 3 or scores.shape[-3] != self.n_heads:
             raise ValueError(f"{self!r} expected scores (..., {self.n_heads}, Tq, Tk), got {scores.shape}")
         self.shape = scores.shape
-        return scores + self.score_bias(*scores.shape[-2:]).astype(scores.dtype, copy=False)
+        return scores + self.score_bias(*scores.shape[-2:], scores.dtype)
 
     def backward(self, dout):
         """The bias is constant: dscores = dout."""
@@ -91,8 +92,8 @@ class ALiBi(Module):
     def transform_backward(self, dq, dk):
         return dq, dk
 
-    def score_bias(self, Tq, Tk):
-        return alibi_bias(self.n_heads, Tq, Tk)
+    def score_bias(self, Tq, Tk, dtype=np.float64):
+        return alibi_bias(self.n_heads, Tq, Tk, np.dtype(dtype))
 
     def __repr__(self):
         return f"ALiBi(n_heads={self.n_heads})"

@@ -93,7 +93,7 @@ class MultiHeadAttention(Module):
         for name in ("q", "k", "v", "o"):
             setattr(self, f"b_{name}", Parameter(np.zeros(widths[name], dtype=dtype)) if bias else None)
         self.attention = ScaledDotProductAttention(causal=causal)
-        self.positional = None                   # position hook: transform(q, k), its backward, score_bias(Tq, Tk)
+        self.positional = None                   # position hook: transform(q, k), its backward, score_bias(Tq, Tk, dtype)
         if positional == "rope":
             self.positional = RotaryEmbedding(self.head_size)
         elif positional == "alibi":
@@ -188,8 +188,7 @@ class MultiHeadAttention(Module):
         S_keys = k.shape[-2]
         score_bias = None
         if self.positional is not None:
-            score_bias = self.positional.score_bias(T, S_keys)                # 1b. ALiBi, (H, T, S)
-            score_bias = None if score_bias is None else score_bias.astype(q.dtype, copy=False)
+            score_bias = self.positional.score_bias(T, S_keys, q.dtype)       # 1b. ALiBi, (H, T, S)
         k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. (B, H, S, hs)
         allowed = None if self.window is None else band_mask(T, S_keys, self.window, self.causal)
         if mask is not None:                                                  # 1d. the caller's mask, e.g. padding

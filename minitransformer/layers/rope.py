@@ -112,7 +112,7 @@ class RotaryEmbedding(Module):
         self._require("cos_q")
         return rotate(dq, self.cos_q, -self.sin_q), rotate(dk, self.cos_k, -self.sin_k)
 
-    def score_bias(self, Tq, Tk):
+    def score_bias(self, Tq, Tk, dtype=np.float64):
         """RoPE adds nothing to the scores."""
         return None
 

@@ -31,17 +31,16 @@ BLOCK_BYTES = 1 << 18       # 256 KB per operand: five operands of a backward ch
 _UNWRITTEN = {np.dtype(np.float32): np.uint32(0x7FE1B2C3), np.dtype(np.float64): np.uint64(0x7FFCA1B2C3D4E5F6)}
 
 
-def row_blocks(n_rows, row_bytes, block_bytes=None):
-    """Slices that cover range(n_rows) in blocks of about `block_bytes` bytes, at least one row each.
+def row_blocks(n_rows, row_bytes):
+    """Slices that cover range(n_rows) in blocks of about BLOCK_BYTES bytes per operand, at least one row each.
 
     Args:
         n_rows: N, the number of rows.
         row_bytes: the size of one row of one operand (n * itemsize).
-        block_bytes: the target size of one block of one operand (default BLOCK_BYTES).
     Returns:
         list of slices, in order, covering 0 .. N.
     """
-    rows = max(1, (BLOCK_BYTES if block_bytes is None else block_bytes) // max(row_bytes, 1))
+    rows = max(1, BLOCK_BYTES // max(row_bytes, 1))
     return [slice(start, start + rows) for start in range(0, n_rows, rows)]
 
 
