@@ -6,20 +6,35 @@ is the mean over its windows, so cutting the B windows into parts of B_k windows
     L = sum_k (B_k / B) L_k        and so        dL/dW = sum_k (B_k / B) dL_k/dW.
 
 Each of N processes holds an identical model and runs forward and backward on
-its part, starting the backward pass from (B_k / B) dL_k/dlogits; the main
-process adds the parts' gradients up, and the trainer clips and steps exactly
-as it does with one process. The gradient is one process's up to the order in
+its part, starting the backward pass from (B_k / B) dL_k/dlogits into a
+gradient buffer of its own. The gradient is one process's up to the order in
 which float rounding happens (tests/test_parallel.py: loss to 1e-12 and every
 gradient to 1e-9 in float64, with parts of unequal size).
 
-    main process                                     worker k = 1 .. N-1
+What follows the parts (adding them up, the clipping norm, AdamW) works
+element by element, so it is shared out too, as ZeRO's first stage does
+(Rajbhandari et al. 2020): process r owns the r-th of N slices of every flat
+buffer (`part_slice`; the main process is r = 0), adds the parts' gradients
+up on its slice only, contributes its slice's sum of squares to the global
+norm, and updates its slice of the weights and of AdamW's moments. On two
+cores this halves the ~3 ms a step spent after the parts, during which the
+other core used to wait.
+
+    main process (r = 0)                             worker r = 1 .. N-1
     split x, y into N parts of rows
-    send (step, x_k, y_k, B_k / B)           ->      forward on x_k, y_k; backward from
-    forward on the last part x_N, y_N;               (B_k / B) dL_k/dlogits into its own
-    backward from (B_N / B) dL_N/dlogits             gradient buffer (shared memory)
-    wait for every worker's loss             <-      send the loss (or the error's traceback)
-    .grad += worker k's gradient, k = 1 .. N-1
-    (the trainer clips; AdamW updates the shared weights in place)
+    send (step, x_r, y_r, B_r / B)           ->      forward on x_r, y_r; backward from
+    forward and backward on the last part            (B_r / B) dL_r/dlogits into its own
+                                             <-      gradient buffer; send the loss
+    send "reduce"                            ->
+    its slice of every buffer: own += the            the same on its slice
+    other processes' gradients; sum of squares <-    send its sum of squares
+    norm = sqrt(total); clip factor
+    send "update" (lr, step count, factor)   ->
+    AdamW on its slice of the weights and            the same on its slice
+    moments (optimizer.step(part=...))        <-     send "done"
+
+`loss_and_gradients` runs the parts alone and leaves the whole gradient in the
+main process's .grad (what tests compare); `train_step` is the whole step.
 
 Why processes and not threads. NumPy lets go of the GIL inside each large
 operation, but one step makes about 1500 NumPy calls, and two threads hand the
@@ -28,13 +43,19 @@ nanoGPT's CPU configuration (benchmarks/bench_train.py), halves of 6 windows:
 one half alone 26.5 ms; two halves on two threads 36 ms; two halves in two
 processes 28 ms each.
 
-Shared memory. The optimizer keeps each group's weights in one flat buffer
-(optim/optimizer.py); `Optimizer.move_buffers` moves those buffers into memory
-the workers map too (multiprocessing.RawArray), and each worker's parameters
-are views into them. So AdamW's in-place update in the main process is what
-every worker reads at its next step, and no weights are ever sent. Each worker
-writes its gradient into a shared buffer of its own. Only the batch parts and
-the losses travel through the pipes (a few kB per step).
+Shared memory. The optimizer keeps each group's weights, gradient and moments
+in flat buffers (optim/optimizer.py); `Optimizer.move_buffers` moves them into
+memory the workers map too (multiprocessing.RawArray), and each worker's
+parameters and optimizer are views into them (`Optimizer.bind_buffers`), with
+a gradient buffer of its own. So the update each process makes in place is
+what every process reads at the next step, and no weights are ever sent.
+Only the batch parts, the losses, the sums of squares and a few numbers travel
+through the pipes (a few kB per step).
+
+A failure during the update (a worker killed, Ctrl-C in the main process's
+slice) leaves some slices updated and others not. Such a run cannot go on:
+`train_step` then raises `TornUpdate` and the trainer refuses further steps
+(resume from the last checkpoint).
 
 Threads. Each process does its part with one BLAS thread (threadpoolctl), so N
 processes keep N cores busy without fighting over them; the main process's
@@ -56,6 +77,7 @@ as with all multiprocessing, a script must keep its top-level code under
 Ctrl-C reaches the main process only (workers ignore SIGINT).
 """
 
+import math
 import multiprocessing
 import signal
 import traceback
@@ -63,22 +85,31 @@ import weakref
 
 import numpy as np
 
+from .optim.clipping import factor_for_norm
+from .optim.optimizer import part_slice
+
 WORKER_SEED_STREAM = 3          # worker k's dropout masks at a step: default_rng([seed, 3, step, k])
 START_TIMEOUT = 300             # seconds a worker may take to import NumPy and build its model
 
 
+class TornUpdate(RuntimeError):
+    """A data-parallel update failed half way: some slices of the weights were updated and others not."""
+
+
 class DataParallel:
-    """Forward and backward of a batch on `config.workers` processes; the gradient lands in `model`'s .grad.
+    """Forward and backward of a batch on `config.workers` processes, then a shared clip and AdamW update.
 
     The main process does one of the N parts itself (the last); workers 1 .. N-1 are spawned processes,
-    and `self.processes[k - 1]`, `self.connections[k - 1]` and `self.worker_gradients[k - 1]` are worker k's.
-    If anything goes wrong during a step (an error in any part, a worker that died, Ctrl-C), the workers
-    are stopped before the error is raised, so that no later step can read a stale answer; `alive` is
-    then False and the trainer starts fresh workers at its next step.
+    and `self.processes[r - 1]`, `self.connections[r - 1]` are worker r's; `self.gradients[r]` are
+    process r's gradient buffers, one per optimizer group (r = 0: the main process's, the optimizer's own).
+    If anything goes wrong during a step (an error in any process, a worker that died, Ctrl-C), the
+    workers are stopped before the error is raised, so that no later step can read a stale answer;
+    `alive` is then False and the trainer starts fresh workers at its next step, unless the failure
+    came during the update (`TornUpdate`).
 
     Args:
         model: the main process's GPT, already built by `Trainer`.
-        optimizer: its flat optimizer; its buffers are moved into shared memory.
+        optimizer: its flat optimizer (`trainer.build_optimizer`); its buffers are moved into shared memory.
         config: the TrainConfig (workers = N >= 2; the workers build their model from it).
         vocab_size: V, for the workers' models.
         loss_fn: the main process's CrossEntropyLoss.
@@ -91,7 +122,8 @@ class DataParallel:
             raise ValueError(f"DataParallel: expected workers >= 2, got {config.workers}")
         self.model, self.optimizer, self.config, self.loss_fn = model, optimizer, config, loss_fn
         self.blas = ThreadpoolController()
-        self.processes, self.connections, self.worker_gradients = [], [], []
+        self.torn = False               # set when an update failed half way (`TornUpdate`)
+        self.processes, self.connections = [], []
         self._finalizer = weakref.finalize(self, shut_down, self.processes, self.connections)    # lists filled below
         try:
             self._start(vocab_size)
@@ -108,20 +140,25 @@ class DataParallel:
             behind[id(array)] = raw
             return array
 
-        self.optimizer.move_buffers(allocate)                    # the weights now live in shared memory
-        shared_weights = [behind[id(group["data"])] for group in self.optimizer.groups]
+        self.optimizer.move_buffers(allocate)                    # weights, gradient, moments: now shared memory
+        shared = [{name: behind[id(array)] for name, array in group.items()} for group in self.optimizer.buffers()]
+        gradient_raws = [[group["grad"] for group in shared]]    # process r's gradient buffers, r = 0 .. N-1
+        for _ in range(1, self.config.workers):
+            gradient_raws.append([_shared_array(context, group["grad"].size, group["grad"].dtype)[0]
+                                  for group in self.optimizer.buffers()])
+        self.gradients = [[np.ctypeslib.as_array(raw) for raw in raws] for raws in gradient_raws]
+        self.gradients[0] = self.optimizer.gradients()
+        self.optimizer.zero_grad()                               # the workers' buffers are new, hence zero
+        self._cleared = True                                     # every gradient buffer is zero (see train_step)
         layout = _layout(self.model, self.optimizer.groups)
         for rank in range(1, self.config.workers):
-            raws, gradients = zip(*(_shared_array(context, group["grad"].size, group["grad"].dtype)
-                                    for group in self.optimizer.groups))
             ours, theirs = context.Pipe()
             process = context.Process(target=_worker, name=f"minitransformer-worker-{rank}", daemon=True,
-                                      args=(theirs, rank, self.config, vocab_size, layout, shared_weights, raws))
+                                      args=(theirs, rank, self.config, vocab_size, layout, shared, gradient_raws))
             process.start()
             self.processes.append(process)
             self.connections.append(ours)
             theirs.close()                                       # so that a dead worker reads as EOF here
-            self.worker_gradients.append(list(gradients))
         for rank, connection in enumerate(self.connections, start=1):
             if not connection.poll(START_TIMEOUT):
                 raise RuntimeError(f"DataParallel: worker {rank} did not start within {START_TIMEOUT} s")
@@ -132,10 +169,10 @@ class DataParallel:
         return self._finalizer.alive
 
     def loss_and_gradients(self, x, y, step):
-        """Forward and backward of the batch (x, y), split by rows over the workers.
+        """Forward and backward of the batch (x, y), split by rows over the processes; no update.
 
-        Worker k < N gets the k-th of N row parts (np.array_split: the larger parts first); the main
-        process takes the last, smallest part, since it also adds the gradients up afterwards.
+        Worker r < N gets the r-th of N row parts (np.array_split: the larger parts first); the main
+        process takes the last, smallest part.
 
         Args:
             x, y: (B, T) int token ids and targets, B >= workers.
@@ -144,6 +181,66 @@ class DataParallel:
             the batch's mean loss (a float); every parameter's .grad holds dL/dW
             (added to what was there, as a backward pass does).
         """
+        try:
+            self._cleared = False
+            loss = self._parts(x, y, step, fresh=True) + sum(self._answers())
+            for gradients in self.gradients[1:]:
+                for mine, theirs in zip(self.gradients[0], gradients):
+                    mine += theirs
+        except BaseException:
+            self.close()                 # the pipes may hold answers nobody read: never reuse them
+            raise
+        return loss
+
+    def train_step(self, x, y, step):
+        """One training step: the parts' forward and backward, then the shared sum, clip and update.
+
+        The gradient buffers are zero afterwards (and .grad with them): each process clears its own
+        at the end of a step, off the path the others wait on, so the next step need not (after
+        `loss_and_gradients` they are cleared first). The weights and AdamW's state are updated in
+        every process (they share them).
+
+        Args:
+            x, y: (B, T) int token ids and targets, B >= workers.
+            step: the 0-based step (seeds the workers' dropout masks).
+        Returns:
+            the batch's mean loss (a float).
+        Raises:
+            TornUpdate if a process failed during the update (the run cannot go on).
+        """
+        updating = False
+        try:
+            if not self._cleared:
+                self.optimizer.zero_grad()
+            loss = self._parts(x, y, step, fresh=not self._cleared)
+            self._cleared = False
+            if self.config.workers == 2:        # the worker's slice needs only our gradient and its own: go
+                self._tell_all(("reduce",))
+            loss += sum(self._answers())
+            if self.config.workers > 2:         # each worker's slice needs every part's gradient
+                self._tell_all(("reduce",))
+            squares = _reduce_slice(self.gradients, 0) + sum(self._answers())
+            factor = factor_for_norm(math.sqrt(squares), self.config.grad_clip)[1] if self.config.grad_clip else 1.0
+            updating = True
+            self._tell_all(("update", self.optimizer.lr, self.optimizer.step_count + 1, factor))
+            self.optimizer.step(grad_scale=factor, part=(0, self.config.workers))
+            _clear_slice(self.gradients[0], 0, self.config.workers)  # every process has read our gradient: each clears one slice
+            self._answers()
+            self._cleared = True
+        except BaseException as error:
+            self.close()
+            if updating:
+                self.torn = True
+                raise TornUpdate(f"DataParallel: a process failed while the weights were being updated, so some "
+                                 f"of them were updated and others not; this run cannot go on. Resume it from its "
+                                 f"last checkpoint. The failure: {error!r}") from error
+            raise
+        return loss
+
+    def _parts(self, x, y, step, fresh):
+        """Send the workers their parts and do the last part here; return its loss (the workers' answers,
+        their losses, are left to read). fresh: each worker clears its gradient buffer first (else it is
+        clear already: `train_step` leaves it so)."""
         if not self.alive:
             raise RuntimeError("DataParallel: the workers were stopped; make a new DataParallel")
         workers, batch = self.config.workers, len(x)
@@ -151,21 +248,20 @@ class DataParallel:
             raise ValueError(f"DataParallel: a batch needs at least one window per worker ({workers}), "
                              f"got {batch} windows")
         xs, ys = np.array_split(x, workers), np.array_split(y, workers)
-        shares = [len(part) / batch for part in xs]              # B_k / B
-        try:
-            for rank, connection in enumerate(self.connections, start=1):
-                _send(rank, connection, (step, xs[rank - 1], ys[rank - 1], shares[rank - 1], self.model.training))
-            with self.blas.limit(limits=1, user_api="blas"):     # one core per process
-                loss = _part(self.model, self.loss_fn, xs[-1], ys[-1], shares[-1])
-            own = self.optimizer.gradients()
-            for rank, (connection, gradients) in enumerate(zip(self.connections, self.worker_gradients), start=1):
-                loss += self._receive(rank, connection)
-                for mine, theirs in zip(own, gradients):
-                    mine += theirs
-        except BaseException:
-            self.close()                 # the pipes may hold answers nobody read: never reuse them
-            raise
-        return loss
+        shares = [len(part) / batch for part in xs]              # B_r / B
+        for rank, connection in enumerate(self.connections, start=1):
+            _send(rank, connection, ("part", step, xs[rank - 1], ys[rank - 1], shares[rank - 1], self.model.training,
+                                     fresh))
+        with self.blas.limit(limits=1, user_api="blas"):     # one core per process
+            return _part(self.model, self.loss_fn, xs[-1], ys[-1], shares[-1])
+
+    def _tell_all(self, message):
+        for rank, connection in enumerate(self.connections, start=1):
+            _send(rank, connection, message)
+
+    def _answers(self):
+        """Every worker's answer to the last message, in rank order."""
+        return [self._receive(rank, connection) for rank, connection in enumerate(self.connections, start=1)]
 
     def close(self):
         """Stop the workers (also done when this object is collected or Python exits)."""
@@ -207,6 +303,30 @@ def _part(model, loss_fn, x, y, share):
     return loss
 
 
+def _reduce_slice(gradients, rank):
+    """Process `rank`'s share of the gradient sum: on its slice of each group's buffer, its own gradient
+    += every other process's; returns that slice's sum of squares (its part of the squared global norm).
+
+    Args:
+        gradients: gradients[r][g] is process r's flat gradient buffer of optimizer group g.
+        rank: this process.
+    """
+    squares = 0.0
+    for group, own in enumerate(gradients[rank]):
+        mine = own[part_slice(own.size, (rank, len(gradients)))]
+        for other, buffers in enumerate(gradients):
+            if other != rank:
+                mine += buffers[group][part_slice(own.size, (rank, len(gradients)))]
+        squares += float(np.vdot(mine, mine))
+    return squares
+
+
+def _clear_slice(buffers, rank, n_processes):
+    """Zero process `rank`'s slice of each of `buffers` (one process's gradient buffers, one per group)."""
+    for buffer in buffers:
+        buffer[part_slice(buffer.size, (rank, n_processes))] = 0
+
+
 def _layout(model, groups):
     """[[(name, shape) of each parameter] per optimizer group]: the order of the flat buffers."""
     names = {id(param): name for name, param in model.named_parameters()}
@@ -229,13 +349,15 @@ def shut_down(processes, connections):
         connection.close()
 
 
-def _worker(connection, rank, config, vocab_size, layout, shared_weights, shared_gradients):
-    """A worker process: build the model, map the shared weights, then serve steps until told to stop.
+def _worker(connection, rank, config, vocab_size, layout, shared, gradient_raws):
+    """A worker process: build the model, map the shared buffers, then serve messages until told to stop.
 
-    It stops quietly when the main process is gone (its pipe closed or reset)."""
+    Messages: ("part", step, x, y, share, training, fresh) -> its part's loss; ("reduce",) -> its slice's sum
+    of squares; ("update", lr, step_count, factor) -> its slice updated. It stops quietly when the main
+    process is gone (its pipe closed or reset)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)                 # Ctrl-C is for the main process to handle
     try:
-        model, loss_fn, gradients = _worker_model(rank, config, vocab_size, layout, shared_weights, shared_gradients)
+        model, loss_fn, optimizer, gradients = _worker_model(rank, config, vocab_size, layout, shared, gradient_raws)
         answer = ("ready", 0.0)
     except Exception:
         model, answer = None, ("error", traceback.format_exc())
@@ -245,38 +367,57 @@ def _worker(connection, rank, config, vocab_size, layout, shared_weights, shared
             message = connection.recv()
             if message is None:
                 return
-            step, x, y, share, training = message
             try:
-                model.train(training)
-                if config.dropout:
-                    seeded = np.random.default_rng([config.seed, WORKER_SEED_STREAM, step, rank])
-                    model.dropout_rng.bit_generator.state = seeded.bit_generator.state
-                for gradient in gradients:
-                    gradient[...] = 0
-                answer = ("ok", _part(model, loss_fn, x, y, share))
+                answer = ("ok", _serve(message, rank, config, model, loss_fn, optimizer, gradients))
             except Exception:
                 answer = ("error", traceback.format_exc())
             connection.send(answer)
+            if message[0] == "update":               # every process has read our gradient: clear it now,
+                for gradient in gradients[rank]:      # while the main process goes on to the next step
+                    gradient[...] = 0
     except (EOFError, OSError):                                  # the main process is gone
         return
 
 
-def _worker_model(rank, config, vocab_size, layout, shared_weights, shared_gradients):
-    """The worker's model, its parameters views of the shared weights and of its own gradient buffers."""
+def _serve(message, rank, config, model, loss_fn, optimizer, gradients):
+    """Carry out one message from the main process (see `_worker`); return the answer's value."""
+    kind = message[0]
+    if kind == "part":
+        _, step, x, y, share, training, fresh = message
+        model.train(training)
+        if config.dropout:
+            seeded = np.random.default_rng([config.seed, WORKER_SEED_STREAM, step, rank])
+            model.dropout_rng.bit_generator.state = seeded.bit_generator.state
+        if fresh:
+            for gradient in gradients[rank]:
+                gradient[...] = 0
+        return _part(model, loss_fn, x, y, share)
+    if kind == "reduce":
+        return _reduce_slice(gradients, rank)
+    if kind == "update":
+        _, optimizer.lr, step_count, factor = message
+        optimizer.step_count = step_count - 1                    # step() counts it
+        optimizer.step(grad_scale=factor, part=(rank, len(gradients)))
+        _clear_slice(gradients[0], rank, len(gradients))        # our slice of the main process's gradient
+        return None
+    raise ValueError(f"DataParallel worker {rank}: unknown message {kind!r}")
+
+
+def _worker_model(rank, config, vocab_size, layout, shared, gradient_raws):
+    """The worker's model and optimizer, bound to the shared weights and moments and to its own gradient."""
     from threadpoolctl import threadpool_limits
 
     from .layers.loss import CrossEntropyLoss
-    from .optim.optimizer import bind_to_buffers
-    from .trainer import build_model, build_parameter_groups     # imported here: trainer imports this module
+    from .trainer import build_model, build_optimizer            # imported here: trainer imports this module
 
     threadpool_limits(limits=1, user_api="blas")
     model = build_model(config, vocab_size)
-    groups = build_parameter_groups(model, config)
-    mine = _layout(model, groups)
+    optimizer = build_optimizer(model, config)
+    mine = _layout(model, optimizer.groups)
     if mine != layout:
         raise ValueError(f"DataParallel worker {rank}: its parameters {mine} are not laid out as the main "
                          f"process's {layout}")
-    gradients = [np.ctypeslib.as_array(raw) for raw in shared_gradients]
-    for group, weights, gradient in zip(groups, shared_weights, gradients):
-        bind_to_buffers(group["params"], np.ctypeslib.as_array(weights), gradient)
-    return model, CrossEntropyLoss(), gradients
+    gradients = [[np.ctypeslib.as_array(raw) for raw in raws] for raws in gradient_raws]
+    optimizer.bind_buffers([{**{name: np.ctypeslib.as_array(raw) for name, raw in group.items()}, "grad": own}
+                            for group, own in zip(shared, gradients[rank])])
+    return model, CrossEntropyLoss(), optimizer, gradients

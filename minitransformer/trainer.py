@@ -6,8 +6,8 @@ One step (lecture notes 2025 §1.6; nanoGPT's train.py):
     x, y    = get_batch(train, T, B, data_rng)    random windows, the target shifted by one
     loss    = CrossEntropy(model(x), y)           forward
     model.backward(loss.backward())               gradients, added into every .grad
-    clip_grad_norm(params, 1.0)                   cap the global gradient norm
-    optimizer.step()                              AdamW with decoupled weight decay
+    clip_grad_norm(params, 1.0)                   cap the global gradient norm (the factor is
+    optimizer.step()                              folded into AdamW's update, decoupled weight decay)
 
 Every `eval_interval` steps (and at the end) the mean loss over `eval_batches`
 held-out batches is measured with dropout off, a checkpoint is written and the
@@ -20,8 +20,9 @@ batches from a generator derived from it; a checkpoint stores both generators'
 states, so a resumed run draws the very same batches and masks and produces
 the same losses, bit for bit, as one that never stopped.
 
-With `workers` > 1 the forward and backward passes of each batch are split
-across processes (data parallel, parallel.py); everything else is unchanged.
+With `workers` > 1 each batch's forward and backward passes are split across
+processes, which then share the clipping norm and the AdamW update (data
+parallel, parallel.py); the numbers are the same up to float rounding.
 
 Left out: gradient accumulation, mixed precision.
 """
@@ -36,8 +37,8 @@ from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_
 from .data import get_batch
 from .layers.loss import CrossEntropyLoss
 from .models.gpt import GPT
-from .optim import AdamW, clip_gradients, parameter_groups
-from .parallel import DataParallel
+from .optim import AdamW, clip_factor, parameter_groups
+from .parallel import DataParallel, TornUpdate
 from .schedules import cosine_rate, noam_rate
 
 
@@ -102,6 +103,12 @@ def build_parameter_groups(model, config):
     return parameter_groups(model, config.weight_decay, decay_embeddings=config.decay_embeddings)
 
 
+def build_optimizer(model, config):
+    """AdamW over `build_parameter_groups(model, config)` with the config's betas and weight decay."""
+    return AdamW(build_parameter_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
+                 weight_decay=config.weight_decay)
+
+
 def evaluation_batches(data, config, n_batches=None):
     """The evaluation windows: `n_batches` (default config.eval_batches) (x, y) pairs of (B, T) ids.
 
@@ -134,9 +141,7 @@ class Trainer:
         self.train_data, self.val_data = np.asarray(train_data), np.asarray(val_data)
         self.tokenizer_config = tokenizer_config
         self.model = build_model(config, vocab_size)
-        groups = build_parameter_groups(self.model, config)
-        self.optimizer = AdamW(groups, lr=config.lr, betas=(config.beta1, config.beta2),
-                               weight_decay=config.weight_decay)
+        self.optimizer = build_optimizer(self.model, config)
         self.loss_fn = CrossEntropyLoss()
         self.data_rng = np.random.default_rng([config.seed, 1])
         self.step = 0
@@ -151,17 +156,19 @@ class Trainer:
         lr = config.learning_rate(self.step)
         self.optimizer.lr = lr
         x, y = get_batch(self.train_data, config.block_size, config.batch_size, self.data_rng)
-        self.optimizer.zero_grad()
         if config.workers > 1:
+            if self.parallel is not None and self.parallel.torn:
+                raise TornUpdate("Trainer: a data-parallel update failed half way at an earlier step; this run "
+                                 "cannot go on. Resume it from its last checkpoint (Trainer.resume)")
             if self.parallel is None or not self.parallel.alive:      # first step, or the last one failed
                 self.parallel = DataParallel(self.model, self.optimizer, config, self.model.vocab_size, self.loss_fn)
-            loss = self.parallel.loss_and_gradients(x, y, self.step)
+            loss = self.parallel.train_step(x, y, self.step)            # forward, backward, clip and update
         else:
+            self.optimizer.zero_grad()
             loss = self.loss_fn(self.model(x), y)
             self.model.backward(self.loss_fn.backward())
-        if config.grad_clip:
-            clip_gradients(self.optimizer.gradients(), config.grad_clip)   # = clip_grad_norm(parameters)
-        self.optimizer.step()
+            _, factor = clip_factor(self.optimizer.gradients(), config.grad_clip) if config.grad_clip else (0, 1.0)
+            self.optimizer.step(grad_scale=factor)                      # = clip_grad_norm(parameters); step()
         self.step += 1
         loss = float(loss)
         self.history["step"].append(self.step)

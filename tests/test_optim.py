@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import GPT
-from minitransformer.optim import SGD, Adam, AdamW, clip_grad_norm, clip_gradients, global_grad_norm, parameter_groups
+from minitransformer.optim import (SGD, Adam, AdamW, clip_factor, clip_grad_norm, clip_gradients, global_grad_norm,
+                                  parameter_groups, part_slice)
 from minitransformer.parameter import Parameter
 
 
@@ -135,7 +136,9 @@ def test_moved_buffers_keep_values_views_and_updates():
     made = []
     moved.move_buffers(lambda size, dtype: made.append(np.full(size, np.nan, dtype)) or made[-1])
     assert moved.groups[0]["data"] is made[0] and moved.groups[0]["grad"] is made[1]
+    assert moved.groups[0]["state"]["m"] is made[2] and moved.groups[0]["state"]["v"] is made[3]
     assert all(p.data.base is made[0] and p.grad.base is made[1] for p in pairs[0])
+    assert all(state["m"].base is made[2] and state["v"].base is made[3] for state in moved.state)  # checkpoints
     for _ in range(3):
         moved.step()
         kept.step()
@@ -150,6 +153,111 @@ def test_move_buffers_and_bind_refuse_what_they_cannot_do():
         AdamW([param], lr=0.1, flatten=False).move_buffers(np.empty)
     with pytest.raises(ValueError, match=r"expected flat buffers of 2 elements, got \(3,\) and \(2,\)"):
         bind_to_buffers([param], np.zeros(3), np.zeros(2))
+    optimizer = AdamW([param], lr=0.1)
+    with pytest.raises(ValueError, match="expected 1 groups of buffers, got 2"):
+        optimizer.bind_buffers(optimizer.buffers() * 2)
+    with pytest.raises(ValueError, match=r"expected buffers \['data', 'grad', 'm', 'v'\], got \['data', 'grad'\]"):
+        optimizer.bind_buffers([{"data": np.zeros(2), "grad": np.zeros(2)}])
+    with pytest.raises(ValueError, match=r"expected a flat 'v' buffer of 2 elements, got shape \(3,\)"):
+        optimizer.bind_buffers([{**optimizer.buffers()[0], "v": np.zeros(3)}])
+    with pytest.raises(ValueError, match="needs flat groups"):
+        AdamW([param], lr=0.1, flatten=False).step(part=(0, 2))
+
+
+def _optimizer_on_gpt(name, dtype=np.float64, seed=0):
+    model = GPT(11, 8, 2, 2, 16, 6, dtype=dtype, rng=0)
+    make = {"SGD": lambda g, flat: SGD(g, lr=0.1, momentum=0.9, weight_decay=0.01, flatten=flat),
+            "Adam": lambda g, flat: Adam(g, lr=0.01, weight_decay=0.01, flatten=flat),
+            "AdamW": lambda g, flat: AdamW(g, lr=0.01, weight_decay=0.1, flatten=flat)}[name]
+    return model, make
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
+@pytest.mark.parametrize("flat", [True, False])
+def test_a_grad_scale_equals_scaling_the_gradients_first(name, flat):
+    """step(grad_scale=s), how the trainer clips, against multiplying every .grad by s and stepping."""
+    pairs = [_optimizer_on_gpt(name) for _ in range(2)]
+    optimizers = [make(parameter_groups(model, 0.1), flat) for model, make in pairs]
+    rng = np.random.default_rng(0)
+    for scale in (0.3, 1.0, 2.5):
+        grads = [rng.standard_normal(p.shape) for p in pairs[0][0].parameters()]
+        for (model, _), optimizer in zip(pairs, optimizers):
+            optimizer.zero_grad()
+            for param, grad in zip(model.parameters(), grads):
+                param.grad += grad
+        for grad in optimizers[1].gradients():
+            grad *= scale
+        optimizers[0].step(grad_scale=scale)
+        optimizers[1].step()
+    for (name_a, a), (_, b) in zip(pairs[0][0].named_parameters(), pairs[1][0].named_parameters()):
+        np.testing.assert_allclose(a.data, b.data, rtol=1e-13, atol=1e-15, err_msg=name_a)
+
+
+@pytest.mark.parametrize("n_parts", [2, 3])
+@pytest.mark.parametrize("name", ["SGD", "AdamW"])
+def test_the_parts_of_a_step_make_the_whole_step_bit_for_bit(name, n_parts):
+    """Optimizer.step(part=(k, n)) for k = 0 .. n-1, each with the same step count, is one step(): what
+    DataParallel's processes do, each on its slice, in float32 as the benchmark trains."""
+    pairs = [_optimizer_on_gpt(name, np.float32) for _ in range(2)]
+    whole, parted = (make(parameter_groups(model, 0.1), True) for model, make in pairs)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        grads = [rng.standard_normal(p.shape).astype(np.float32) for p in pairs[0][0].parameters()]
+        for (model, _), optimizer in zip(pairs, (whole, parted)):
+            optimizer.zero_grad()
+            for param, grad in zip(model.parameters(), grads):
+                param.grad += grad
+        whole.step(grad_scale=0.5)
+        count = parted.step_count
+        for k in range(n_parts):
+            parted.step_count = count
+            parted.step(grad_scale=0.5, part=(k, n_parts))
+    assert parted.step_count == whole.step_count == 3
+    for a, b in zip(whole.buffers(), parted.buffers()):
+        for name_ in a:
+            assert np.array_equal(a[name_], b[name_]), name_
+
+
+def test_two_optimizers_bound_to_one_set_of_buffers_share_the_update():
+    """bind_buffers, as a DataParallel worker uses it: its parameters and state become views of another
+    optimizer's buffers, with a gradient buffer of its own; each updating one part gives the whole step."""
+    models = [GPT(11, 8, 2, 2, 16, 6, rng=0) for _ in range(3)]
+    main, worker, alone = (AdamW(parameter_groups(model, 0.1), lr=0.01, weight_decay=0.1) for model in models)
+    own_grads = [np.zeros_like(group["grad"]) for group in main.buffers()]
+    worker.bind_buffers([{**group, "grad": grad} for group, grad in zip(main.buffers(), own_grads)])
+    assert all(np.shares_memory(a.data, b.data) for a, b in zip(models[0].parameters(), models[1].parameters()))
+    rng = np.random.default_rng(2)
+    for _ in range(2):
+        for model in models:
+            model.zero_grad()
+        for params in zip(*(model.parameters() for model in models)):
+            grad = rng.standard_normal(params[0].shape)
+            for param in params:
+                param.grad += grad
+        main.step(part=(0, 2))
+        worker.step(part=(1, 2))
+        alone.step()
+    for (name, a), (_, b) in zip(models[0].named_parameters(), models[2].named_parameters()):
+        assert np.array_equal(a.data, b.data), name
+    assert all(np.array_equal(a[key], b[key]) for a, b in zip(main.state, alone.state) for key in a)
+
+
+def test_part_slices_cover_the_buffer_once_in_order():
+    for size in range(12):
+        for n in range(1, 5):
+            covered = [i for k in range(n) for i in range(size)[part_slice(size, (k, n))]]
+            assert covered == list(range(size)), (size, n)
+    assert part_slice(7, None) == slice(0, 7)
+    with pytest.raises(ValueError, match=r"0 <= k < n, got \(2, 2\)"):
+        part_slice(7, (2, 2))
+
+
+def test_clip_factor_is_what_clipping_multiplies_by():
+    grads = [np.array([3.0, 0.0]), np.array([4.0])]                          # norm 5
+    assert clip_factor(grads, 1.0) == (5.0, pytest.approx(1.0 / (5.0 + 1e-6)))
+    assert clip_factor(grads, 10.0) == (5.0, 1.0)
+    with pytest.raises(ValueError, match="max_norm > 0, got 0"):
+        clip_factor(grads, 0)
 
 
 @given(st.floats(0.01, 10.0), st.integers(0, 2**32 - 1))

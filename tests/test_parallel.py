@@ -41,13 +41,57 @@ def test_split_batch_gives_the_one_process_loss_and_gradient(workers, batch_size
         np.testing.assert_allclose(got[name] - 1.0, gradient, rtol=1e-9, atol=1e-13, err_msg=name)
 
 
-def test_training_on_two_workers_follows_one_process():
+@pytest.mark.parametrize("workers", [2, 3])                               # 3: parts of 2, 1 and 1 windows
+def test_training_on_workers_follows_one_process(workers):
+    """The losses and the final weights: the parts, the shared sum, clipping norm and AdamW update."""
     with tiny_trainer(dtype="float64", dropout=0.0) as one, \
-            tiny_trainer(dtype="float64", dropout=0.0, workers=2) as two:
+            tiny_trainer(dtype="float64", dropout=0.0, workers=workers) as split:
         one.fit()
-        two.fit()
-        np.testing.assert_allclose(two.history["loss"], one.history["loss"], rtol=1e-10)
-        assert two.parallel is not None and one.parallel is None
+        split.fit()
+        np.testing.assert_allclose(split.history["loss"], one.history["loss"], rtol=1e-10)
+        assert split.parallel is not None and one.parallel is None
+        for (name, a), (_, b) in zip(split.model.named_parameters(), one.model.named_parameters()):
+            np.testing.assert_allclose(a.data, b.data, rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+def test_a_step_leaves_every_gradient_buffer_zero_and_a_gradient_call_between_steps_changes_nothing():
+    """Each process clears its buffers at the end of `train_step`, so the next step needs no clearing (a
+    stale gradient would show in the losses of the steps after); `loss_and_gradients` fills them, and the
+    step after it must clear them first. (A worker clears its own buffer after answering, so only the
+    main process's is checked at once.)"""
+    one, two = _same_trainers(2)
+    with one, two:
+        assert two.train_step() == pytest.approx(one.train_step(), rel=1e-12)
+        assert not any(buffer.any() for buffer in two.parallel.gradients[0])
+        assert not any(param.grad.any() for param in two.model.parameters())
+        x, y = get_batch(two.train_data, 8, 6, np.random.default_rng(0))
+        two.parallel.loss_and_gradients(x, y, step=1)
+        assert all(buffer.any() for buffers in two.parallel.gradients for buffer in buffers)
+        assert two.train_step() == pytest.approx(one.train_step(), rel=1e-12)
+        assert two.train_step() == pytest.approx(one.train_step(), rel=1e-12)
+
+
+def test_a_failure_during_the_update_is_torn_and_the_run_resumes_only_from_its_checkpoint(tmp_path):
+    """The worker updates its slice; our slice fails: the weights are half updated, so the trainer refuses
+    to go on, and the run continues exactly from its last checkpoint."""
+    from minitransformer.parallel import TornUpdate
+
+    with tiny_trainer(workers=2, dropout=0.0) as uninterrupted:
+        uninterrupted.fit(max_steps=4)
+    with tiny_trainer(out_dir=tmp_path, workers=2, dropout=0.0, eval_interval=2) as trainer:
+        trainer.fit(max_steps=2)                                          # checkpoint at step 2
+        trainer.train_step()
+        step = trainer.optimizer.step
+        trainer.optimizer.step = lambda **kwargs: (_ for _ in ()).throw(KeyboardInterrupt)   # Ctrl-C in our slice
+        with pytest.raises(TornUpdate, match="some of them were updated and others not"):
+            trainer.train_step()
+        trainer.optimizer.step = step
+        assert not trainer.parallel.alive and not _workers_running()
+        with pytest.raises(TornUpdate, match="Resume it from its last checkpoint"):
+            trainer.train_step()
+    with type(trainer).resume(tmp_path, trainer.train_data, trainer.val_data, progress=False) as resumed:
+        resumed.fit(max_steps=4)
+    assert resumed.history["loss"] == uninterrupted.history["loss"]
 
 
 def test_resumed_two_worker_run_with_dropout_is_bit_exact(tmp_path):
@@ -73,7 +117,7 @@ def test_each_worker_draws_its_own_dropout_masks(dropout, training):
         trainer.optimizer.zero_grad()
         trainer.parallel.loss_and_gradients(np.concatenate([x] * 3), np.concatenate([y] * 3), step=1)
         total = np.concatenate(trainer.optimizer.gradients())
-        first, second = (np.concatenate(gradients) for gradients in trainer.parallel.worker_gradients)
+        first, second = (np.concatenate(gradients) for gradients in trainer.parallel.gradients[1:])
         main_part = total - first - second
     same = np.allclose(first, second, rtol=1e-12, atol=1e-15) and np.allclose(main_part, first, rtol=1e-9, atol=1e-12)
     assert same == (dropout == 0.0 or not training)
@@ -178,7 +222,7 @@ def test_worker_masks_are_fixed_by_the_step_and_change_with_it():
         def worker_gradient(step):
             trainer.optimizer.zero_grad()
             trainer.parallel.loss_and_gradients(x, y, step)
-            return np.concatenate(trainer.parallel.worker_gradients[0])
+            return np.concatenate(trainer.parallel.gradients[1])
 
         first = worker_gradient(5)
         assert np.array_equal(worker_gradient(5), first)                  # a resumed step redraws the same masks

@@ -28,6 +28,30 @@ def test_resumed_run_gives_the_same_losses_bit_for_bit(tmp_path):
     assert all(np.array_equal(p.data, final[n].data) for n, p in resumed.model.named_parameters())
 
 
+@pytest.mark.parametrize("grad_clip", [0.05, 0.0])                    # 0.05: every step clips
+def test_a_step_is_zero_grad_forward_backward_clip_and_adamw(grad_clip):
+    """Trainer.train_step folds the clipping factor into AdamW (Optimizer.step(grad_scale=...)); written out
+    the plain way, with the gradients scaled in place, it must give the same weights to rounding."""
+    from minitransformer.optim import clip_grad_norm
+
+    trainer, plain = (tiny_trainer(dtype="float64", dropout=0.0, grad_clip=grad_clip) for _ in range(2))
+    data_rng = np.random.default_rng([plain.config.seed, 1])
+    clipped = []
+    for step in range(4):
+        trainer.train_step()
+        plain.optimizer.lr = plain.config.learning_rate(step)
+        x, y = get_batch(plain.train_data, 8, 4, data_rng)
+        plain.optimizer.zero_grad()
+        plain.loss_fn(plain.model(x), y)
+        plain.model.backward(plain.loss_fn.backward())
+        if grad_clip:
+            clipped.append(clip_grad_norm(plain.model.parameters(), grad_clip) > grad_clip)
+        plain.optimizer.step()
+    assert all(clipped) if grad_clip else not clipped
+    for (name, a), (_, b) in zip(trainer.model.named_parameters(), plain.model.named_parameters()):
+        np.testing.assert_allclose(a.data, b.data, rtol=1e-12, atol=1e-15, err_msg=name)
+
+
 def test_training_lowers_the_loss_and_draws_the_curve(tmp_path):
     trainer = tiny_trainer(out_dir=tmp_path, max_steps=40, lr_decay_steps=40, eval_interval=40, lr=1e-2, dropout=0.0)
     before = trainer.evaluate()["val"]

@@ -48,17 +48,19 @@ class Adam(Optimizer):
         super().__init__(params, lr, weight_decay, flatten)
         self.beta1, self.beta2, self.eps = float(beta1), float(beta2), float(eps)
 
-    def _update(self, data, grad, state, weight_decay):
+    def _update(self, data, grad, state, weight_decay, grad_scale):
         if weight_decay and self.decoupled:
             data *= 1.0 - self.lr * weight_decay                       # AdamW: p <- p - lr lambda p
         elif weight_decay:
-            grad = grad + weight_decay * data                          # Adam + L2: g <- g + lambda p
+            grad = grad * grad_scale + weight_decay * data             # Adam + L2: g <- s g + lambda p
+            grad_scale = 1.0
         m, v = state["m"], state["v"]
-        scratch = np.multiply(grad, 1.0 - self.beta1)                  # the one temporary of the update
+        # with g the scaled gradient s * grad (s = grad_scale, e.g. clipping's factor), s goes into the constants:
+        scratch = np.multiply(grad, (1.0 - self.beta1) * grad_scale)   # the one temporary of the update
         m *= self.beta1                                                # m <- beta1 m + (1 - beta1) g
         m += scratch
         np.multiply(grad, grad, out=scratch)
-        scratch *= 1.0 - self.beta2
+        scratch *= (1.0 - self.beta2) * grad_scale * grad_scale
         v *= self.beta2                                                # v <- beta2 v + (1 - beta2) g^2
         v += scratch
         t = self.step_count

@@ -13,7 +13,11 @@ training from the rare batch with an exploding gradient.
 `clip_gradients` does the same on bare gradient arrays: an optimizer whose
 groups live in flat buffers (optim/optimizer.py) hands over one array per
 group, so the norm and the scaling take two NumPy calls per group instead of
-two per parameter (`Optimizer.gradients()`; the trainer clips this way).
+two per parameter (`Optimizer.gradients()`).
+
+`clip_factor` only computes the norm and the factor: the trainer passes the
+factor to `Optimizer.step(grad_scale=...)`, which folds it into the update's
+constants, so the gradients are never rewritten (one pass over them saved).
 """
 
 import math
@@ -44,11 +48,20 @@ def clip_grad_norm(params, max_norm):
 
 def clip_gradients(grads, max_norm):
     """`clip_grad_norm` on a list of gradient arrays, scaled in place; returns the norm before clipping."""
-    if max_norm <= 0:
-        raise ValueError(f"clip_grad_norm expected max_norm > 0, got {max_norm}")
-    norm = _norm(grads)
-    if norm > max_norm:
-        scale = max_norm / (norm + 1e-6)
+    norm, scale = clip_factor(grads, max_norm)
+    if scale != 1.0:
         for grad in grads:
             grad *= scale
     return norm
+
+
+def clip_factor(grads, max_norm):
+    """(norm, factor) for a list of gradient arrays: factor = max_norm / (norm + 1e-6) if norm > max_norm, else 1.0."""
+    return factor_for_norm(_norm(grads), max_norm)
+
+
+def factor_for_norm(norm, max_norm):
+    """(norm, the clipping factor) for a global norm already computed (e.g. from the parts of a sum of squares)."""
+    if max_norm <= 0:
+        raise ValueError(f"clip_grad_norm expected max_norm > 0, got {max_norm}")
+    return norm, (max_norm / (norm + 1e-6) if norm > max_norm else 1.0)

@@ -105,38 +105,92 @@ class Optimizer:
         return [grad for group in self.groups
                 for grad in ([group["grad"]] if group["grad"] is not None else [p.grad for p in group["params"]])]
 
-    def step(self):
-        """Apply one update to every parameter from its `.grad` (which is left as it is)."""
+    def step(self, grad_scale=1.0, part=None):
+        """Apply one update to every parameter from its `.grad` (which is left as it is).
+
+        Args:
+            grad_scale: a factor the update applies to every gradient first, as if `.grad` had been
+                multiplied by it (global-norm clipping passes max_norm / norm here: one pass fewer
+                over the gradients than scaling them in place).
+            part: None, or (k, n): update only the k-th of n equal slices of each flat group's
+                buffer (`part_slice`). Each element's update depends on that element alone, so n
+                processes that share the buffers can each update one part (parallel.py). The
+                step count advances either way.
+        """
         self.step_count += 1
         index = 0
         for group in self.groups:
             if group["data"] is not None:
                 self._check_flat(group)
-                for start in range(0, group["data"].size, CHUNK):    # chunks small enough to stay in cache
-                    chunk = slice(start, start + CHUNK)
+                span = part_slice(group["data"].size, part)
+                for start in range(span.start, span.stop, CHUNK):      # chunks small enough to stay in cache
+                    chunk = slice(start, min(start + CHUNK, span.stop))
                     self._update(group["data"][chunk], group["grad"][chunk],
                                  {name: buffer[chunk] for name, buffer in group["state"].items()},
-                                 group["weight_decay"])
+                                 group["weight_decay"], grad_scale)
                 index += len(group["params"])
                 continue
+            if part is not None:
+                raise ValueError(f"{type(self).__name__}.step(part=...) needs flat groups (flatten=True, one dtype)")
             for param in group["params"]:
-                self._update(param.data, param.grad, self.state[index], group["weight_decay"])
+                self._update(param.data, param.grad, self.state[index], group["weight_decay"], grad_scale)
                 index += 1
 
+    def buffers(self):
+        """Each flat group's buffers, as [{"data": ..., "grad": ..., and each state name: ...}] (1-D arrays)."""
+        self._require_flat("buffers")
+        return [{"data": group["data"], "grad": group["grad"], **group["state"]} for group in self.groups]
+
     def move_buffers(self, allocate):
-        """Move every group's flat data and grad buffers into new ones made by `allocate(size, dtype)`.
+        """Copy every flat buffer (data, grad and state) into a new one made by `allocate(size, dtype)`.
 
-        Values, parameters and state are unchanged; the parameters hold views into the new buffers.
-        `DataParallel` uses it to put the weights in memory that worker processes share.
+        Values, parameters and state are unchanged; the parameters and the state hold views into
+        the new buffers. `DataParallel` uses it to put them in memory that worker processes share.
         """
-        for group in self.groups:
-            if group["data"] is None:
-                raise ValueError(f"{type(self).__name__}.move_buffers: every group must be flat "
-                                 "(one dtype, flatten=True), got a group that is not")
-            group["data"], group["grad"] = _flatten(group["params"], allocate)
+        self._require_flat("move_buffers")
+        moved = []
+        for old in self.buffers():
+            moved.append({name: allocate(array.size, array.dtype) for name, array in old.items()})
+            for name, array in old.items():
+                moved[-1][name][...] = array
+        self.bind_buffers(moved)
 
-    def _update(self, data, grad, state, weight_decay):
-        """Update `data` in place from `grad` and the buffers in `state` (arrays of one shape)."""
+    def bind_buffers(self, buffers):
+        """Make this optimizer and its parameters use the given flat buffers, without copying.
+
+        Args:
+            buffers: a list with one dict per group, of the form `buffers()` returns. The values
+                the parameters and the state had are dropped: they read what the buffers hold.
+        """
+        self._require_flat("bind_buffers")
+        if len(buffers) != len(self.groups):
+            raise ValueError(f"{type(self).__name__}.bind_buffers: expected {len(self.groups)} groups of buffers, "
+                             f"got {len(buffers)}")
+        index = 0
+        for group, given in zip(self.groups, buffers):
+            if set(given) != {"data", "grad", *self.state_names}:
+                raise ValueError(f"{type(self).__name__}.bind_buffers: expected buffers "
+                                 f"{sorted({'data', 'grad', *self.state_names})}, got {sorted(given)}")
+            size = sum(param.size for param in group["params"])
+            for name in self.state_names:
+                if given[name].shape != (size,):
+                    raise ValueError(f"{type(self).__name__}.bind_buffers: expected a flat {name!r} buffer of "
+                                     f"{size} elements, got shape {given[name].shape}")
+            bind_to_buffers(group["params"], given["data"], given["grad"])
+            group["data"], group["grad"] = given["data"], given["grad"]
+            group["state"] = {name: given[name] for name in self.state_names}
+            for param, (start, stop) in zip(group["params"], _spans(group["params"])):
+                for name in self.state_names:
+                    self.state[index][name] = given[name][start:stop].reshape(param.shape)
+                index += 1
+
+    def _require_flat(self, method):
+        if any(group["data"] is None for group in self.groups):
+            raise ValueError(f"{type(self).__name__}.{method}: every group must be flat "
+                             "(one dtype, flatten=True), got a group that is not")
+
+    def _update(self, data, grad, state, weight_decay, grad_scale):
+        """Update `data` in place from grad_scale * `grad` and the buffers in `state` (arrays of one shape)."""
         raise NotImplementedError
 
     def _check_flat(self, group):
@@ -179,6 +233,16 @@ class Optimizer:
         self.lr = float(state["lr"])
 
 
+def part_slice(size, part):
+    """The k-th of n near-equal slices of range(size), for part = (k, n); all of it for part = None."""
+    if part is None:
+        return slice(0, size)
+    k, n = part
+    if not 0 <= k < n:
+        raise ValueError(f"part_slice expected part (k, n) with 0 <= k < n, got {part}")
+    return slice(k * size // n, (k + 1) * size // n)
+
+
 def _spans(params):
     """(start, stop) of each parameter in its group's flat buffer."""
     spans, start = [], 0
@@ -188,12 +252,10 @@ def _spans(params):
     return spans
 
 
-def _flatten(params, allocate=np.empty):
-    """Copy the parameters' data and grad into two flat buffers and make each Parameter hold views into them.
-
-    `allocate(size, dtype)` makes each buffer (default: np.empty; `DataParallel` passes shared memory)."""
+def _flatten(params):
+    """Copy the parameters' data and grad into two flat buffers and make each Parameter hold views into them."""
     size = sum(param.size for param in params)
-    data, grad = allocate(size, params[0].data.dtype), allocate(size, params[0].data.dtype)
+    data, grad = np.empty(size, params[0].data.dtype), np.empty(size, params[0].data.dtype)
     for param, (start, stop) in zip(params, _spans(params)):
         data[start:stop] = param.data.reshape(-1)
         grad[start:stop] = param.grad.reshape(-1)

@@ -27,7 +27,9 @@ class SGD(Optimizer):
         super().__init__(params, lr, weight_decay, flatten)
         self.momentum = float(momentum)
 
-    def _update(self, data, grad, state, weight_decay):
+    def _update(self, data, grad, state, weight_decay, grad_scale):
+        if grad_scale != 1.0:
+            grad = grad * grad_scale                              # g <- s g (s: e.g. clipping's factor)
         if weight_decay:
             grad = grad + weight_decay * data                     # L2: g <- g + lambda p
         velocity = state["velocity"]
