@@ -20,18 +20,26 @@ norm, and updates its slice of the weights and of AdamW's moments. On two
 cores this halves the ~3 ms a step spent after the parts, during which the
 other core used to wait.
 
-    main process (r = 0)                             worker r = 1 .. N-1
-    split x, y into N parts of rows
-    send (step, x_r, y_r, B_r / B)           ->      forward on x_r, y_r; backward from
-    forward and backward on the last part            (B_r / B) dL_r/dlogits into its own
-                                             <-      gradient buffer; send the loss
-    send "reduce"                            ->
-    its slice of every buffer: own += the            the same on its slice
-    other processes' gradients; sum of squares <-    send its sum of squares
-    norm = sqrt(total); clip factor
-    send "update" (lr, step count, factor)   ->
-    AdamW on its slice of the weights and            the same on its slice
-    moments (optimizer.step(part=...))        <-     send "done"
+    main process (rank 0)                          worker r = 1 .. N-1
+    cut x, y into N parts of rows: worker r
+    gets part r, the main process the last
+    send ("part", step, x, y, B_k / B, ...)  ->    forward and backward of its part into
+    forward and backward of the last part          its own gradient buffer
+    send "reduce" (N = 2: at once; N > 2:    <-    send the part's loss
+    after every loss, since every slice      ->
+    needs every part's gradient)
+    on slice 0 of every buffer: its own            the same on slice r
+    gradient += the others'; sum of squares  <-    send slice r's sum of squares
+    norm = sqrt(sum of all); clip factor
+    send ("update", lr, step count, factor)  ->    AdamW on slice r of the weights and
+    AdamW on slice 0 of the weights and            moments; zero slice r of the main
+    moments (optimizer.step(part=(0, N)));   <-    process's gradient; send "ok", then
+    zero slice 0 of its own gradient               zero its own gradient buffer
+
+Every gradient buffer is zero at the end of a step: each process zeroes the
+slice of the main process's buffer it summed, and a worker zeroes its own
+buffer after its last answer, while the main process is already on to the
+next batch. So the next step's backward passes can add into them at once.
 
 `loss_and_gradients` runs the parts alone and leaves the whole gradient in the
 main process's .grad (what tests compare); `train_step` is the whole step.
@@ -54,8 +62,8 @@ through the pipes (a few kB per step).
 
 A failure during the update (a worker killed, Ctrl-C in the main process's
 slice) leaves some slices updated and others not. Such a run cannot go on:
-`train_step` then raises `TornUpdate` and the trainer refuses further steps
-(resume from the last checkpoint).
+`train_step` then raises `TornUpdate`, and the trainer refuses to take another
+step or to save (resume from the last checkpoint).
 
 Threads. Each process does its part with one BLAS thread (threadpoolctl), so N
 processes keep N cores busy without fighting over them; the main process's
@@ -122,7 +130,6 @@ class DataParallel:
             raise ValueError(f"DataParallel: expected workers >= 2, got {config.workers}")
         self.model, self.optimizer, self.config, self.loss_fn = model, optimizer, config, loss_fn
         self.blas = ThreadpoolController()
-        self.torn = False               # set when an update failed half way (`TornUpdate`)
         self.processes, self.connections = [], []
         self._finalizer = weakref.finalize(self, shut_down, self.processes, self.connections)    # lists filled below
         try:
@@ -142,15 +149,13 @@ class DataParallel:
 
         self.optimizer.move_buffers(allocate)                    # weights, gradient, moments: now shared memory
         shared = [{name: behind[id(array)] for name, array in group.items()} for group in self.optimizer.buffers()]
-        gradient_raws = [[group["grad"] for group in shared]]    # process r's gradient buffers, r = 0 .. N-1
-        for _ in range(1, self.config.workers):
-            gradient_raws.append([_shared_array(context, group["grad"].size, group["grad"].dtype)[0]
-                                  for group in self.optimizer.buffers()])
-        self.gradients = [[np.ctypeslib.as_array(raw) for raw in raws] for raws in gradient_raws]
-        self.gradients[0] = self.optimizer.gradients()
-        self.optimizer.zero_grad()                               # the workers' buffers are new, hence zero
+        self.gradients = [self.optimizer.gradients()]           # process r's gradient buffers, r = 0 .. N-1
+        for _ in range(1, self.config.workers):                  # (a new RawArray is zero)
+            self.gradients.append([allocate(grad.size, grad.dtype) for grad in self.gradients[0]])
+        gradient_raws = [[behind[id(grad)] for grad in gradients] for gradients in self.gradients]
+        self.optimizer.zero_grad()                               # move_buffers copied whatever .grad held
         self._cleared = True                                     # every gradient buffer is zero (see train_step)
-        layout = _layout(self.model, self.optimizer.groups)
+        layout = _layout(self.model, self.optimizer)
         for rank in range(1, self.config.workers):
             ours, theirs = context.Pipe()
             process = context.Process(target=_worker, name=f"minitransformer-worker-{rank}", daemon=True,
@@ -195,10 +200,10 @@ class DataParallel:
     def train_step(self, x, y, step):
         """One training step: the parts' forward and backward, then the shared sum, clip and update.
 
-        The gradient buffers are zero afterwards (and .grad with them): each process clears its own
-        at the end of a step, off the path the others wait on, so the next step need not (after
-        `loss_and_gradients` they are cleared first). The weights and AdamW's state are updated in
-        every process (they share them).
+        Every gradient buffer is left zero for the next step (see the module docstring): the main
+        process's when this returns, a worker's before it reads the next message. After
+        `loss_and_gradients`, which leaves them full, the next `train_step` zeroes them first.
+        The weights and AdamW's moments are shared, so every process sees the update.
 
         Args:
             x, y: (B, T) int token ids and targets, B >= workers.
@@ -224,13 +229,12 @@ class DataParallel:
             updating = True
             self._tell_all(("update", self.optimizer.lr, self.optimizer.step_count + 1, factor))
             self.optimizer.step(grad_scale=factor, part=(0, self.config.workers))
-            _clear_slice(self.gradients[0], 0, self.config.workers)  # every process has read our gradient: each clears one slice
+            _clear(self.gradients[0], (0, self.config.workers))  # every process has summed: each zeroes its slice
             self._answers()
             self._cleared = True
         except BaseException as error:
             self.close()
             if updating:
-                self.torn = True
                 raise TornUpdate(f"DataParallel: a process failed while the weights were being updated, so some "
                                  f"of them were updated and others not; this run cannot go on. Resume it from its "
                                  f"last checkpoint. The failure: {error!r}") from error
@@ -313,24 +317,30 @@ def _reduce_slice(gradients, rank):
     """
     squares = 0.0
     for group, own in enumerate(gradients[rank]):
-        mine = own[part_slice(own.size, (rank, len(gradients)))]
+        span = part_slice(own.size, (rank, len(gradients)))
+        mine = own[span]
         for other, buffers in enumerate(gradients):
             if other != rank:
-                mine += buffers[group][part_slice(own.size, (rank, len(gradients)))]
+                mine += buffers[group][span]
         squares += float(np.vdot(mine, mine))
     return squares
 
 
-def _clear_slice(buffers, rank, n_processes):
-    """Zero process `rank`'s slice of each of `buffers` (one process's gradient buffers, one per group)."""
+def _clear(buffers, part=None):
+    """Zero each of `buffers` (one process's gradient buffers, one per group), or only its slice `part` = (k, n)."""
     for buffer in buffers:
-        buffer[part_slice(buffer.size, (rank, n_processes))] = 0
+        buffer[part_slice(buffer.size, part)] = 0
 
 
-def _layout(model, groups):
-    """[[(name, shape) of each parameter] per optimizer group]: the order of the flat buffers."""
+def _layout(model, optimizer):
+    """What a worker's model and optimizer must share with the main process's: the optimizer's type and
+    constants (betas, eps, momentum: its float attributes but the learning rate, which each step sends),
+    and per group its weight decay and the (name, shape) of each parameter, in the flat buffers' order."""
     names = {id(param): name for name, param in model.named_parameters()}
-    return [[(names[id(param)], param.shape) for param in group["params"]] for group in groups]
+    constants = sorted((key, value) for key, value in vars(optimizer).items() if isinstance(value, float) and key != "lr")
+    return (type(optimizer).__name__, constants,
+            [(group["weight_decay"], [(names[id(param)], param.shape) for param in group["params"]])
+             for group in optimizer.groups])
 
 
 def shut_down(processes, connections):
@@ -372,9 +382,8 @@ def _worker(connection, rank, config, vocab_size, layout, shared, gradient_raws)
             except Exception:
                 answer = ("error", traceback.format_exc())
             connection.send(answer)
-            if message[0] == "update":               # every process has read our gradient: clear it now,
-                for gradient in gradients[rank]:      # while the main process goes on to the next step
-                    gradient[...] = 0
+            if message[0] == "update":               # every process has summed our gradient: zero it now,
+                _clear(gradients[rank])               # while the main process goes on to the next step
     except (EOFError, OSError):                                  # the main process is gone
         return
 
@@ -389,8 +398,7 @@ def _serve(message, rank, config, model, loss_fn, optimizer, gradients):
             seeded = np.random.default_rng([config.seed, WORKER_SEED_STREAM, step, rank])
             model.dropout_rng.bit_generator.state = seeded.bit_generator.state
         if fresh:
-            for gradient in gradients[rank]:
-                gradient[...] = 0
+            _clear(gradients[rank])
         return _part(model, loss_fn, x, y, share)
     if kind == "reduce":
         return _reduce_slice(gradients, rank)
@@ -398,7 +406,7 @@ def _serve(message, rank, config, model, loss_fn, optimizer, gradients):
         _, optimizer.lr, step_count, factor = message
         optimizer.step_count = step_count - 1                    # step() counts it
         optimizer.step(grad_scale=factor, part=(rank, len(gradients)))
-        _clear_slice(gradients[0], rank, len(gradients))        # our slice of the main process's gradient
+        _clear(gradients[0], (rank, len(gradients)))             # our slice of the main process's gradient
         return None
     raise ValueError(f"DataParallel worker {rank}: unknown message {kind!r}")
 
@@ -413,10 +421,10 @@ def _worker_model(rank, config, vocab_size, layout, shared, gradient_raws):
     threadpool_limits(limits=1, user_api="blas")
     model = build_model(config, vocab_size)
     optimizer = build_optimizer(model, config)
-    mine = _layout(model, optimizer.groups)
+    mine = _layout(model, optimizer)
     if mine != layout:
-        raise ValueError(f"DataParallel worker {rank}: its parameters {mine} are not laid out as the main "
-                         f"process's {layout}")
+        raise ValueError(f"DataParallel worker {rank}: its model and optimizer {mine} are not laid out as the "
+                         f"main process's {layout}")
     gradients = [[np.ctypeslib.as_array(raw) for raw in raws] for raws in gradient_raws]
     optimizer.bind_buffers([{**{name: np.ctypeslib.as_array(raw) for name, raw in group.items()}, "grad": own}
                             for group, own in zip(shared, gradients[rank])])

@@ -148,6 +148,7 @@ class Trainer:
         self.history = {"step": [], "loss": [], "lr": [], "eval": []}     # eval rows: [step, train, val]
         self.step_times = []
         self.parallel = None            # DataParallel, started by the first step when config.workers > 1
+        self.torn = None                # the TornUpdate that left the weights half updated, if one did
 
     # ---------------------------------------------------------------- one step, evaluation
     def train_step(self):
@@ -155,14 +156,16 @@ class Trainer:
         config = self.config
         lr = config.learning_rate(self.step)
         self.optimizer.lr = lr
+        self._refuse_if_torn("train_step")
         x, y = get_batch(self.train_data, config.block_size, config.batch_size, self.data_rng)
         if config.workers > 1:
-            if self.parallel is not None and self.parallel.torn:
-                raise TornUpdate("Trainer: a data-parallel update failed half way at an earlier step; this run "
-                                 "cannot go on. Resume it from its last checkpoint (Trainer.resume)")
             if self.parallel is None or not self.parallel.alive:      # first step, or the last one failed
                 self.parallel = DataParallel(self.model, self.optimizer, config, self.model.vocab_size, self.loss_fn)
-            loss = self.parallel.train_step(x, y, self.step)            # forward, backward, clip and update
+            try:
+                loss = self.parallel.train_step(x, y, self.step)        # forward, backward, clip and update
+            except TornUpdate as error:
+                self.torn = error
+                raise
         else:
             self.optimizer.zero_grad()
             loss = self.loss_fn(self.model(x), y)
@@ -175,6 +178,13 @@ class Trainer:
         self.history["loss"].append(loss)
         self.history["lr"].append(lr)
         return loss
+
+    def _refuse_if_torn(self, action):
+        """A run whose weights a failed data-parallel update left half updated must not train on or be saved."""
+        if self.torn is not None:
+            raise TornUpdate(f"Trainer.{action}: a data-parallel update failed half way at step {self.step + 1}, "
+                             "so the weights are part updated; this run cannot go on or be saved. Resume it "
+                             f"from its last checkpoint (Trainer.resume). The failure: {self.torn.__cause__!r}")
 
     def close(self):
         """Stop the worker processes of a data-parallel run (they also stop when the trainer is collected)."""
@@ -237,6 +247,7 @@ class Trainer:
     # ---------------------------------------------------------------- checkpoints and pictures
     def save(self, directory):
         """Write a checkpoint that `Trainer.resume` continues exactly."""
+        self._refuse_if_torn("save")
         meta = {"step": self.step, "train_config": _config_dict(self.config), "tokenizer": self.tokenizer_config,
                 "history": self.history,
                 "rng": {"data": self.data_rng.bit_generator.state,

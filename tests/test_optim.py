@@ -160,8 +160,13 @@ def test_move_buffers_and_bind_refuse_what_they_cannot_do():
         optimizer.bind_buffers([{"data": np.zeros(2), "grad": np.zeros(2)}])
     with pytest.raises(ValueError, match=r"expected a flat 'v' buffer of 2 elements, got shape \(3,\)"):
         optimizer.bind_buffers([{**optimizer.buffers()[0], "v": np.zeros(3)}])
-    with pytest.raises(ValueError, match="needs flat groups"):
-        AdamW([param], lr=0.1, flatten=False).step(part=(0, 2))
+    flat = _param([1.0, 1.0], [0.5, 0.5])
+    mixed = [_param([1.0], [0.5]), Parameter(np.ones(1, np.float32))]           # two dtypes: not flat
+    mixed[1].grad[...] = 0.5
+    optimizer = AdamW([{"params": [flat]}, {"params": mixed}], lr=0.1)
+    with pytest.raises(ValueError, match=r"AdamW.step\(part=...\): every group must be flat"):
+        optimizer.step(part=(0, 2))
+    assert np.array_equal(flat.data, [1.0, 1.0]) and optimizer.step_count == 0     # refused before any update
 
 
 def _optimizer_on_gpt(name, dtype=np.float64, seed=0):

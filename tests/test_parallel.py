@@ -87,11 +87,30 @@ def test_a_failure_during_the_update_is_torn_and_the_run_resumes_only_from_its_c
             trainer.train_step()
         trainer.optimizer.step = step
         assert not trainer.parallel.alive and not _workers_running()
-        with pytest.raises(TornUpdate, match="Resume it from its last checkpoint"):
-            trainer.train_step()
+        for refused in (trainer.train_step, lambda: trainer.save(tmp_path), trainer.train_step):
+            with pytest.raises(TornUpdate, match=r"part updated(.|\n)*Resume it from its last checkpoint"):
+                refused()
+            trainer.close()                                               # closing does not lift the refusal
     with type(trainer).resume(tmp_path, trainer.train_data, trainer.val_data, progress=False) as resumed:
         resumed.fit(max_steps=4)
     assert resumed.history["loss"] == uninterrupted.history["loss"]
+
+
+def test_a_worker_failing_during_the_update_is_torn_too():
+    from minitransformer.parallel import TornUpdate
+
+    with tiny_trainer(workers=2, dropout=0.0) as trainer:
+        trainer.train_step()
+        step, worker = trainer.optimizer.step, trainer.parallel.processes[0]
+
+        def kill_the_worker_then_step(**kwargs):
+            worker.kill()
+            worker.join()
+            step(**kwargs)
+        trainer.optimizer.step = kill_the_worker_then_step
+        with pytest.raises(TornUpdate, match="worker 1 stopped without answering"):
+            trainer.train_step()
+        assert trainer.torn is not None
 
 
 def test_resumed_two_worker_run_with_dropout_is_bit_exact(tmp_path):
@@ -175,7 +194,8 @@ def test_after_an_error_in_any_part_the_next_step_is_exact(row, raised, message)
         with pytest.raises(raised, match=message):
             first.loss_and_gradients(*_bad_rows(three, row), step=1)
         assert not first.alive and not any(process.is_alive() for process in first.processes)
-        assert three.train_step() == pytest.approx(one.train_step(), rel=1e-12)     # fresh workers, no stale answer
+        for _ in range(2):     # fresh workers, no stale answer; the second loss shows the first update's gradient
+            assert three.train_step() == pytest.approx(one.train_step(), rel=1e-12)
         assert three.parallel is not first and three.parallel.alive
 
 
@@ -244,6 +264,15 @@ def test_a_worker_whose_model_is_laid_out_otherwise_is_refused_and_nothing_is_le
     trainer = tiny_trainer(workers=2)
     with pytest.raises(RuntimeError, match="worker 1 failed:(.|\n)*not laid out as the main process's"):
         DataParallel(trainer.model, trainer.optimizer, trainer.config, trainer.model.vocab_size + 1, trainer.loss_fn)
+    assert not _workers_running()
+
+
+def test_an_optimizer_the_workers_would_not_build_is_refused():
+    """Workers build their optimizer from the config: the main process's must have the same constants."""
+    trainer = tiny_trainer(workers=2)
+    trainer.optimizer.beta1 = 0.5                                        # the config says 0.9
+    with pytest.raises(RuntimeError, match=r"worker 1 failed:(.|\n)*not laid out(.|\n)*'beta1', 0.5"):
+        DataParallel(trainer.model, trainer.optimizer, trainer.config, trainer.model.vocab_size, trainer.loss_fn)
     assert not _workers_running()
 
 

@@ -117,6 +117,8 @@ class Optimizer:
                 processes that share the buffers can each update one part (parallel.py). The
                 step count advances either way.
         """
+        if part is not None:
+            self._require_flat("step(part=...)")
         self.step_count += 1
         index = 0
         for group in self.groups:
@@ -130,8 +132,6 @@ class Optimizer:
                                  group["weight_decay"], grad_scale)
                 index += len(group["params"])
                 continue
-            if part is not None:
-                raise ValueError(f"{type(self).__name__}.step(part=...) needs flat groups (flatten=True, one dtype)")
             for param in group["params"]:
                 self._update(param.data, param.grad, self.state[index], group["weight_decay"], grad_scale)
                 index += 1
