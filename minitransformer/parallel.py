@@ -25,9 +25,8 @@ other core used to wait.
     gets part r, the main process the last
     send ("part", step, x, y, B_k / B, ...)  ->    forward and backward of its part into
     forward and backward of the last part          its own gradient buffer
-    send "reduce" (N = 2: at once; N > 2:    <-    send the part's loss
-    after every loss, since every slice      ->
-    needs every part's gradient)
+                                             <-    send the part's loss
+    send "reduce"                            ->
     on slice 0 of every buffer: its own            the same on slice r
     gradient += the others'; sum of squares  <-    send slice r's sum of squares
     norm = sqrt(sum of all); clip factor
@@ -219,11 +218,8 @@ class DataParallel:
                 self.optimizer.zero_grad()
             loss = self._parts(x, y, step, fresh=not self._cleared)
             self._cleared = False
-            if self.config.workers == 2:        # the worker's slice needs only our gradient and its own: go
-                self._tell_all(("reduce",))
-            loss += sum(self._answers())
-            if self.config.workers > 2:         # each worker's slice needs every part's gradient
-                self._tell_all(("reduce",))
+            loss += sum(self._answers())        # every part is done: each slice can be summed
+            self._tell_all(("reduce",))
             squares = _reduce_slice(self.gradients, 0) + sum(self._answers())
             factor = factor_for_norm(math.sqrt(squares), self.config.grad_clip)[1] if self.config.grad_clip else 1.0
             updating = True
