@@ -221,7 +221,7 @@ class DataParallel:
             loss += sum(self._answers())        # every part is done: each slice can be summed
             self._tell_all(("reduce",))
             squares = _reduce_slice(self.gradients, 0) + sum(self._answers())
-            factor = factor_for_norm(math.sqrt(squares), self.config.grad_clip)[1] if self.config.grad_clip else 1.0
+            factor = factor_for_norm(math.sqrt(squares), self.config.grad_clip) if self.config.grad_clip else 1.0
             updating = True
             self._tell_all(("update", self.optimizer.lr, self.optimizer.step_count + 1, factor))
             self.optimizer.step(grad_scale=factor, part=(0, self.config.workers))

@@ -153,10 +153,10 @@ class Trainer:
     # ---------------------------------------------------------------- one step, evaluation
     def train_step(self):
         """One optimisation step; returns the training loss of the batch (a Python float)."""
+        self._refuse_if_torn("train_step")
         config = self.config
         lr = config.learning_rate(self.step)
         self.optimizer.lr = lr
-        self._refuse_if_torn("train_step")
         x, y = get_batch(self.train_data, config.block_size, config.batch_size, self.data_rng)
         if config.workers > 1:
             if self.parallel is None or not self.parallel.alive:      # first step, or the last one failed
@@ -170,7 +170,7 @@ class Trainer:
             self.optimizer.zero_grad()
             loss = self.loss_fn(self.model(x), y)
             self.model.backward(self.loss_fn.backward())
-            _, factor = clip_factor(self.optimizer.gradients(), config.grad_clip) if config.grad_clip else (0, 1.0)
+            factor = clip_factor(self.optimizer.gradients(), config.grad_clip)[1] if config.grad_clip else 1.0
             self.optimizer.step(grad_scale=factor)                      # = clip_grad_norm(parameters); step()
         self.step += 1
         loss = float(loss)

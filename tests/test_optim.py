@@ -169,7 +169,7 @@ def test_move_buffers_and_bind_refuse_what_they_cannot_do():
     assert np.array_equal(flat.data, [1.0, 1.0]) and optimizer.step_count == 0     # refused before any update
 
 
-def _optimizer_on_gpt(name, dtype=np.float64, seed=0):
+def _gpt_and_optimizer_maker(name, dtype=np.float64):
     model = GPT(11, 8, 2, 2, 16, 6, dtype=dtype, rng=0)
     make = {"SGD": lambda g, flat: SGD(g, lr=0.1, momentum=0.9, weight_decay=0.01, flatten=flat),
             "Adam": lambda g, flat: Adam(g, lr=0.01, weight_decay=0.01, flatten=flat),
@@ -181,7 +181,7 @@ def _optimizer_on_gpt(name, dtype=np.float64, seed=0):
 @pytest.mark.parametrize("flat", [True, False])
 def test_a_grad_scale_equals_scaling_the_gradients_first(name, flat):
     """step(grad_scale=s), how the trainer clips, against multiplying every .grad by s and stepping."""
-    pairs = [_optimizer_on_gpt(name) for _ in range(2)]
+    pairs = [_gpt_and_optimizer_maker(name) for _ in range(2)]
     optimizers = [make(parameter_groups(model, 0.1), flat) for model, make in pairs]
     rng = np.random.default_rng(0)
     for scale in (0.3, 1.0, 2.5):
@@ -203,7 +203,7 @@ def test_a_grad_scale_equals_scaling_the_gradients_first(name, flat):
 def test_the_parts_of_a_step_make_the_whole_step_bit_for_bit(name, n_parts):
     """Optimizer.step(part=(k, n)) for k = 0 .. n-1, each with the same step count, is one step(): what
     DataParallel's processes do, each on its slice, in float32 as the benchmark trains."""
-    pairs = [_optimizer_on_gpt(name, np.float32) for _ in range(2)]
+    pairs = [_gpt_and_optimizer_maker(name, np.float32) for _ in range(2)]
     whole, parted = (make(parameter_groups(model, 0.1), True) for model, make in pairs)
     rng = np.random.default_rng(1)
     for _ in range(3):

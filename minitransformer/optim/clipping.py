@@ -57,11 +57,12 @@ def clip_gradients(grads, max_norm):
 
 def clip_factor(grads, max_norm):
     """(norm, factor) for a list of gradient arrays: factor = max_norm / (norm + 1e-6) if norm > max_norm, else 1.0."""
-    return factor_for_norm(_norm(grads), max_norm)
+    norm = _norm(grads)
+    return norm, factor_for_norm(norm, max_norm)
 
 
 def factor_for_norm(norm, max_norm):
-    """(norm, the clipping factor) for a global norm already computed (e.g. from the parts of a sum of squares)."""
+    """The clipping factor for a global norm already computed (e.g. from the parts of a sum of squares)."""
     if max_norm <= 0:
         raise ValueError(f"clip_grad_norm expected max_norm > 0, got {max_norm}")
-    return norm, (max_norm / (norm + 1e-6) if norm > max_norm else 1.0)
+    return max_norm / (norm + 1e-6) if norm > max_norm else 1.0
