@@ -97,17 +97,20 @@ def test_a_failure_during_the_update_is_torn_and_the_run_resumes_only_from_its_c
 
 
 def test_a_worker_failing_during_the_update_is_torn_too():
+    """The worker dies as it is told to update: our slice is updated, its slice not. (Killed before the
+    message, not during its update, so that it cannot have answered first: the test must not race it.)"""
     from minitransformer.parallel import TornUpdate
 
     with tiny_trainer(workers=2, dropout=0.0) as trainer:
         trainer.train_step()
-        step, worker = trainer.optimizer.step, trainer.parallel.processes[0]
+        tell_all, worker = trainer.parallel._tell_all, trainer.parallel.processes[0]
 
-        def kill_the_worker_then_step(**kwargs):
-            worker.kill()
-            worker.join()
-            step(**kwargs)
-        trainer.optimizer.step = kill_the_worker_then_step
+        def kill_the_worker_at_the_update(message):
+            if message[0] == "update":
+                worker.kill()
+                worker.join()
+            tell_all(message)
+        trainer.parallel._tell_all = kill_the_worker_at_the_update
         with pytest.raises(TornUpdate, match="worker 1 stopped without answering"):
             trainer.train_step()
         assert trainer.torn is not None
