@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from minitransformer.decoding import beam_search, greedy_decode
+from minitransformer.generation.decoding import beam_search, greedy_decode
 from minitransformer.models.seq2seq import Seq2SeqTransformer
 
 BOS, EOS = 1, 2

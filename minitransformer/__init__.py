@@ -10,7 +10,7 @@ Shape legend, used in every docstring of the package:
     V   vocabulary size
 """
 
-from .gradcheck import check_module, numerical_gradient, rel_error
+from .gradcheck.checker import check_module, numerical_gradient, rel_error
 from .layers.activations import GELU, ReLU
 from .layers.attention import ScaledDotProductAttention, causal_mask
 from .layers.block import TransformerBlock
@@ -25,27 +25,27 @@ from .layers.multihead import MultiHeadAttention
 from .layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from .layers.softmax import Softmax, softmax
 from .models.gpt import GPT
-from .module import Module
-from .parameter import Parameter
+from .core.module import Module
+from .core.parameter import Parameter
 
 __version__ = "0.2.0"
 
 # Attention and position variants (issue 7): RoPE, ALiBi, GQA, relative positions, sparse and
 # sliding-window attention, Transformer-XL memory, LoRA.
-from .layers.alibi import ALiBi, alibi_bias, alibi_slopes
-from .layers.lora import LoRALinear, LoRAModel, add_lora
-from .layers.relative_position import RelativePositionAttention, skew, skew_backward
-from .layers.rope import RotaryEmbedding, rotary_angles, rotate
-from .layers.sliding_window import BandedAttention, band_mask
-from .layers.sparse_masks import fixed_masks, longformer_mask, strided_masks
-from .layers.transformer_xl import TransformerXL, TransformerXLBlock
+from .variants.alibi import ALiBi, alibi_bias, alibi_slopes
+from .variants.lora import LoRALinear, LoRAModel, add_lora
+from .variants.relative_position import RelativePositionAttention, skew, skew_backward
+from .variants.rope import RotaryEmbedding, rotary_angles, rotate
+from .variants.sliding_window import BandedAttention, band_mask
+from .variants.sparse_masks import fixed_masks, longformer_mask, strided_masks
+from .variants.transformer_xl import TransformerXL, TransformerXLBlock
 
 # Byte-pair encoding: the lecture's loop, the fast trainer, the byte-level tokenizer
-from .bpe import BPETokenizer, get_stats, learn_bpe, lecture_vocab, merge_vocab, word_counts_from_text
+from .tokenizers.bpe import BPETokenizer, get_stats, learn_bpe, lecture_vocab, merge_vocab, word_counts_from_text
 
 # --- encoders and encoder-decoders (issue 8): padding, BLEU, encoder, BERT, seq2seq, decoding, fine-tuning
-from .bleu import corpus_bleu
-from .decoding import beam_search, greedy_decode
+from .generation.bleu import corpus_bleu
+from .generation.decoding import beam_search, greedy_decode
 from .layers.decoder_block import DecoderBlock
 from .layers.padding import key_padding_mask, lengths_to_mask, pad_sequences
 from .models.bert import BertMLM, mask_tokens
@@ -54,10 +54,22 @@ from .models.gpt_classifier import FineTuningObjective, GPTClassifier
 from .models.seq2seq import Seq2SeqTransformer
 
 # Training and sampling (issue 4): optimizers, schedules, data, trainer, checkpoints, KV cache, sampling.
-from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
-from .data import CharTokenizer, default_corpus, get_batch, train_val_split
-from .kv_cache import KVCache, LayerKVCache
-from .optim import SGD, Adam, AdamW, clip_grad_norm, parameter_groups
-from .sampling import generate, next_token, sample_text
-from .schedules import cosine_rate, noam_rate
-from .trainer import TrainConfig, Trainer
+from .training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from .tokenizers import CharTokenizer
+from .training.data import default_corpus, get_batch, train_val_split
+from .generation.kv_cache import KVCache, LayerKVCache
+from .training.optim import SGD, Adam, AdamW, clip_grad_norm, parameter_groups
+from .generation.sampling import generate, next_token, sample_text
+from .training.schedules import cosine_rate, noam_rate
+from .training.trainer import TrainConfig, Trainer
+
+# 0.2's module paths (minitransformer.trainer, `from minitransformer import optim`, ...) for one more version.
+from . import _compat
+
+_compat.install()
+
+
+def __getattr__(name):
+    if name in _compat.OLD_PATHS and "." not in name:
+        return _compat.import_moved(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,10 +1,11 @@
 """A minimal Adam loop for the variant tests that need a briefly trained model.
 
-The optimizer is the package's Adam (`minitransformer.optim`), with bias
+The optimizer is the package's Adam (`minitransformer.training.optim`), with bias
 correction and no weight decay.
 """
 
-from minitransformer import CrossEntropyLoss, optim
+from minitransformer import CrossEntropyLoss
+from minitransformer.training import optim
 
 
 def Adam(params, lr=1e-2, betas=(0.9, 0.99), eps=1e-8):

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import corpus_bleu
-from minitransformer.bleu import brevity_penalty, corpus_statistics, ngram_counts
+from minitransformer.generation.bleu import brevity_penalty, corpus_statistics, ngram_counts
 
 HYPOTHESES = [
     "the cat is sitting on the mat near the door",

@@ -1,7 +1,7 @@
 """`python -m minitransformer bpe`: prints the lecture's merges with counts and saves a tokenizer."""
 
 import minitransformer.__main__ as cli
-from minitransformer.bpe import BPETokenizer
+from minitransformer.tokenizers.bpe import BPETokenizer
 
 TOY_TEXT = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3) + "\n"
 

@@ -11,8 +11,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minitransformer.bpe import iter_merges_fast, learn_bpe, merge_pair_in_sequence, merge_vocab
-from minitransformer.bpe.pair_merge import merge_pair_in_word
+from minitransformer.tokenizers.bpe import iter_merges_fast, learn_bpe, merge_pair_in_sequence, merge_vocab
+from minitransformer.tokenizers.bpe.pair_merge import merge_pair_in_word
 
 SMALL_ALPHABETS = ["ab", "abc", "aab", "</w>", "a.b*"]
 

@@ -5,8 +5,8 @@ import importlib
 
 import pytest
 
-from minitransformer.bpe import get_stats, learn_bpe, lecture_vocab, merge_vocab
-from minitransformer.bpe.reference import merge_vocab_with_pattern
+from minitransformer.tokenizers.bpe import get_stats, learn_bpe, lecture_vocab, merge_vocab
+from minitransformer.tokenizers.bpe.reference import merge_vocab_with_pattern
 
 TOY_WORDS = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
 TOY_MERGES = [
@@ -160,6 +160,6 @@ def test_survey_loop_needs_both_fixes():
 
 @pytest.mark.parametrize("module_name", ["reference", "pair_merge", "learn", "tokenizer"])
 def test_docstring_examples_of_the_bpe_package_hold(module_name):
-    module = importlib.import_module(f"minitransformer.bpe.{module_name}")
+    module = importlib.import_module(f"minitransformer.tokenizers.bpe.{module_name}")
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minitransformer.bpe import BPETokenizer, merge_pair_in_sequence
-from minitransformer.bpe.tokenizer import split_into_chunks
+from minitransformer.tokenizers.bpe import BPETokenizer, merge_pair_in_sequence
+from minitransformer.tokenizers.bpe.tokenizer import split_into_chunks
 
 TRAINING_TEXT = (
     "First Citizen:\nBefore we proceed any further, hear me speak.\n\n"

@@ -6,9 +6,9 @@ import os
 import numpy as np
 import pytest
 
-from minitransformer.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
-from minitransformer.data import CharTokenizer
-from minitransformer.trainer import TrainConfig, Trainer, build_model
+from minitransformer.training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from minitransformer.tokenizers import CharTokenizer
+from minitransformer.training.trainer import TrainConfig, Trainer, build_model
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 20
 
@@ -104,7 +104,7 @@ def test_optimizer_state_that_does_not_fit_loads_nothing(tmp_path):
     meta = json.loads((tmp_path / "checkpoint.json").read_text())
     assert meta["optimizer"]["type"] == "AdamW"
     fresh = tiny_trainer()
-    from minitransformer.optim import SGD
+    from minitransformer.training.optim import SGD
     sgd = SGD(fresh.model.parameters(), lr=0.1)
     before = {n: p.data.copy() for n, p in fresh.model.named_parameters()}
     with pytest.raises(CheckpointError, match="holds optimizer AdamW, not SGD"):

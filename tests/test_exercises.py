@@ -13,7 +13,7 @@ from minitransformer.exercises.grade import grade_copy, score_table
 from minitransformer.exercises.make import make_student_copy, reference_package, select_regions
 from minitransformer.exercises.notebook import student_notebook
 from minitransformer.exercises.regions import find_regions, package_regions, replace_regions
-from minitransformer.gradcheck_cases import all_cases
+from minitransformer.gradcheck.cases import all_cases
 
 REFERENCE = reference_package()
 REGIONS = package_regions(REFERENCE)
@@ -100,8 +100,8 @@ def test_copy_imports_and_every_layer_not_using_an_exercise_still_works(copy_of)
     chosen = ["layernorm", "softmax"]
     copy = copy_of(*chosen)
     script = ("import json, numpy as np, minitransformer\n"
-              "from minitransformer.gradcheck import check_module\n"
-              "from minitransformer.gradcheck_cases import all_cases\n"
+              "from minitransformer.gradcheck.checker import check_module\n"
+              "from minitransformer.gradcheck.cases import all_cases\n"
               "failed = set()\n"
               "for case in all_cases():\n"
               "    try:\n"
@@ -161,7 +161,7 @@ def test_layernorm_backward_without_the_mean_term_is_caught_and_located(copy_of)
         "return self.rstd * (g - self.xhat * (g * self.xhat).mean(axis=-1, keepdims=True))")]
     put_bodies(copy, {"layernorm.forward": reference_body("layernorm.forward"), "layernorm.backward": wrong})
     # a student edit outside the regions is never run: a checker that always passes changes nothing
-    gradcheck = copy / "minitransformer/gradcheck.py"
+    gradcheck = copy / "minitransformer/gradcheck/checker.py"
     gradcheck.write_text(gradcheck.read_text().replace("def rel_error(analytic, numeric):",
                                                        "def rel_error(analytic, numeric):\n    return 0.0"))
     (grade,) = grade_copy(copy)

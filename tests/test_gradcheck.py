@@ -7,7 +7,7 @@ import pytest
 
 from minitransformer import LayerNorm, Linear, ReLU, check_module, numerical_gradient, rel_error
 from minitransformer.__main__ import main
-from minitransformer.gradcheck_cases import all_cases
+from minitransformer.gradcheck.cases import all_cases
 
 
 def test_rel_error_definition():

@@ -1,14 +1,14 @@
 """Every backward pass against central differences, float64, relative error <= 1e-7.
 
-The cases are the package's own catalogue (`minitransformer.gradcheck_cases`),
+The cases are the package's own catalogue (`minitransformer.gradcheck.cases.layers`),
 the same ones `python -m minitransformer gradcheck` prints.
 """
 
 import numpy as np
 import pytest
 
-from minitransformer.gradcheck import DEFAULT_TOLERANCE, check_module
-from minitransformer.gradcheck_cases import all_cases
+from minitransformer.gradcheck.checker import DEFAULT_TOLERANCE, check_module
+from minitransformer.gradcheck.cases import all_cases
 
 CASES = all_cases()
 

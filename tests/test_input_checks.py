@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from minitransformer.decoding import greedy_decode
+from minitransformer.generation.decoding import greedy_decode
 from minitransformer.models.bert import mask_tokens
 from minitransformer.models.seq2seq import Seq2SeqTransformer
 
@@ -56,7 +56,7 @@ def test_gpt_with_a_cache_of_the_wrong_depth_is_named():
 
 @pytest.mark.parametrize("memory_shape", [(1, 3, 8), (3, 3, 16), (3, 16)])
 def test_transformer_xl_memory_of_the_wrong_shape_names_the_block(memory_shape):
-    from minitransformer.layers.transformer_xl import TransformerXL
+    from minitransformer.variants.transformer_xl import TransformerXL
 
     model = TransformerXL(7, 16, 2, 2, 24, mem_len=3, rng=0)
     with pytest.raises(ValueError, match=r"TransformerXLBlock.*expected memory \(1, M, 16\) .*got " +
@@ -65,7 +65,7 @@ def test_transformer_xl_memory_of_the_wrong_shape_names_the_block(memory_shape):
 
 
 def test_next_token_wants_a_batch_of_logits():
-    from minitransformer.sampling import next_token
+    from minitransformer.generation.sampling import next_token
 
     with pytest.raises(ValueError, match=r"next_token expected logits \(B, V\), got shape \(5,\)"):
         next_token(np.zeros(5), top_k=2)

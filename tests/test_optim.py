@@ -6,9 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import GPT
-from minitransformer.optim import (SGD, Adam, AdamW, clip_factor, clip_grad_norm, clip_gradients, global_grad_norm,
+from minitransformer.training.optim import (SGD, Adam, AdamW, clip_factor, clip_grad_norm, clip_gradients, global_grad_norm,
                                   parameter_groups, part_slice)
-from minitransformer.parameter import Parameter
+from minitransformer.core.parameter import Parameter
 
 
 def _param(values, grad):
@@ -146,7 +146,7 @@ def test_moved_buffers_keep_values_views_and_updates():
 
 
 def test_move_buffers_and_bind_refuse_what_they_cannot_do():
-    from minitransformer.optim.optimizer import bind_to_buffers
+    from minitransformer.training.optim.optimizer import bind_to_buffers
 
     param = _param([1.0, 2.0], [0.1, 0.1])
     with pytest.raises(ValueError, match="every group must be flat"):

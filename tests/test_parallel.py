@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from minitransformer.__main__ import main
-from minitransformer.data import get_batch
-from minitransformer.parallel import DataParallel
+from minitransformer.training.data import get_batch
+from minitransformer.training.parallel import DataParallel
 from test_checkpoint import tiny_trainer
 
 
@@ -74,7 +74,7 @@ def test_a_step_leaves_every_gradient_buffer_zero_and_a_gradient_call_between_st
 def test_a_failure_during_the_update_is_torn_and_the_run_resumes_only_from_its_checkpoint(tmp_path):
     """The worker updates its slice; our slice fails: the weights are half updated, so the trainer refuses
     to go on, and the run continues exactly from its last checkpoint."""
-    from minitransformer.parallel import TornUpdate
+    from minitransformer.training.parallel import TornUpdate
 
     with tiny_trainer(workers=2, dropout=0.0) as uninterrupted:
         uninterrupted.fit(max_steps=4)
@@ -99,7 +99,7 @@ def test_a_failure_during_the_update_is_torn_and_the_run_resumes_only_from_its_c
 def test_a_worker_failing_during_the_update_is_torn_too():
     """The worker dies as it is told to update: our slice is updated, its slice not. (Killed before the
     message, not during its update, so that it cannot have answered first: the test must not race it.)"""
-    from minitransformer.parallel import TornUpdate
+    from minitransformer.training.parallel import TornUpdate
 
     with tiny_trainer(workers=2, dropout=0.0) as trainer:
         trainer.train_step()

@@ -6,7 +6,7 @@ after every step the parameters must agree to 1e-10 relative. Two parameter
 groups (decayed and not) and a learning rate that changes every step, as the
 trainer sets it from a schedule, are part of the comparison.
 
-Skipped when PyTorch or `minitransformer.optim` is missing.
+Skipped when PyTorch or `minitransformer.training.optim` is missing.
 """
 
 import math
@@ -20,7 +20,7 @@ TOLERANCE = 1e-10
 STEPS = 10
 
 torch = pytest.importorskip("torch")
-optim = pytest.importorskip("minitransformer.optim", reason="minitransformer.optim (Adam, AdamW) is not there yet")
+optim = pytest.importorskip("minitransformer.training.optim", reason="minitransformer.training.optim (Adam, AdamW) is not there yet")
 
 SHAPES = [(4, 3), (5,), (2, 3, 2)]
 
@@ -73,7 +73,7 @@ def test_adam_l2_and_adamw_decay_are_different_rules():
 
 # ---------------------------------------------------------------- schedules against their formulas
 def test_noam_schedule_is_the_papers_formula():
-    schedules = pytest.importorskip("minitransformer.schedules")
+    schedules = pytest.importorskip("minitransformer.training.schedules")
     d_model, warmup = 512, 4000
     for step in [1, 2, 100, 3999, 4000, 4001, 10_000, 100_000]:
         expected = d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)     # Vaswani et al. 2017, eq. 3
@@ -84,7 +84,7 @@ def test_noam_schedule_is_the_papers_formula():
 
 
 def test_cosine_schedule_after_warmup_equals_torchs_cosine_annealing():
-    schedules = pytest.importorskip("minitransformer.schedules")
+    schedules = pytest.importorskip("minitransformer.training.schedules")
     max_lr, min_lr, warmup, decay_steps = 6e-4, 6e-5, 10, 60
     for step in range(warmup):
         assert schedules.cosine_rate(step, max_lr, min_lr, warmup, decay_steps) == pytest.approx(

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from minitransformer import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from minitransformer.gradcheck import check_module
+from minitransformer.gradcheck.checker import check_module
 
 
 def test_learned_positions_send_the_gradient_to_the_rows_used_after_an_offset():

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer import GPT, MultiHeadAttention
-from minitransformer.kv_cache import KVCache, LayerKVCache
-from minitransformer.sampling import generate, next_token
+from minitransformer.generation.kv_cache import KVCache, LayerKVCache
+from minitransformer.generation.sampling import generate, next_token
 
 
 def tiny_gpt(positional="learned", norm="pre", dtype=np.float64):

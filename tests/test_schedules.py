@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minitransformer.schedules import cosine_rate, noam_rate
+from minitransformer.training.schedules import cosine_rate, noam_rate
 
 
 def test_noam_matches_the_printed_formula_and_peaks_at_warmup():

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from minitransformer.decoding import beam_search, greedy_decode
+from minitransformer.generation.decoding import beam_search, greedy_decode
 from minitransformer.layers.decoder_block import DecoderBlock
 from minitransformer.models.seq2seq import Seq2SeqTransformer
-from minitransformer.tasks import BOS, EOS, PAD, ReverseTask, exact_match
-from minitransformer.training_encdec import train_seq2seq
+from minitransformer.training.tasks import BOS, EOS, PAD, ReverseTask, exact_match
+from minitransformer.training.encdec import train_seq2seq
 
 V = 9
 

@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from minitransformer import GPT, GELU, Embedding, MultiHeadAttention
 from minitransformer.layers.activations import GELU_CUBIC, SQRT_2_OVER_PI
-from minitransformer.layers import row_blocks
+from minitransformer.fast import row_blocks
 from minitransformer.layers.attention import causal_bias, causal_mask
-from minitransformer.layers.reductions import sum_last_axis, sum_rows
+from minitransformer.fast.reductions import sum_last_axis, sum_rows
 from minitransformer.layers.softmax import softmax, softmax_backward
 
 

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import minitransformer.checkpoint
-import minitransformer.data
+import minitransformer.training.checkpoint
+import minitransformer.training.data
 from minitransformer.__main__ import main
-from minitransformer.data import (CharTokenizer, default_corpus, get_batch, make_tokenizer, tokenizer_from_config,
-                                  train_val_split)
+from minitransformer.tokenizers import CharTokenizer, make_tokenizer, tokenizer_from_config
+from minitransformer.training.data import default_corpus, get_batch, train_val_split
 from test_checkpoint import TEXT, tiny_trainer
 
 
@@ -32,7 +32,7 @@ def test_resumed_run_gives_the_same_losses_bit_for_bit(tmp_path):
 def test_a_step_is_zero_grad_forward_backward_clip_and_adamw(grad_clip):
     """Trainer.train_step folds the clipping factor into AdamW (Optimizer.step(grad_scale=...)); written out
     the plain way, with the gradients scaled in place, it must give the same weights to rounding."""
-    from minitransformer.optim import clip_grad_norm
+    from minitransformer.training.optim import clip_grad_norm
 
     trainer, plain = (tiny_trainer(dtype="float64", dropout=0.0, grad_clip=grad_clip) for _ in range(2))
     data_rng = np.random.default_rng([plain.config.seed, 1])
@@ -106,7 +106,7 @@ def test_char_tokenizer_round_trips(text):
 def test_char_tokenizer_errors_and_docstring():
     with pytest.raises(ValueError, match="'z' is not in the vocabulary"):
         CharTokenizer.train("abc").encode("abz")
-    assert doctest.testmod(minitransformer.data).failed == 0
+    assert doctest.testmod(minitransformer.training.data).failed == 0
 
 
 def test_default_corpus_is_cpython_help_text():
@@ -132,8 +132,8 @@ def test_train_and_sample_commands(tmp_path, capsys, monkeypatch):
     printed = capsys.readouterr().out
     assert "sample before training" in printed and "sample after training" in printed and "val loss" in printed
     hashed = []
-    hash_file = minitransformer.checkpoint._sha256
-    monkeypatch.setattr(minitransformer.checkpoint, "_sha256", lambda path: hashed.append(path) or hash_file(path))
+    hash_file = minitransformer.training.checkpoint._sha256
+    monkeypatch.setattr(minitransformer.training.checkpoint, "_sha256", lambda path: hashed.append(path) or hash_file(path))
     assert main(["train", "--max-steps", "6", "--resume"] + common + ["--eval-interval", "6"]) == 0   # last flag wins
     assert "resuming at step 4" in capsys.readouterr().out
     assert len(hashed) == 2                  # the checkpoint read once to resume, then hashed once to save at step 6

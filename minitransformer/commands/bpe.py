@@ -12,8 +12,8 @@ Left out on purpose: encoding files from the command line.
 import sys
 import time
 
-from minitransformer.bpe import BPETokenizer, learn_bpe, word_counts_from_text
-from minitransformer.bpe.learn import METHODS
+from minitransformer.tokenizers.bpe import BPETokenizer, learn_bpe, word_counts_from_text
+from minitransformer.tokenizers.bpe.learn import METHODS
 
 HELP = "learn BPE merges from a text file (the lecture's algorithm), print them with their counts, save a tokenizer"
 

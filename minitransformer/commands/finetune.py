@@ -22,8 +22,8 @@ def add_arguments(parser):
 
 
 def _train(objective, params, batches, steps, lr, log_every, what):
-    from ..optim import clip_grad_norm
-    from ..training_encdec import learning_rate, transformer_adam
+    from ..training.optim import clip_grad_norm
+    from ..training.encdec import learning_rate, transformer_adam
 
     optimizer = transformer_adam(params, lr=lr)
     window = []
@@ -46,7 +46,7 @@ def run(args):
     from ..layers.loss import CrossEntropyLoss
     from ..models.gpt import GPT
     from ..models.gpt_classifier import FineTuningObjective, GPTClassifier, next_token_targets
-    from ..tasks import majority_task
+    from ..training.tasks import majority_task
 
     rng = np.random.default_rng(args.seed)
     gpt = GPT(vocab_size=6, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=args.length, dtype=np.float32,

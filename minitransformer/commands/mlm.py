@@ -36,7 +36,8 @@ class CharCorpus:
     def __init__(self, text, chunk, rng):
         import numpy as np
 
-        from ..data import CharTokenizer, train_val_split
+        from ..tokenizers import CharTokenizer
+        from ..training.data import train_val_split
 
         self.tokenizer = CharTokenizer.train(text)                 # character ids after the special tokens
         self.vocab_size = len(SPECIALS) + self.tokenizer.vocab_size
@@ -66,11 +67,11 @@ class CharCorpus:
 def run(args):
     import numpy as np
 
-    from ..data import default_corpus
+    from ..training.data import default_corpus
     from ..layers.loss import CrossEntropyLoss
     from ..models.bert import BertMLM, mask_tokens
-    from ..optim import clip_grad_norm
-    from ..training_encdec import learning_rate, transformer_adam
+    from ..training.optim import clip_grad_norm
+    from ..training.encdec import learning_rate, transformer_adam
 
     rng = np.random.default_rng(args.seed)
     text = default_corpus() if args.text is None else open(args.text, encoding="utf-8").read()

@@ -18,10 +18,10 @@ def add_arguments(parser):
 def run(args):
     import numpy as np
 
-    from ..checkpoint import CheckpointError, load_checkpoint, read_checkpoint
-    from ..data import tokenizer_from_config
-    from ..sampling import sample_text
-    from ..trainer import TrainConfig, build_model
+    from ..training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+    from ..tokenizers import tokenizer_from_config
+    from ..generation.sampling import sample_text
+    from ..training.trainer import TrainConfig, build_model
 
     try:
         meta, _ = read_checkpoint(args.checkpoint)

@@ -30,10 +30,10 @@ def add_arguments(parser):
 def run(args):
     import numpy as np
 
-    from ..bleu import corpus_bleu
+    from ..generation.bleu import corpus_bleu
     from ..models.seq2seq import Seq2SeqTransformer
-    from ..tasks import PAD, ReverseTask
-    from ..training_encdec import evaluate_seq2seq, train_seq2seq
+    from ..training.tasks import PAD, ReverseTask
+    from ..training.encdec import evaluate_seq2seq, train_seq2seq
 
     task = ReverseTask(args.symbols, args.min_len, args.max_len, n_test=args.test_size, rng=args.seed)
     share = not args.no_share

@@ -16,7 +16,7 @@ DEFAULT_STEPS = 2000
 
 
 def add_arguments(parser):
-    from ..trainer import TrainConfig
+    from ..training.trainer import TrainConfig
 
     defaults = TrainConfig()
     data = parser.add_argument_group("data")
@@ -53,7 +53,7 @@ def add_arguments(parser):
 
 
 def _config_from_args(args):
-    from ..trainer import TrainConfig
+    from ..training.trainer import TrainConfig
 
     warmup = args.warmup_steps if args.warmup_steps < args.max_steps else args.max_steps // 10   # short runs
     return TrainConfig(block_size=args.block_size, batch_size=args.batch_size, n_layers=args.n_layers,
@@ -68,8 +68,8 @@ def _resumed_config(args, requested, meta):
     """The checkpoint's config with this call's max_steps / eval settings; a conflicting flag is an error."""
     import dataclasses
 
-    from ..checkpoint import CheckpointError
-    from ..trainer import TrainConfig
+    from ..training.checkpoint import CheckpointError
+    from ..training.trainer import TrainConfig
 
     saved, defaults = TrainConfig(**meta["train_config"]), TrainConfig()
     keep = TrainConfig.RESUMABLE + ("lr_decay_steps", "warmup_steps")   # both derived from --max-steps
@@ -83,7 +83,7 @@ def _resumed_config(args, requested, meta):
 
 
 def _print_sample(title, trainer, tokenizer, args):
-    from ..sampling import sample_text
+    from ..generation.sampling import sample_text
 
     if args.sample_tokens <= 0:
         return
@@ -97,9 +97,10 @@ def run(args):
 
     import numpy as np
 
-    from ..checkpoint import CheckpointError, read_checkpoint
-    from ..data import default_corpus, make_tokenizer, tokenizer_from_config, train_val_split
-    from ..trainer import Trainer
+    from ..training.checkpoint import CheckpointError, read_checkpoint
+    from ..tokenizers import make_tokenizer, tokenizer_from_config
+    from ..training.data import default_corpus, train_val_split
+    from ..training.trainer import Trainer
 
     if args.text is None:
         text, source = default_corpus(), "pydoc_data.topics (CPython's help text)"

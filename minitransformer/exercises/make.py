@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from .. import __version__
-from ..gradcheck_cases import all_cases
+from ..gradcheck.cases import all_cases
 from .catalogue import EXERCISES, exercise_of
 from .regions import blank_regions, package_regions
 

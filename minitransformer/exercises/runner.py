@@ -52,8 +52,8 @@ def _named(description, forward):
 
 def run_cases(layers, seed, package):
     """Run every catalogue case of `layers`; return (outputs dict, list of case records)."""
-    from minitransformer.gradcheck import check_module
-    from minitransformer.gradcheck_cases import all_cases
+    from minitransformer.gradcheck.checker import check_module
+    from minitransformer.gradcheck.cases import all_cases
 
     outputs, records = {}, []
     for index, case in enumerate(c for c in all_cases() if c.layer in layers):
@@ -79,7 +79,7 @@ def run_cases(layers, seed, package):
 
 def probe():
     """Print, as JSON, the catalogue layers whose forward or backward raises NotImplementedError."""
-    from minitransformer.gradcheck_cases import all_cases
+    from minitransformer.gradcheck.cases import all_cases
 
     raising = []
     for case in all_cases():

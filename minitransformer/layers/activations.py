@@ -13,8 +13,8 @@ docstrings and `tests/test_speed_forms.py` proves both forms agree.
 
 import numpy as np
 
-from ..module import Module
-from .row_blocks import by_row_blocks
+from ..core.module import Module
+from ..fast.row_blocks import by_row_blocks
 
 SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))   # a Python float: it must not promote float32 arrays
 GELU_CUBIC = 0.044715

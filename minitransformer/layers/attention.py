@@ -45,7 +45,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..module import Module
+from ..core.module import Module
 from .softmax import softmax, softmax_backward
 
 

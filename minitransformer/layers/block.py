@@ -16,8 +16,8 @@ dropout on the attention weights themselves (GPT-2's attn_pdrop).
 
 import numpy as np
 
-from ..module import Module
-from ..random import as_generator, dropout_generator
+from ..core.module import Module
+from ..core.random import as_generator, dropout_generator
 from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm

@@ -19,9 +19,9 @@ are computed once per source sentence. Both caches are the `LayerKVCache` of
 
 import numpy as np
 
-from ..kv_cache import LayerKVCache
-from ..module import Module
-from ..random import as_generator, dropout_generator
+from ..generation.kv_cache import LayerKVCache
+from ..core.module import Module
+from ..core.random import as_generator, dropout_generator
 from .block import check_norm
 from .dropout import Dropout
 from .feedforward import FeedForward

@@ -14,8 +14,8 @@ models/gpt.py) and variants such as DropConnect or stochastic depth.
 
 import numpy as np
 
-from ..module import Module
-from ..random import as_generator
+from ..core.module import Module
+from ..core.random import as_generator
 
 
 class Dropout(Module):

@@ -10,9 +10,9 @@ sparse gradients (the gradient is a dense (V, C) array).
 
 import numpy as np
 
-from ..module import Module
-from ..parameter import Parameter
-from ..random import as_generator, check_float_dtype
+from ..core.module import Module
+from ..core.parameter import Parameter
+from ..core.random import as_generator, check_float_dtype
 
 
 def check_token_ids(ids, vocab_size, where):

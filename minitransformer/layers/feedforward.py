@@ -10,8 +10,8 @@ output is added to the residual stream unclipped.
 
 import numpy as np
 
-from ..module import Module
-from ..random import as_generator
+from ..core.module import Module
+from ..core.random import as_generator
 from .activations import GELU, ReLU
 from .linear import Linear
 

@@ -11,10 +11,10 @@ learned parameters; the statistics are always over the last axis only.
 
 import numpy as np
 
-from ..module import Module
-from ..parameter import Parameter
-from ..random import check_float_dtype
-from .reductions import sum_rows
+from ..core.module import Module
+from ..core.parameter import Parameter
+from ..core.random import check_float_dtype
+from ..fast.reductions import sum_rows
 
 
 class LayerNorm(Module):

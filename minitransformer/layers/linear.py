@@ -7,10 +7,10 @@ product is one large 2-D matrix multiply, the fastest form NumPy has.
 
 import numpy as np
 
-from ..module import Module
-from ..parameter import Parameter
-from ..random import as_generator, check_float_dtype
-from .reductions import sum_rows
+from ..core.module import Module
+from ..core.parameter import Parameter
+from ..core.random import as_generator, check_float_dtype
+from ..fast.reductions import sum_rows
 
 
 class Linear(Module):

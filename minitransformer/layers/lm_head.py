@@ -8,7 +8,7 @@ lookup at the bottom of the model and one from here, simply by `+=`.
 
 import numpy as np
 
-from ..module import Module
+from ..core.module import Module
 from .embedding import Embedding
 
 

@@ -12,7 +12,7 @@ always the mean over the scored positions.
 
 import numpy as np
 
-from ..module import Module
+from ..core.module import Module
 from .embedding import check_token_ids
 
 

@@ -40,14 +40,14 @@ drops only sublayer outputs), value heads of another width than the key heads
 
 import numpy as np
 
-from ..module import Module
-from ..parameter import Parameter
-from ..random import as_generator, check_float_dtype
-from .alibi import ALiBi
+from ..core.module import Module
+from ..core.parameter import Parameter
+from ..core.random import as_generator, check_float_dtype
+from ..variants.alibi import ALiBi
 from .attention import ScaledDotProductAttention
-from .reductions import sum_rows
-from .rope import RotaryEmbedding
-from .sliding_window import band_mask
+from ..fast.reductions import sum_rows
+from ..variants.rope import RotaryEmbedding
+from ..variants.sliding_window import band_mask
 
 
 class MultiHeadAttention(Module):

@@ -17,9 +17,9 @@ Rotary and linear-bias positions act inside attention instead and are left out h
 
 import numpy as np
 
-from ..module import Module
-from ..parameter import Parameter
-from ..random import as_generator, check_float_dtype
+from ..core.module import Module
+from ..core.parameter import Parameter
+from ..core.random import as_generator, check_float_dtype
 
 
 def sinusoidal_table(max_len, d):

@@ -9,8 +9,8 @@ defined to give all zeros rather than NaN; its gradient is then zero too.
 
 import numpy as np
 
-from ..module import Module
-from .reductions import sum_last_axis
+from ..core.module import Module
+from ..fast.reductions import sum_last_axis
 
 
 def _sum_keepdims(x, axis):

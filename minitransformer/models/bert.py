@@ -24,8 +24,8 @@ from ..layers.embedding import check_token_ids
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
-from ..module import Module
-from ..random import as_generator
+from ..core.module import Module
+from ..core.random import as_generator
 from .encoder import TransformerEncoder
 
 

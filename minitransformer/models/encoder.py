@@ -23,8 +23,8 @@ from ..layers.embedding import Embedding, check_token_ids
 from ..layers.layernorm import LayerNorm
 from ..layers.padding import key_padding_mask
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from ..module import Module
-from ..random import as_generator, dropout_generator, spawn_generator
+from ..core.module import Module
+from ..core.random import as_generator, dropout_generator, spawn_generator
 
 POSITIONAL = ("learned", "sinusoidal")
 

@@ -35,8 +35,8 @@ from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from ..module import Module
-from ..random import as_generator, spawn_generator
+from ..core.module import Module
+from ..core.random import as_generator, spawn_generator
 
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from ..layers.linear import Linear
 from ..layers.loss import CrossEntropyLoss
-from ..module import Module
-from ..random import as_generator
+from ..core.module import Module
+from ..core.random import as_generator
 from .gpt import GPT
 
 

@@ -23,8 +23,8 @@ from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.padding import key_padding_mask
-from ..module import Module
-from ..random import as_generator, spawn_generator
+from ..core.module import Module
+from ..core.random import as_generator, spawn_generator
 from .encoder import InputEmbedding, TransformerEncoder
 
 

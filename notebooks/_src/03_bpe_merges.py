@@ -8,7 +8,7 @@
 #
 # The loop: count every adjacent pair of symbols (weighted by how often its word occurs), merge the
 # most frequent pair everywhere it appears as two whole symbols, repeat. Everything below calls the
-# package's `minitransformer.bpe`: `get_stats` and `merge_vocab` are the lecture's two steps,
+# package's `minitransformer.tokenizers.bpe`: `get_stats` and `merge_vocab` are the lecture's two steps,
 # `learn_bpe` the whole loop, `BPETokenizer` the byte-level tokenizer the GPT uses.
 #
 # **The tie rule.** When several pairs share the highest count, the package (like the lecture's

@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt
 from minitransformer import (GPT, BertMLM, DecoderBlock, Dropout, FeedForward, LearnedPositionalEmbedding,
                              ScaledDotProductAttention, TransformerBlock, causal_mask,
                              get_stats, learn_bpe, lecture_vocab, sinusoidal_table, skew, softmax)
-from minitransformer.bleu import brevity_penalty, corpus_statistics, ngram_counts
+from minitransformer.generation.bleu import brevity_penalty, corpus_statistics, ngram_counts
 
 rng = np.random.default_rng(0)
 np.set_printoptions(precision=4, suppress=True)
@@ -171,7 +171,7 @@ assert np.array_equal(drop(activations), activations)     # and nothing at all a
 # the same code as its `merge_vocab`.
 
 # %%
-from minitransformer.bpe.reference import merge_vocab_with_pattern
+from minitransformer.tokenizers.bpe.reference import merge_vocab_with_pattern
 
 
 def ten_merges(before, after, joiner):
@@ -315,13 +315,13 @@ assert not np.allclose(bert(ids)[:, :6], bert(changed)[:, :6])
 # the M symbols y_i … y_{i+M−1} but keeping the bound i + M ≤ K is still wrong: it stops one start early
 # and never counts the n-gram that ends the sentence (found on the encoder–decoder branch too). Right:
 # i = 1 … K − M + 1 with the window y_i … y_{i+M−1}. The two functions below write the two wrong readings
-# literally, with 1-based i; the package's `ngram_counts` (in `minitransformer.bleu`) is the right one.
+# literally, with 1-based i; the package's `ngram_counts` (in `minitransformer.generation.bleu`) is the right one.
 # (Definitions 1.4 and 1.5 also reuse M for the number of sentences.)
 #
 # **§1.3.1 and eq. (10).** The heading "Bilingual Evaluation Understudy (BLEU)" has no formula under it:
 # BLEU = BP · exp(Σ_n w_n log p_n), with w_n = 1/4 for n = 1 … 4. And eq. (10) picks, per sentence, the
 # reference length closest to the candidate's without saying what to do on a tie; Papineni et al.'s
-# script takes the shorter (so does `minitransformer.bleu`), and the choice changes the brevity penalty
+# script takes the shorter (so does `minitransformer.generation.bleu`), and the choice changes the brevity penalty
 # of eq. (8). (And the plural of corpus, in Definitions 1.4 and 1.5, is corpora.)
 
 # %%

@@ -411,7 +411,7 @@ def _worker_model(rank, config, vocab_size, layout, shared, gradient_raws):
     """The worker's model and optimizer, bound to the shared weights and moments and to its own gradient."""
     from threadpoolctl import threadpool_limits
 
-    from .layers.loss import CrossEntropyLoss
+    from ..layers.loss import CrossEntropyLoss
     from .trainer import build_model, build_optimizer            # imported here: trainer imports this module
 
     threadpool_limits(limits=1, user_api="blas")

@@ -35,8 +35,8 @@ import numpy as np
 
 from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from .data import get_batch
-from .layers.loss import CrossEntropyLoss
-from .models.gpt import GPT
+from ..layers.loss import CrossEntropyLoss
+from ..models.gpt import GPT
 from .optim import AdamW, clip_factor, parameter_groups
 from .parallel import DataParallel, TornUpdate
 from .schedules import cosine_rate, noam_rate

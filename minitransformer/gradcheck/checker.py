@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .random import as_generator
+from ..core.random import as_generator
 
 DEFAULT_TOLERANCE = 1e-7
 

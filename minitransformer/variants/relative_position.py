@@ -33,11 +33,11 @@ vectors a^V (Huang et al. also use only the key side) and the non-causal skew.
 
 import numpy as np
 
-from ..module import Module
-from ..parameter import Parameter
-from ..random import as_generator, check_float_dtype
-from .attention import causal_mask
-from .softmax import softmax, softmax_backward
+from ..core.module import Module
+from ..core.parameter import Parameter
+from ..core.random import as_generator, check_float_dtype
+from ..layers.attention import causal_mask
+from ..layers.softmax import softmax, softmax_backward
 
 
 def skew(rel_logits):

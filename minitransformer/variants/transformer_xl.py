@@ -26,13 +26,13 @@ relative position terms with the u, v biases, and adaptive softmax.
 
 import numpy as np
 
-from ..module import Module
-from ..random import as_generator
-from .embedding import Embedding, check_token_ids
-from .feedforward import FeedForward
-from .layernorm import LayerNorm
-from .lm_head import TiedLMHead
-from .multihead import MultiHeadAttention
+from ..core.module import Module
+from ..core.random import as_generator
+from ..layers.embedding import Embedding, check_token_ids
+from ..layers.feedforward import FeedForward
+from ..layers.layernorm import LayerNorm
+from ..layers.lm_head import TiedLMHead
+from ..layers.multihead import MultiHeadAttention
 
 
 class TransformerXLBlock(Module):

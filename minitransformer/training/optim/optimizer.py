@@ -29,10 +29,10 @@ Left out: closures, sparse gradients, per-group learning rates.
 
 import numpy as np
 
-from ..layers.embedding import Embedding
-from ..layers.layernorm import LayerNorm
-from ..layers.positional import LearnedPositionalEmbedding
-from ..parameter import Parameter
+from ...layers.embedding import Embedding
+from ...layers.layernorm import LayerNorm
+from ...layers.positional import LearnedPositionalEmbedding
+from ...core.parameter import Parameter
 
 NO_DECAY_LAYERS = (LayerNorm,)
 CHUNK = 1 << 15             # elements updated at a time: data, grad, moments and temporaries fit in L2 cache

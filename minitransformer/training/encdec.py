@@ -5,14 +5,14 @@ ignored, backward, global-norm clipping, an Adam update. The learning rate
 rises linearly over `warmup` steps (post-norm Transformers need the warm-up,
 Vaswani et al. §5.3) and then decays linearly to a tenth.
 
-The optimizer is `minitransformer.optim.Adam` with the paper's betas and eps
-(`transformer_adam`); clipping is `minitransformer.optim.clip_grad_norm`.
+The optimizer is `minitransformer.training.optim.Adam` with the paper's betas and eps
+(`transformer_adam`); clipping is `minitransformer.training.optim.clip_grad_norm`.
 """
 
 import numpy as np
 
-from .decoding import beam_search, greedy_decode
-from .layers.loss import CrossEntropyLoss
+from ..generation.decoding import beam_search, greedy_decode
+from ..layers.loss import CrossEntropyLoss
 from .optim import Adam, clip_grad_norm
 from .tasks import BOS, EOS, PAD, exact_match
 

@@ -20,8 +20,8 @@ Left out: dilated windows, and Longformer's global tokens in the banded form
 
 import numpy as np
 
-from ..module import Module
-from .softmax import softmax, softmax_backward
+from ..core.module import Module
+from ..layers.softmax import softmax, softmax_backward
 
 
 def band_mask(Tq, Tk, window, causal=True):

@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..module import Module
+from ..core.module import Module
 
 
 def alibi_slopes(n_heads):

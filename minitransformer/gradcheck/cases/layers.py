@@ -14,20 +14,20 @@ from typing import Callable
 
 import numpy as np
 
-from .layers.activations import GELU, ReLU
-from .layers.attention import ScaledDotProductAttention
-from .layers.block import TransformerBlock
-from .layers.dropout import Dropout
-from .layers.embedding import Embedding
-from .layers.feedforward import FeedForward
-from .layers.layernorm import LayerNorm
-from .layers.linear import Linear
-from .layers.loss import CrossEntropyLoss
-from .layers.lm_head import TiedLMHead
-from .layers.multihead import MultiHeadAttention
-from .layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from .layers.softmax import Softmax
-from .models.gpt import GPT
+from ...layers.activations import GELU, ReLU
+from ...layers.attention import ScaledDotProductAttention
+from ...layers.block import TransformerBlock
+from ...layers.dropout import Dropout
+from ...layers.embedding import Embedding
+from ...layers.feedforward import FeedForward
+from ...layers.layernorm import LayerNorm
+from ...layers.linear import Linear
+from ...layers.loss import CrossEntropyLoss
+from ...layers.lm_head import TiedLMHead
+from ...layers.multihead import MultiHeadAttention
+from ...layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from ...layers.softmax import Softmax
+from ...models.gpt import GPT
 
 
 @dataclass
@@ -222,17 +222,3 @@ CASES = [
 ]
 
 # Catalogues added by other parts of the package: each module holds its own `CASES` list.
-EXTRA_CASE_MODULES = [
-    "minitransformer.gradcheck_cases_variants",
-    "minitransformer.gradcheck_cases_encdec",
-]
-
-
-def all_cases():
-    """Every registered gradient-check case: the core layers above, then each extra catalogue."""
-    import importlib
-
-    cases = list(CASES)
-    for module_path in EXTRA_CASE_MODULES:
-        cases += importlib.import_module(module_path).CASES
-    return cases

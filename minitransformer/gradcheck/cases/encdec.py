@@ -7,17 +7,17 @@ passed through unchanged; only float inputs and parameters are perturbed.
 
 import numpy as np
 
-from .gradcheck_cases import GradcheckCase, WithLoss, _normal, perturb
-from .layers.block import TransformerBlock
-from .layers.decoder_block import DecoderBlock
-from .layers.loss import CrossEntropyLoss
-from .layers.multihead import MultiHeadAttention
-from .layers.padding import lengths_to_mask
-from .models.bert import BertMLM, mask_tokens
-from .models.encoder import InputEmbedding, TransformerEncoder
-from .models.gpt import GPT
-from .models.gpt_classifier import FineTuningObjective, GPTClassifier
-from .models.seq2seq import Seq2SeqTransformer
+from .layers import GradcheckCase, WithLoss, _normal, perturb
+from ...layers.block import TransformerBlock
+from ...layers.decoder_block import DecoderBlock
+from ...layers.loss import CrossEntropyLoss
+from ...layers.multihead import MultiHeadAttention
+from ...layers.padding import lengths_to_mask
+from ...models.bert import BertMLM, mask_tokens
+from ...models.encoder import InputEmbedding, TransformerEncoder
+from ...models.gpt import GPT
+from ...models.gpt_classifier import FineTuningObjective, GPTClassifier
+from ...models.seq2seq import Seq2SeqTransformer
 
 PAD = 0
 

@@ -31,10 +31,10 @@ Left out: dropout on the adapter input, and adapters on embeddings.
 
 import numpy as np
 
-from ..module import Module
-from ..parameter import Parameter
-from ..random import as_generator
-from .linear import Linear
+from ..core.module import Module
+from ..core.parameter import Parameter
+from ..core.random import as_generator
+from ..layers.linear import Linear
 
 
 def _check_rank(r, d_in, d_out, where):

@@ -25,7 +25,7 @@ for context extension.
 
 import numpy as np
 
-from ..module import Module
+from ..core.module import Module
 
 
 def rotary_angles(positions, head_size, base=10000.0):

@@ -8,18 +8,18 @@ that the gradient of A is not trivially zero.
 
 import numpy as np
 
-from .gradcheck_cases import GradcheckCase, WithLoss, _normal, perturb
-from .layers.alibi import ALiBi
-from .layers.attention import ScaledDotProductAttention
-from .layers.linear import Linear
-from .layers.lora import LoRALinear, add_lora
-from .layers.multihead import MultiHeadAttention
-from .layers.relative_position import RelativePositionAttention
-from .layers.rope import RotaryEmbedding
-from .layers.sliding_window import BandedAttention
-from .layers.sparse_masks import fixed_masks, longformer_mask, strided_masks
-from .layers.transformer_xl import TransformerXL, TransformerXLBlock
-from .models.gpt import GPT
+from .layers import GradcheckCase, WithLoss, _normal, perturb
+from ...variants.alibi import ALiBi
+from ...layers.attention import ScaledDotProductAttention
+from ...layers.linear import Linear
+from ...variants.lora import LoRALinear, add_lora
+from ...layers.multihead import MultiHeadAttention
+from ...variants.relative_position import RelativePositionAttention
+from ...variants.rope import RotaryEmbedding
+from ...variants.sliding_window import BandedAttention
+from ...variants.sparse_masks import fixed_masks, longformer_mask, strided_masks
+from ...variants.transformer_xl import TransformerXL, TransformerXLBlock
+from ...models.gpt import GPT
 
 
 def _rope_offset_case(rng):

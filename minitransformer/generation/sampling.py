@@ -23,7 +23,7 @@ Left out: nucleus (top-p) sampling, beam search, repetition penalties, stop toke
 import numpy as np
 
 from .kv_cache import KVCache
-from .random import as_generator
+from ..core.random import as_generator
 
 
 def next_token(logits, temperature=1.0, top_k=None, rng=None):

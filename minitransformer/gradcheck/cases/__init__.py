@@ -1,0 +1,19 @@
+"""The gradient-check catalogue: every layer and model with inputs to check it on.
+
+* `layers.py`: the lecture's layers and the GPT;
+* `variants.py`: the attention and position variants;
+* `encdec.py`: the encoder family, BERT, the encoder-decoder, fine-tuning.
+
+Each file holds a list `CASES` of `GradcheckCase(name, build)`; `all_cases()` joins them in that order.
+"""
+
+from . import encdec, layers, variants
+from .layers import GradcheckCase
+
+
+def all_cases():
+    """Every registered gradient-check case: the core layers, then the variants, then the encoder family."""
+    return list(layers.CASES) + list(variants.CASES) + list(encdec.CASES)
+
+
+__all__ = ["GradcheckCase", "all_cases"]
