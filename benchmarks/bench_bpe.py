@@ -26,7 +26,13 @@ import statistics
 import sys
 import time
 
-from minitransformer.tokenizers.bpe import BPETokenizer, iter_merges_reference, learn_bpe, lecture_vocab, word_counts_from_text
+from minitransformer.tokenizers.bpe import (
+    BPETokenizer,
+    iter_merges_reference,
+    learn_bpe,
+    lecture_vocab,
+    word_counts_from_text,
+)
 
 DEFAULT_TEXT = pathlib.Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tinyshakespeare.txt"
 

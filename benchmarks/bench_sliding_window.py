@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from minitransformer import BandedAttention, ScaledDotProductAttention, band_mask   # noqa: E402
+from minitransformer import BandedAttention, ScaledDotProductAttention, band_mask  # noqa: E402
 
 
 def time_once(forward_backward):

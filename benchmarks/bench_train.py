@@ -52,8 +52,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from minitransformer.tokenizers import CharTokenizer
-from minitransformer.training.data import get_batch, train_val_split   # noqa: E402
-from minitransformer.training.parallel import shut_down                                # noqa: E402
+from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
+from minitransformer.training.parallel import shut_down  # noqa: E402
 from minitransformer.training.trainer import TrainConfig, Trainer, evaluation_batches  # noqa: E402
 
 
@@ -97,6 +97,7 @@ def product_replay(products, workers=1):
         replay.close = lambda: None                              # nothing to stop (see the parallel form)
         return replay
     import multiprocessing
+
     from threadpoolctl import threadpool_limits
     context = multiprocessing.get_context("spawn")
     pipes, processes = [], []
@@ -268,6 +269,8 @@ def main(argv=None):
                              "more gives a less noisy estimate, reported beside the 20-batch one)")
     parser.add_argument("--twin-without-biases", action="store_true",
                         help="train the PyTorch twin as nanoGPT's default bias=False (no Linear biases, no LayerNorm beta)")
+    parser.add_argument("--kernels", choices=("fast", "plain"), default="fast",
+                        help="our layers' tier: fast (default) or plain, the lecture's form")
     parser.add_argument("--workers", type=int, default=1,
                         help="processes that split each batch (TrainConfig.workers; each uses 1 BLAS thread)")
     parser.add_argument("--threads", type=int, default=None,
@@ -278,7 +281,7 @@ def main(argv=None):
         parser.error(f"--eval-batches must be at least the standard 20, got {args.eval_batches}")
 
     config = TrainConfig(max_steps=max(args.steps, 1), eval_interval=max(args.steps, 1), eval_batches=20,
-                         decay_embeddings=True, seed=args.seed, workers=args.workers)
+                         decay_embeddings=True, seed=args.seed, workers=args.workers, kernels=args.kernels)
     with open(args.text, encoding="utf-8") as file:
         text = file.read()
     tokenizer = CharTokenizer.train(text)

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-
 from _variants_training import lm_loss, train
+
 from minitransformer import GPT, ALiBi, alibi_bias, alibi_slopes
 
 

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from minitransformer.training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from minitransformer.tokenizers import CharTokenizer
+from minitransformer.training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from minitransformer.training.trainer import TrainConfig, Trainer, build_model
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 20

@@ -5,8 +5,8 @@ import pytest
 
 from minitransformer import GPT, CrossEntropyLoss
 from minitransformer.models.gpt_classifier import FineTuningObjective, GPTClassifier
+from minitransformer.training.config import transformer_adam
 from minitransformer.training.tasks import majority_task
-from minitransformer.training.encdec import transformer_adam
 
 
 def make_classifier(seed=0, dtype=np.float64):

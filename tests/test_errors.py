@@ -5,10 +5,24 @@ import re
 import numpy as np
 import pytest
 
-from minitransformer import (GELU, GPT, CrossEntropyLoss, Dropout, Embedding, FeedForward, LayerNorm,
-                             LearnedPositionalEmbedding, Linear, MultiHeadAttention, ReLU,
-                             ScaledDotProductAttention, SinusoidalPositionalEncoding, Softmax, TiedLMHead,
-                             TransformerBlock)
+from minitransformer import (
+    GELU,
+    GPT,
+    CrossEntropyLoss,
+    Dropout,
+    Embedding,
+    FeedForward,
+    LayerNorm,
+    LearnedPositionalEmbedding,
+    Linear,
+    MultiHeadAttention,
+    ReLU,
+    ScaledDotProductAttention,
+    SinusoidalPositionalEncoding,
+    Softmax,
+    TiedLMHead,
+    TransformerBlock,
+)
 
 
 def test_wrong_feature_size_names_layer_expected_and_given():

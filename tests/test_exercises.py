@@ -186,12 +186,13 @@ def test_hanging_crashing_and_unmarked_answers_are_reported(copy_of):
     put_bodies(copy, {"linear.backward": [f"{indent}while True:\n", f"{indent}    pass\n"],
                       "relu.backward": [f"{indent}import os\n", f"{indent}os._exit(3)\n"],
                       "crossentropy.backward": [f"{indent}return (self.probs\n"],
-                      "gelu.backward": [f"{indent}dx[...] = dout * np.nan\n"]})  # NaN never passes as "small"
+                      "gelu.forward": reference_body("gelu.forward"),
+                      "gelu.backward": [f"{indent}return dout * np.nan\n"]})  # NaN never passes as "small"
     embedding = copy / "minitransformer/layers/embedding.py"              # the student deleted the markers
     embedding.write_text("".join(line for line in embedding.read_text().splitlines(keepends=True)
                                  if "SOLUTION" not in line))
     linear, relu, gelu, embedding, crossentropy = grade_copy(copy, timeout=3)
-    assert (gelu.status, gelu.forward_ok, gelu.points, gelu.backward_error) == ("wrong", True, 0, 1.0)
+    assert (gelu.status, gelu.forward_ok, gelu.points, gelu.backward_error) == ("wrong", True, 1, 1.0)   # forward right
     assert (linear.status, relu.status, embedding.status) == ("timed out", "crashed", "markers missing")
     assert "exit code 3" in relu.problems[0] and "embedding.backward" in embedding.problems[0]
     assert crossentropy.status == "crashed" and "SyntaxError" in crossentropy.problems[0]

@@ -7,9 +7,22 @@ weights are the float64 ones rounded), and fed the same input in each dtype.
 import numpy as np
 import pytest
 
-from minitransformer import (GELU, GPT, CrossEntropyLoss, Embedding, FeedForward, LayerNorm,
-                             LearnedPositionalEmbedding, Linear, MultiHeadAttention, ReLU,
-                             ScaledDotProductAttention, SinusoidalPositionalEncoding, Softmax, TransformerBlock)
+from minitransformer import (
+    GELU,
+    GPT,
+    CrossEntropyLoss,
+    Embedding,
+    FeedForward,
+    LayerNorm,
+    LearnedPositionalEmbedding,
+    Linear,
+    MultiHeadAttention,
+    ReLU,
+    ScaledDotProductAttention,
+    SinusoidalPositionalEncoding,
+    Softmax,
+    TransformerBlock,
+)
 
 FACTORIES = {
     "Softmax": (lambda dtype: Softmax(), (2, 3, 5)),

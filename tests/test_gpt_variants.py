@@ -25,10 +25,10 @@ def test_attention_layers_receive_the_options():
     model = _gpt(positional="rope", n_kv_heads=2, window=3)
     for block in model.blocks:
         assert block.attn.n_kv_heads == 2 and block.attn.window == 3
-        assert type(block.attn.positional).__name__ == "RotaryEmbedding"
-    assert type(_gpt(positional="alibi").blocks[0].attn.positional).__name__ == "ALiBi"
-    assert _gpt(positional="none").blocks[0].attn.positional is None
-    assert _gpt().blocks[0].attn.positional is None                             # learned: added to the embeddings
+        assert type(block.attn.position).__name__ == "RotaryEmbedding"
+    assert type(_gpt(positional="alibi").blocks[0].attn.position).__name__ == "ALiBi"
+    assert _gpt(positional="none").blocks[0].attn.position is None
+    assert _gpt().blocks[0].attn.position is None                             # learned: added to the embeddings
 
 
 def test_grouped_query_attention_saves_key_and_value_weights():

@@ -7,8 +7,8 @@ the same ones `python -m minitransformer gradcheck` prints.
 import numpy as np
 import pytest
 
-from minitransformer.gradcheck.checker import DEFAULT_TOLERANCE, check_module
 from minitransformer.gradcheck.cases import all_cases
+from minitransformer.gradcheck.checker import DEFAULT_TOLERANCE, check_module
 
 CASES = all_cases()
 

@@ -17,11 +17,13 @@ def small_seq2seq():
 
 
 @pytest.mark.parametrize("bad", [-1, V])
-def test_decode_step_refuses_ids_outside_the_vocabulary(bad):
+def test_decode_refuses_ids_outside_the_vocabulary(bad):
+    from minitransformer import KVCache
+
     model = small_seq2seq()
-    cache = model.start_cache(*model.encode(np.array([[3, 4, 5], [6, 7, 0]])))
-    with pytest.raises(IndexError, match=rf"InputEmbedding.*expected token ids in \[0, {V}\), got {bad}"):
-        model.decode_step(np.array([bad, 3]), cache)
+    memory, memory_mask = model.encode(np.array([[3, 4, 5], [6, 7, 0]]))
+    with pytest.raises(IndexError, match=rf"Seq2SeqTransformer.*expected token ids in \[0, {V}\), got {bad}"):
+        model.decode(np.array([[bad], [3]]), memory, memory_mask, cache=KVCache(1, cross_attention=True))
 
 
 def test_greedy_decode_refuses_a_negative_bos():

@@ -6,7 +6,7 @@ import pytest
 from minitransformer import CrossEntropyLoss
 from minitransformer.commands.mlm import MASK, PAD, SPECIALS, CharCorpus
 from minitransformer.models.bert import BertMLM, mask_tokens
-from minitransformer.training.encdec import transformer_adam
+from minitransformer.training.config import transformer_adam
 
 N_SPECIAL, V = len(SPECIALS), 30
 

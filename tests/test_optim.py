@@ -6,9 +6,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import GPT
-from minitransformer.training.optim import (SGD, Adam, AdamW, clip_factor, clip_grad_norm, clip_gradients, global_grad_norm,
-                                  parameter_groups, part_slice)
 from minitransformer.core.parameter import Parameter
+from minitransformer.training.optim import (
+    SGD,
+    Adam,
+    AdamW,
+    clip_factor,
+    clip_grad_norm,
+    clip_gradients,
+    global_grad_norm,
+    parameter_groups,
+    part_slice,
+)
 
 
 def _param(values, grad):

@@ -8,11 +8,11 @@ import time
 
 import numpy as np
 import pytest
+from test_checkpoint import tiny_trainer
 
 from minitransformer.__main__ import main
 from minitransformer.training.data import get_batch
 from minitransformer.training.parallel import DataParallel
-from test_checkpoint import tiny_trainer
 
 
 def _gradients(trainer):

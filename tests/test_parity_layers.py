@@ -19,8 +19,19 @@ Skipped when PyTorch is missing; `pip install -e ".[parity]"` installs it.
 import numpy as np
 import pytest
 
-from minitransformer import (GELU, CrossEntropyLoss, Embedding, LayerNorm, Linear, MultiHeadAttention, ReLU,
-                             ScaledDotProductAttention, Softmax, TransformerBlock, rel_error)
+from minitransformer import (
+    GELU,
+    CrossEntropyLoss,
+    Embedding,
+    LayerNorm,
+    Linear,
+    MultiHeadAttention,
+    ReLU,
+    ScaledDotProductAttention,
+    Softmax,
+    TransformerBlock,
+    rel_error,
+)
 
 TOLERANCE = 1e-10
 # Attention's key bias b_k adds the same q . b_k to every score of a row, which the softmax ignores:

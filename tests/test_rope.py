@@ -50,7 +50,7 @@ def test_rope_queries_align_to_the_end_of_the_keys():
     """With fewer queries than keys, the queries sit at the last positions (rotated and masked as such):
     queries for the last 2 positions against all 5 keys give the last 2 rows of the full output.
     (Shift invariance itself is test_score_depends_only_on_the_offset.)"""
-    layer = MultiHeadAttention(8, 2, causal=True, positional="rope", rng=0)
+    layer = MultiHeadAttention(8, 2, causal=True, position=RotaryEmbedding(4), rng=0)
     x = np.random.default_rng(2).standard_normal((1, 5, 8))
     np.testing.assert_allclose(layer(x[:, 3:], x), layer(x)[:, 3:], atol=1e-12)
 

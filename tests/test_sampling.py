@@ -119,3 +119,21 @@ def test_reordering_the_cache_follows_the_chosen_rows():
     reordered = ids[[2, 2, 0]]
     logits = model.forward(reordered[:, 4:5], cache=cache)[:, -1]
     np.testing.assert_allclose(logits, model.forward(reordered[:, :5])[:, -1], rtol=1e-10)
+
+
+def test_kv_cache_counts_target_positions_and_reorders_every_layer():
+    """An encoder-decoder's cache: the cross-attention caches hold the memory's S positions but do not count."""
+    cache = KVCache(2, cross_attention=True)
+    keys = np.arange(3 * 1 * 5 * 2, dtype=float).reshape(3, 1, 5, 2)         # (B, Hkv, S, hs)
+    for layer in cache.self_attention:
+        layer.append(keys[:, :, :2], keys[:, :, :2])                          # two target positions
+    for layer in cache.cross_attention:
+        layer.append(keys, keys)                                              # the memory's five
+    assert cache.length == 2 and len(cache) == 2 and cache[1] is cache.self_attention[1]
+    assert repr(cache) == "KVCache(layers=2, length=2, cross_attention=True)"
+    cache.reorder(np.array([2, 2]))
+    for layer in cache.self_attention + cache.cross_attention:
+        np.testing.assert_array_equal(layer.k, keys[[2, 2], :, :layer.length])
+    assert KVCache(2).cross_attention == [] and KVCache(2).length == 0
+    with pytest.raises(ValueError, match=r"LayerKVCache holds keys \(2, 1, 2, 2\), cannot append keys \(3, 1, 1, 2\)"):
+        cache[0].append(keys[:, :, :1], keys[:, :, :1])

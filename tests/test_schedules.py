@@ -1,4 +1,5 @@
-"""Learning-rate schedules: the notes' rule as printed, and warmup + cosine decay."""
+"""Learning-rate schedules (all in training/schedules.py): the notes' rule as printed, its rescaled form, warmup +
+cosine decay, warmup + linear decay."""
 
 import math
 
@@ -6,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minitransformer.training.schedules import cosine_rate, noam_rate
+from minitransformer.training.config import TrainConfig
+from minitransformer.training.schedules import cosine_rate, linear_rate, noam_rate, scaled_noam_rate
 
 
 def test_noam_matches_the_printed_formula_and_peaks_at_warmup():
@@ -50,3 +52,41 @@ def test_cosine_rejects_decay_before_warmup_ends():
     with pytest.raises(ValueError, match="decay_steps > warmup"):
         cosine_rate(0, 1.0, 0.1, 100, 100)
     assert math.isclose(cosine_rate(0, 1.0, 0.1, 0, 10), 1.0)
+
+
+def test_linear_warms_up_then_decays_to_a_tenth():
+    assert [linear_rate(step, 1e-3, 4, 24) for step in (0, 1, 3)] == [0.25e-3, 0.5e-3, 1e-3]
+    assert linear_rate(4, 1e-3, 4, 24) == 1e-3                                   # the decay starts at the peak
+    assert linear_rate(14, 1e-3, 4, 24) == pytest.approx(0.55e-3)                 # halfway down
+    assert linear_rate(24, 1e-3, 4, 24) == pytest.approx(1e-4)
+    assert linear_rate(0, 1e-3, 0, 10) == 1e-3                                   # no warm-up
+    with pytest.raises(ValueError, match="linear_rate expects warmup >= 0, got -1"):
+        linear_rate(0, 1e-3, -1, 10)
+
+
+@given(st.integers(0, 3000), st.integers(1, 200))
+def test_scaled_noam_has_the_notes_shape_with_its_peak_at_max_lr(step, warmup):
+    rate = scaled_noam_rate(step, 1e-3, warmup, 128)
+    assert rate == pytest.approx(1e-3 * noam_rate(step + 1, 128, warmup) / noam_rate(warmup, 128, warmup), rel=1e-15)
+    assert rate <= 1e-3 * (1 + 1e-12)
+    assert scaled_noam_rate(warmup - 1, 1e-3, warmup, 128) == pytest.approx(1e-3)
+
+
+def test_the_trainers_config_picks_its_rate_from_the_schedules():
+    config = TrainConfig(lr=1e-3, min_lr=1e-4, warmup_steps=10, lr_decay_steps=100, d_model=64)
+    for step in (0, 9, 10, 50, 100, 200):
+        assert config.learning_rate(step) == cosine_rate(step, 1e-3, 1e-4, 10, 100)
+        noam = TrainConfig(schedule="noam", lr=1e-3, warmup_steps=10, d_model=64)
+        assert noam.learning_rate(step) == scaled_noam_rate(step, 1e-3, 10, 64)
+        assert TrainConfig(schedule="constant", lr=1e-3).learning_rate(step) == 1e-3
+    no_warmup, one_step = TrainConfig(schedule="noam", warmup_steps=0), TrainConfig(schedule="noam", warmup_steps=1)
+    assert no_warmup.learning_rate(0) == one_step.learning_rate(0)                  # a warmup of 0 counts as 1
+    with pytest.raises(ValueError, match="unknown schedule 'step'"):
+        TrainConfig(schedule="step").learning_rate(0)
+
+
+def test_the_old_encoder_decoder_rate_keeps_its_name_and_arguments_for_one_version():
+    from minitransformer.training.encdec import learning_rate
+
+    with pytest.warns(DeprecationWarning, match="linear_rate"):
+        assert learning_rate(30, 100, 1e-3, 10) == linear_rate(30, 1e-3, 10, 100)

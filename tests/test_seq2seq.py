@@ -1,13 +1,15 @@
-"""Encoder-decoder: causality, cross-attention, cached decoding equal to recomputation, beam search, a training smoke test."""
+"""Encoder-decoder: causality, cross-attention, cached decoding equal to recomputation (through the one
+key/value cache protocol), beam search, a training smoke test."""
 
 import numpy as np
 import pytest
 
 from minitransformer.generation.decoding import beam_search, greedy_decode
+from minitransformer.generation.kv_cache import KVCache, LayerKVCache
 from minitransformer.layers.decoder_block import DecoderBlock
 from minitransformer.models.seq2seq import Seq2SeqTransformer
-from minitransformer.training.tasks import BOS, EOS, PAD, ReverseTask, exact_match
 from minitransformer.training.encdec import train_seq2seq
+from minitransformer.training.tasks import BOS, EOS, PAD, ReverseTask, exact_match
 
 V = 9
 
@@ -46,10 +48,39 @@ def test_cached_steps_give_the_same_logits_as_recomputing_the_prefix(norm, share
     src = sources(None)
     tgt = np.array([[BOS, 3, 4, 5, 6], [BOS, 6, 7, 8, 3], [BOS, 5, 5, 5, 5]])
     full = model(src, tgt)                                                     # (B, T, V), teacher forced
-    cache = model.start_cache(*model.encode(src))
+    memory, memory_mask = model.encode(src)
+    cache = KVCache(len(model.blocks), cross_attention=True)
     for t in range(tgt.shape[1]):
-        np.testing.assert_allclose(model.decode_step(tgt[:, t], cache), full[:, t], rtol=1e-10, atol=1e-12)
-    assert cache["blocks"][0]["self"].k.shape == (3, 2, tgt.shape[1], 8)          # keys appended once per step
+        logits = model.decode(tgt[:, t:t + 1], memory, memory_mask, cache=cache)[:, -1]
+        np.testing.assert_allclose(logits, full[:, t], rtol=1e-10, atol=1e-12)
+    assert cache.length == tgt.shape[1]
+    assert cache[0].k.shape == (3, 2, tgt.shape[1], 8)                             # keys appended once per step
+    assert cache.cross_attention[0].k.shape == (3, 2, src.shape[1], 8)            # the memory's, projected once
+
+
+def test_a_prefix_fed_at_once_then_token_by_token_gives_the_teacher_forced_logits():
+    model = make_model("pre")
+    src, tgt = sources(None), np.array([[BOS, 3, 4, 5, 6], [BOS, 6, 7, 8, 3], [BOS, 5, 5, 5, 5]])
+    full = model(src, tgt)                                                     # (B, T, V)
+    memory, memory_mask = model.encode(src)
+    cache = KVCache(len(model.blocks), cross_attention=True)
+    pieces = [model.decode(tgt[:, :3], memory, memory_mask, cache=cache)]      # (B, 3, V): a prompt
+    pieces += [model.decode(tgt[:, t:t + 1], memory, memory_mask, cache=cache) for t in (3, 4)]
+    np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, rtol=1e-10, atol=1e-12)
+
+
+def test_reordering_the_cache_and_memory_follows_the_chosen_beams():
+    """Beam search keeps some rows and repeats others; the cache (self- and cross-attention) must follow."""
+    model = make_model("post")
+    src, tgt = sources(None), np.array([[BOS, 3, 4, 5], [BOS, 6, 7, 8], [BOS, 5, 6, 7]])
+    memory, memory_mask = model.encode(src)
+    cache = KVCache(len(model.blocks), cross_attention=True)
+    model.decode(tgt[:, :3], memory, memory_mask, cache=cache)
+    rows = np.array([2, 2, 0])                    # rows 0 and 1 continue row 2, row 2 continues row 0
+    cache.reorder(rows)
+    logits = model.decode(tgt[rows, 3:4], memory[rows], memory_mask[rows], cache=cache)[:, -1]
+    np.testing.assert_allclose(logits, model(src[rows], tgt[rows])[:, -1], rtol=1e-10, atol=1e-12)
+    assert cache.cross_attention[1].k.shape[0] == 3 and cache.length == 4
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -132,6 +163,12 @@ def test_bad_configurations_are_named():
         DecoderBlock(8, 2, 8, norm="middle")
     with pytest.raises(IndexError, match=r"token ids in \[0, 9\)"):
         make_model()(np.array([[1, 2]]), np.array([[1, 9]]))
+    model = make_model()
+    memory, memory_mask = model.encode(np.array([[3, 4]]))
+    with pytest.raises(ValueError, match=r"expected a KVCache of 2 layers with cross-attention, got KVCache\(layers=2"):
+        model.decode(np.array([[BOS]]), memory, memory_mask, cache=KVCache(2))          # GPT's kind: no cross
+    with pytest.raises(IndexError, match=r"Seq2SeqTransformer.*token ids in \[0, 9\), got -1"):
+        model.decode(np.array([[-1]]), memory, memory_mask, cache=KVCache(2, cross_attention=True))
 
 
 def test_reverse_task_keeps_the_test_set_out_of_training():
@@ -156,20 +193,38 @@ def test_training_smoke_loss_falls_and_short_strings_start_to_come_out_right():
     assert exact_match(predicted, task.test_sources, task.target_of) >= 0.5
 
 
-@pytest.mark.parametrize("options", [{}, {"positional": "rope"}, {"positional": "alibi"}, {"window": 2}])
-def test_cached_step_matches_forward_with_grouped_query_heads(options):
-    from minitransformer import MultiHeadAttention
+class ProtocolOnly:
+    """A cache that offers a layer exactly what generation/kv_cache.py's protocol allows: length, append, k, v."""
 
+    allowed = ("length", "append", "k", "v")
+
+    def __init__(self):
+        object.__setattr__(self, "inner", LayerKVCache())
+
+    def __getattribute__(self, name):
+        if name not in ProtocolOnly.allowed:
+            raise AttributeError(f"a layer used cache.{name}, which the protocol does not offer")
+        return getattr(object.__getattribute__(self, "inner"), name)
+
+
+@pytest.mark.parametrize("variant", ["plain", "rope", "alibi", "window"])
+def test_cached_forward_matches_forward_with_grouped_query_heads_using_only_the_protocol(variant):
+    """The layers never import generation/: any object with length, append, k and v serves as a cache."""
+    from minitransformer import ALiBi, MultiHeadAttention, RotaryEmbedding
+
+    options = {"plain": {}, "rope": {"position": RotaryEmbedding(4)}, "alibi": {"position": ALiBi(4)},
+               "window": {"window": 2}}[variant]
     block = DecoderBlock(16, 4, 24, norm="pre", rng=0)
     block.self_attn = MultiHeadAttention(16, 4, causal=True, n_kv_heads=2, rng=1, **options)
     block.cross_attn = MultiHeadAttention(16, 4, n_kv_heads=1, rng=2)
     rng = np.random.default_rng(3)
     x, memory = rng.standard_normal((2, 5, 16)), rng.standard_normal((2, 4, 16))
     full = block(x, memory)
-    cache = block.start_cache(memory)
-    steps = [block.step(x[:, t:t + 1], cache) for t in range(5)]
+    self_cache, cross_cache = ProtocolOnly(), ProtocolOnly()
+    steps = [block(x[:, t:t + 1], memory, self_cache=self_cache, cross_cache=cross_cache) for t in range(5)]
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-10, atol=1e-12)
-    assert cache["self"].k.shape == (2, 2, 5, 4)                   # the cache keeps the 2 shared heads
+    assert self_cache.k.shape == (2, 2, 5, 4)                      # the cache keeps the 2 shared heads
+    assert cross_cache.k.shape == (2, 1, 4, 4)                     # one shared head, the memory's 4 positions
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -183,5 +238,6 @@ def test_float32_model_agrees_with_float64_and_keeps_its_dtype(norm):
     model = models[np.float32]
     model.backward(np.ones_like(logits[np.float32]))
     assert all(param.grad.dtype == np.float32 for param in model.parameters())
-    cache = model.start_cache(*model.encode(src))
-    assert model.decode_step(tgt[:, 0], cache).dtype == np.float32
+    cache = KVCache(len(model.blocks), cross_attention=True)
+    assert model.decode(tgt[:, :1], *model.encode(src), cache=cache).dtype == np.float32
+    assert cache[0].k.dtype == cache.cross_attention[0].v.dtype == np.float32

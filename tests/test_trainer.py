@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_checkpoint import TEXT, tiny_trainer
 
 import minitransformer.training.checkpoint
 import minitransformer.training.data
 from minitransformer.__main__ import main
 from minitransformer.tokenizers import CharTokenizer, make_tokenizer, tokenizer_from_config
 from minitransformer.training.data import default_corpus, get_batch, train_val_split
-from test_checkpoint import TEXT, tiny_trainer
 
 
 def test_resumed_run_gives_the_same_losses_bit_for_bit(tmp_path):

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-
 from _variants_training import Adam
+
 from minitransformer import CrossEntropyLoss, TransformerXL, TransformerXLBlock, check_module
 
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minitransformer import MultiHeadAttention
+from minitransformer import ALiBi, MultiHeadAttention, RotaryEmbedding
 
 
 def _randomise_biases(layer, rng):
@@ -57,7 +57,7 @@ def test_multi_query_attention_has_one_key_and_value_head():
 
 
 def test_float32_variants_keep_float32():
-    for options in (dict(n_kv_heads=2), dict(positional="rope"), dict(positional="alibi", window=2)):
+    for options in (dict(n_kv_heads=2), dict(position=RotaryEmbedding(2)), dict(position=ALiBi(4), window=2)):
         layer = MultiHeadAttention(8, 4, causal=True, dtype=np.float32, rng=0, **options)
         out = layer(np.ones((2, 3, 8), dtype=np.float32))
         assert out.dtype == np.float32
@@ -67,7 +67,6 @@ def test_float32_variants_keep_float32():
 @pytest.mark.parametrize("options, message", [
     (dict(n_kv_heads=3), "n_kv_heads dividing n_heads=4"),
     (dict(n_kv_heads=0), "n_kv_heads dividing"),
-    (dict(positional="sinusoidal"), "positional None, 'rope' or 'alibi'"),
     (dict(window=0), "window None or >= 1"),
 ])
 def test_bad_options_are_named(options, message):
@@ -75,9 +74,14 @@ def test_bad_options_are_named(options, message):
         MultiHeadAttention(8, 4, **options)
 
 
+def test_the_0_2_positional_option_says_what_replaced_it():
+    with pytest.raises(TypeError, match=r"positional=\.\.\.\) became position= in 0.3.*RotaryEmbedding"):
+        MultiHeadAttention(8, 4, positional="rope")
+
+
 def test_window_restricts_what_a_query_sees():
     """With window 2, changing a token 2 or more positions back leaves the output unchanged."""
-    layer = MultiHeadAttention(4, 2, causal=True, window=2, positional="alibi", rng=0)
+    layer = MultiHeadAttention(4, 2, causal=True, window=2, position=ALiBi(2), rng=0)
     x = np.random.default_rng(1).standard_normal((1, 6, 4))
     changed = x.copy()
     changed[0, 1] += 5.0

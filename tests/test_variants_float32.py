@@ -3,8 +3,16 @@
 import numpy as np
 import pytest
 
-from minitransformer import (GPT, BandedAttention, Linear, LoRALinear, RelativePositionAttention, RotaryEmbedding,
-                             TransformerXL, add_lora)
+from minitransformer import (
+    GPT,
+    BandedAttention,
+    Linear,
+    LoRALinear,
+    RelativePositionAttention,
+    RotaryEmbedding,
+    TransformerXL,
+    add_lora,
+)
 
 
 def _x(*shape):

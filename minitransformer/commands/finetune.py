@@ -1,4 +1,4 @@
-"""`python -m minitransformer finetune`: pre-train a small GPT, then fine-tune it as a classifier with L3 = L2 + lambda L1.
+"""`python -m minitransformer finetune`: pre-train a small GPT, fine-tune it as a classifier with L3 = L2 + lambda L1.
 
 The task is generated (tasks.majority_task): strings of 12 symbols over
 {a, b, c}, labelled 1 when "a" occurs more often than "b". Pre-training is
@@ -21,20 +21,17 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0)
 
 
-def _train(objective, params, batches, steps, lr, log_every, what):
-    from ..training.optim import clip_grad_norm
-    from ..training.encdec import learning_rate, transformer_adam
+def _train(objective, batches, steps, lr, log_every, what):
+    """`steps` shared training steps (training/step.py) of `objective` on `batches()`, printing the mean loss."""
+    from ..training.config import transformer_adam
+    from ..training.schedules import linear_rate
+    from ..training.step import train_step
 
-    optimizer = transformer_adam(params, lr=lr)
+    optimizer = transformer_adam(objective.parameters(), lr=lr)
     window = []
     for step in range(steps):
-        inputs = batches()
-        optimizer.lr = learning_rate(step, steps, lr, warmup=50)
-        optimizer.zero_grad()
-        window.append(float(objective.forward(*inputs)))
-        objective.backward(1.0)
-        clip_grad_norm(params, 1.0)
-        optimizer.step()
+        rate = linear_rate(step, lr, 50, steps)
+        window.append(train_step(objective, optimizer, batches(), rate, grad_clip=1.0, clip_in_place=True))
         if (step + 1) % log_every == 0:
             print(f"{what} step {step + 1:5d}  loss {sum(window) / len(window):.4f}")
             window = []
@@ -45,7 +42,8 @@ def run(args):
 
     from ..layers.loss import CrossEntropyLoss
     from ..models.gpt import GPT
-    from ..models.gpt_classifier import FineTuningObjective, GPTClassifier, next_token_targets
+    from ..models.gpt_classifier import GPTClassifier, next_token_targets
+    from ..training.objectives import FineTuningObjective, LanguageModelObjective
     from ..training.tasks import majority_task
 
     rng = np.random.default_rng(args.seed)
@@ -53,21 +51,16 @@ def run(args):
               rng=args.seed + 1)
     started = time.perf_counter()
 
-    class NextToken:                                  # L1 alone, for pre-training
-        loss = CrossEntropyLoss(ignore_index=-1)
-
-        def forward(self, ids):
-            return self.loss.forward(gpt.forward(ids), next_token_targets(ids))
-
-        def backward(self, grad):
-            gpt.backward(self.loss.backward(grad))
+    def unlabelled_batch():                           # pre-training: L1 alone, the next token of every string
+        ids = majority_task(args.batch_size, args.length, rng)[0]
+        return ids, next_token_targets(ids)           # (B, T) and (B, T), -1 at the last position
 
     if args.pretrain_steps:
-        _train(NextToken(), gpt.parameters(), lambda: (majority_task(args.batch_size, args.length, rng)[0],),
+        _train(LanguageModelObjective(gpt, CrossEntropyLoss(ignore_index=-1)), unlabelled_batch,
                args.pretrain_steps, args.lr, max(args.pretrain_steps // 4, 1), "pre-train")
     model = GPTClassifier(gpt, 2, dtype=np.float32, rng=args.seed + 2)
     objective = FineTuningObjective(model, args.lm_weight)
-    _train(objective, model.parameters(), lambda: majority_task(args.batch_size, args.length, rng), args.steps,
+    _train(objective, lambda: majority_task(args.batch_size, args.length, rng), args.steps,
            args.lr, max(args.steps // 8, 1), "fine-tune")
     print(f"trained in {time.perf_counter() - started:.0f} s")
 

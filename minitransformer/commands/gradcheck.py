@@ -2,8 +2,8 @@
 
 import time
 
-from ..gradcheck.checker import DEFAULT_TOLERANCE, check_module
 from ..gradcheck.cases import all_cases
+from ..gradcheck.checker import DEFAULT_TOLERANCE, check_module
 
 HELP = "check every layer's and a tiny GPT's backward pass against central differences (float64)"
 

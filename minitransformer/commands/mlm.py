@@ -56,8 +56,8 @@ class CharCorpus:
         b_starts = np.where(follows, starts + n, self.rng.integers(0, len(data) - n, size=size))
         window = np.arange(n)
         first, second = data[starts[:, None] + window], data[b_starts[:, None] + window]
-        column = lambda token: np.full((size, 1), token)
-        return np.concatenate([column(CLS), first, column(SEP), second, column(SEP)], axis=1), follows.astype(np.int64)
+        cls, sep = np.full((size, 1), CLS), np.full((size, 1), SEP)
+        return np.concatenate([cls, first, sep, second, sep], axis=1), follows.astype(np.int64)
 
     def show(self, ids):
         return "".join("_" if t == MASK else self.tokenizer.chars[t - len(SPECIALS)] if t >= len(SPECIALS) else "|"
@@ -67,37 +67,30 @@ class CharCorpus:
 def run(args):
     import numpy as np
 
-    from ..training.data import default_corpus
-    from ..layers.loss import CrossEntropyLoss
     from ..models.bert import BertMLM, mask_tokens
-    from ..training.optim import clip_grad_norm
-    from ..training.encdec import learning_rate, transformer_adam
+    from ..training.config import transformer_adam
+    from ..training.data import default_corpus
+    from ..training.objectives import MaskedLMObjective
+    from ..training.schedules import linear_rate
+    from ..training.step import train_step
 
     rng = np.random.default_rng(args.seed)
     text = default_corpus() if args.text is None else open(args.text, encoding="utf-8").read()
     corpus = CharCorpus(text, args.chunk, rng)
     model = BertMLM(corpus.vocab_size, args.d_model, 4, args.layers, 4 * args.d_model, 2 * args.chunk + 3,
-                    pad_id=PAD, nsp=args.nsp, norm=args.norm, positional=args.positional, dtype=np.float32, rng=args.seed + 1)
+                    pad_id=PAD, nsp=args.nsp, norm=args.norm, positional=args.positional, dtype=np.float32,
+                    rng=args.seed + 1)
     print(f"{model!r}: {model.num_parameters():,} parameters, {corpus.vocab_size} tokens, "
           f"{len(corpus.parts['train']):,} training characters")
-    mlm_loss, nsp_loss = CrossEntropyLoss(ignore_index=-1), CrossEntropyLoss()
-    optimizer = transformer_adam(model.parameters(), lr=args.lr)
+    objective = MaskedLMObjective(model, nsp=args.nsp)
+    optimizer = transformer_adam(objective.parameters(), lr=args.lr)
     started, window = time.perf_counter(), []
     for step in range(args.steps):
         ids, follows = corpus.batch(args.batch_size)
         inputs, targets, _ = mask_tokens(ids, rng, MASK, len(SPECIALS), corpus.vocab_size)
-        optimizer.lr = learning_rate(step, args.steps, args.lr, warmup=50)
-        optimizer.zero_grad()
-        out = model(inputs)
-        if args.nsp:
-            loss = float(mlm_loss(out[0], targets)) + float(nsp_loss(out[1], follows))
-            model.backward((mlm_loss.backward(), nsp_loss.backward()))
-        else:
-            loss = float(mlm_loss(out, targets))
-            model.backward(mlm_loss.backward())
-        clip_grad_norm(optimizer.parameters(), 1.0)
-        optimizer.step()
-        window.append(loss)
+        batch = (inputs, targets, follows) if args.nsp else (inputs, targets)
+        rate = linear_rate(step, args.lr, 50, args.steps)
+        window.append(train_step(objective, optimizer, batch, rate, grad_clip=1.0, clip_in_place=True))
         if (step + 1) % max(args.steps // 8, 1) == 0:
             print(f"step {step + 1:5d}  loss {np.mean(window):.3f}")
             window = []
@@ -118,5 +111,6 @@ def run(args):
     logits = model(masked)
     filled = np.where(chosen, (logits[0] if args.nsp else logits).argmax(axis=-1), ids)
     for row in range(3):
-        print(f"  original {corpus.show(ids[row])}\n  masked   {corpus.show(masked[row])}\n  filled   {corpus.show(filled[row])}")
+        print(f"  original {corpus.show(ids[row])}\n  masked   {corpus.show(masked[row])}\n"
+              f"  filled   {corpus.show(filled[row])}")
     return 0

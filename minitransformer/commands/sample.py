@@ -18,10 +18,10 @@ def add_arguments(parser):
 def run(args):
     import numpy as np
 
-    from ..training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
-    from ..tokenizers import tokenizer_from_config
     from ..generation.sampling import sample_text
-    from ..training.trainer import TrainConfig, build_model
+    from ..tokenizers import tokenizer_from_config
+    from ..training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+    from ..training.config import TrainConfig, build_model
 
     try:
         meta, _ = read_checkpoint(args.checkpoint)

@@ -32,8 +32,8 @@ def run(args):
 
     from ..generation.bleu import corpus_bleu
     from ..models.seq2seq import Seq2SeqTransformer
-    from ..training.tasks import PAD, ReverseTask
     from ..training.encdec import evaluate_seq2seq, train_seq2seq
+    from ..training.tasks import PAD, ReverseTask
 
     task = ReverseTask(args.symbols, args.min_len, args.max_len, n_test=args.test_size, rng=args.seed)
     share = not args.no_share

@@ -16,7 +16,7 @@ DEFAULT_STEPS = 2000
 
 
 def add_arguments(parser):
-    from ..training.trainer import TrainConfig
+    from ..training.config import TrainConfig
 
     defaults = TrainConfig()
     data = parser.add_argument_group("data")
@@ -38,6 +38,9 @@ def add_arguments(parser):
         model.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
     model.add_argument("--dropout", type=float, default=defaults.dropout, help="e.g. the notes' 0.1")
     model.add_argument("--dtype", choices=("float32", "float64"), default=defaults.dtype)
+    model.add_argument("--kernels", choices=("fast", "plain"), default=defaults.kernels,
+                       help="fast: the speed tier; plain: the lecture's layers (in a student copy, the student's own); "
+                            f"same numbers up to rounding (default {defaults.kernels})")
     optim = parser.add_argument_group("optimisation")
     optim.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate")
     optim.add_argument("--min-lr", type=float, default=defaults.min_lr, help="floor of the cosine decay")
@@ -53,7 +56,7 @@ def add_arguments(parser):
 
 
 def _config_from_args(args):
-    from ..training.trainer import TrainConfig
+    from ..training.config import TrainConfig
 
     warmup = args.warmup_steps if args.warmup_steps < args.max_steps else args.max_steps // 10   # short runs
     return TrainConfig(block_size=args.block_size, batch_size=args.batch_size, n_layers=args.n_layers,
@@ -61,7 +64,8 @@ def _config_from_args(args):
                        dtype=args.dtype, max_steps=args.max_steps, lr=args.lr, min_lr=args.min_lr,
                        warmup_steps=warmup, lr_decay_steps=args.max_steps, schedule=args.schedule,
                        weight_decay=args.weight_decay, grad_clip=args.grad_clip, eval_interval=args.eval_interval,
-                       eval_batches=args.eval_batches, seed=args.seed, workers=args.workers)
+                       eval_batches=args.eval_batches, seed=args.seed, workers=args.workers,
+                       kernels=args.kernels)
 
 
 def _resumed_config(args, requested, meta):
@@ -69,7 +73,7 @@ def _resumed_config(args, requested, meta):
     import dataclasses
 
     from ..training.checkpoint import CheckpointError
-    from ..training.trainer import TrainConfig
+    from ..training.config import TrainConfig
 
     saved, defaults = TrainConfig(**meta["train_config"]), TrainConfig()
     keep = TrainConfig.RESUMABLE + ("lr_decay_steps", "warmup_steps")   # both derived from --max-steps
@@ -97,8 +101,8 @@ def run(args):
 
     import numpy as np
 
-    from ..training.checkpoint import CheckpointError, read_checkpoint
     from ..tokenizers import make_tokenizer, tokenizer_from_config
+    from ..training.checkpoint import CheckpointError, read_checkpoint
     from ..training.data import default_corpus, train_val_split
     from ..training.trainer import Trainer
 
@@ -134,7 +138,8 @@ def run(args):
     if trainer.step == 0:
         first = trainer.evaluate()
         trainer.history["eval"].append([0, first["train"], first["val"]])     # the curve starts untrained
-        print(f"untrained: val loss {first['val']:.4f} (uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f})")
+        print(f"untrained: val loss {first['val']:.4f} "
+              f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f})")
         _print_sample("sample before training", trainer, tokenizer, args)
     else:
         print(f"resuming at step {trainer.step}")

@@ -16,14 +16,22 @@ class Parameter:
     Args:
         data: array of any shape; it is stored as given (no copy when it is
             already an ndarray of a floating dtype).
+        decay: whether weight decay applies (`training.optim.parameter_groups` reads it).
+            Default: True for matrices (2 or more axes), False for vectors such as
+            biases and LayerNorm's gamma and beta, whose decay towards zero has no
+            regularising meaning.
+        embedding: True for a lookup table (token or position embedding); such a
+            table is decayed only when the optimizer is asked to (`decay_embeddings`).
     """
 
-    def __init__(self, data):
+    def __init__(self, data, decay=None, embedding=False):
         data = np.asarray(data)
         if not np.issubdtype(data.dtype, np.floating):
             raise TypeError(f"Parameter expected a floating-point array, got dtype {data.dtype}")
         self.data = data
         self.grad = np.zeros_like(data)
+        self.decay = data.ndim >= 2 if decay is None else bool(decay)
+        self.embedding = bool(embedding)
 
     @property
     def shape(self):

@@ -19,6 +19,10 @@ student has written softmax. The two commands treat this as follows:
   exercise is graded with the reference softmax even when softmax is also
   assigned (and wrong). A mistake costs points in one row only.
 
+A fast form (`minitransformer/fast/`) of an assigned layer would be a solution to
+call, so `exercises make` leaves its file out of the copy (`Exercise.fast_files`);
+models built with kernels="fast" then use the student's plain layer there.
+
 Left out: exercises on the composites (FeedForward, TransformerBlock, GPT),
 whose backward passes only chain their children's; they are graded implicitly
 by the gradient checks a student can run in the copy.
@@ -31,17 +35,18 @@ from dataclasses import dataclass
 class Exercise:
     name: str            # prefix of its regions' names, e.g. "layernorm"
     layers: tuple        # the gradient-check catalogue rows it is graded on, e.g. ("LayerNorm",)
+    fast_files: tuple = ()   # files of minitransformer/fast/ that hold an answer; a student copy leaves them out
 
 
 EXERCISES = [
-    Exercise("linear", ("Linear",)),
+    Exercise("linear", ("Linear",), ("linear", "multihead")),      # fast multi-head attention projects by hand
     Exercise("relu", ("ReLU",)),
-    Exercise("gelu", ("GELU",)),
-    Exercise("softmax", ("Softmax",)),
-    Exercise("layernorm", ("LayerNorm",)),
-    Exercise("embedding", ("Embedding",)),
-    Exercise("attention", ("ScaledDotProductAttention",)),
-    Exercise("multihead", ("MultiHeadAttention",)),
+    Exercise("gelu", ("GELU",), ("activations",)),
+    Exercise("softmax", ("Softmax",), ("softmax",)),               # fast attention imports it, so it goes too
+    Exercise("layernorm", ("LayerNorm",), ("layernorm",)),
+    Exercise("embedding", ("Embedding",), ("embedding",)),
+    Exercise("attention", ("ScaledDotProductAttention",), ("attention",)),
+    Exercise("multihead", ("MultiHeadAttention",), ("multihead",)),
     Exercise("crossentropy", ("CrossEntropyLoss",)),
 ]
 

@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..gradcheck.checker import DEFAULT_TOLERANCE, rel_error
 from ..gradcheck.cases import all_cases
+from ..gradcheck.checker import DEFAULT_TOLERANCE, rel_error
 from .catalogue import EXERCISES, exercise_named, exercise_of
 from .make import check_is_reference, read_manifest, reference_package
 from .regions import find_regions, package_regions, replace_regions

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..gradcheck.cases import all_cases
-from .catalogue import EXERCISES, exercise_of
+from .catalogue import EXERCISES, exercise_named, exercise_of
 from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
@@ -78,6 +78,9 @@ def _copy_package(package, target, selected, regions):
     for relative in sorted({regions[name][0] for name in selected}):
         path = target / relative
         path.write_text(blank_regions(path.read_text(), set(selected), relative))
+    for exercise in _exercises(selected):                  # fast forms of assigned layers would be answers
+        for name in exercise_named(exercise).fast_files:
+            (target / "fast" / f"{name}.py").unlink(missing_ok=True)
 
 
 def _probe(root):

@@ -52,8 +52,8 @@ def _named(description, forward):
 
 def run_cases(layers, seed, package):
     """Run every catalogue case of `layers`; return (outputs dict, list of case records)."""
-    from minitransformer.gradcheck.checker import check_module
     from minitransformer.gradcheck.cases import all_cases
+    from minitransformer.gradcheck.checker import check_module
 
     outputs, records = {}, []
     for index, case in enumerate(c for c in all_cases() if c.layer in layers):

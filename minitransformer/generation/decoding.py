@@ -1,11 +1,14 @@
 """Generating target sequences from an encoder-decoder: batched greedy decoding and beam search.
 
 Both switch the model to evaluation mode while they run (dropout off), run
-the encoder once, then the decoder one position at a time through the model's
-key/value cache (`start_cache` / `decode_step`, kv_cache.py): each step feeds only the newest token, so a sentence of T tokens costs T
-decoder steps of one position each instead of prefixes of length 1, 2, ..., T.
-`use_cache=False` recomputes the whole prefix at every step; it exists so the
-tests can prove both give the same tokens.
+the encoder once, then the decoder one position at a time through a key/value
+cache: `KVCache(n_layers, cross_attention=True)` of kv_cache.py, the protocol
+GPT's sampling uses too, with one more cache per block for cross-attention,
+which projects the encoder's output into keys and values at the first step and
+reuses them after. Each step feeds only the newest token, so a sentence of T
+tokens costs T decoder steps of one position each instead of prefixes of
+length 1, 2, ..., T. `use_cache=False` recomputes the whole prefix (encoder
+included) at every step; it exists so the tests can prove both give the same tokens.
 
 Greedy decoding takes the most likely token at each step. Beam search keeps,
 for each source sentence, the `beam_size` prefixes of highest total
@@ -13,12 +16,16 @@ log-probability; a prefix that has produced EOS is finished and its score no
 longer changes. The loop over steps is the one loop that cannot be avoided:
 step t needs the token chosen at step t-1. Batch rows and beams are never looped over.
 
-Model interface: `encode(src) -> (memory, memory_mask)`, `start_cache(memory, memory_mask)`,
-`decode_step(tokens (B,), cache) -> logits (B, V)`, `reorder_cache(cache, rows)`,
+Model interface: `blocks` (one cache per block), `encode(src) -> (memory, memory_mask)`,
+`decode(tgt_ids (B, T), memory, memory_mask, cache=None) -> logits (B, T, V)`,
 and `forward(src, tgt) -> logits (B, T, V)` for the uncached path.
+Left out: sampling from an encoder-decoder, n-best lists, early stopping of beam search before max_len
+once no unfinished beam can win.
 """
 
 import numpy as np
+
+from .kv_cache import KVCache
 
 
 def _log_softmax(logits):
@@ -27,32 +34,41 @@ def _log_softmax(logits):
 
 
 class _Recompute:
-    """Stand-in for the cache that re-runs the decoder on the whole prefix at every step (for tests)."""
+    """Re-runs the whole model on the whole prefix at every step: the reference the cache must equal (tests)."""
 
     def __init__(self, model, src_ids):
         self.model, self.src_ids = model, np.asarray(src_ids)
         self.prefix = np.empty((len(self.src_ids), 0), dtype=np.int64)
 
     def step(self, tokens):
+        """tokens int (B,) -> next-token logits (B, V)."""
         self.prefix = np.concatenate([self.prefix, np.asarray(tokens)[:, None]], axis=1)    # (B, t)
         return self.model.forward(self.src_ids, self.prefix)[:, -1]                       # (B, V)
 
     def reorder(self, rows):
+        """Keep batch rows `rows` (int (B',)), in that order."""
         self.src_ids, self.prefix = self.src_ids[rows], self.prefix[rows]
 
 
 class _Cached:
-    """The model's key/value cache behind the same two methods."""
+    """Encodes once, then feeds one token a step through a `KVCache` with cross-attention."""
 
     def __init__(self, model, src_ids):
         self.model = model
-        self.cache = model.start_cache(*model.encode(src_ids))
+        self.memory, self.memory_mask = model.encode(src_ids)             # (B, S, C), (B, 1, 1, S) or None
+        self.cache = KVCache(len(model.blocks), cross_attention=True)
 
     def step(self, tokens):
-        return self.model.decode_step(tokens, self.cache)
+        """tokens int (B,) -> next-token logits (B, V)."""
+        new_ids = np.asarray(tokens)[:, None]                             # (B, 1)
+        return self.model.decode(new_ids, self.memory, self.memory_mask, cache=self.cache)[:, -1]    # (B, V)
 
     def reorder(self, rows):
-        self.cache = self.model.reorder_cache(self.cache, rows)
+        """Keep batch rows `rows` (int (B',)) of the cache and of the memory the cross-attention reads."""
+        self.cache.reorder(rows)
+        self.memory = self.memory[rows]                                   # (B', S, C)
+        if self.memory_mask is not None:
+            self.memory_mask = self.memory_mask[rows]                     # (B', 1, 1, S)
 
 
 def _decoder_state(model, src_ids, use_cache):

@@ -10,20 +10,23 @@ everything so far, p = softmax(logits / temperature):
 * top-k: only the k most likely tokens keep their probability (renormalised),
   which removes the long tail of unlikely tokens that spoil a sample.
 
-A key/value cache (minitransformer/kv_cache.py) makes each step cost one
-token's worth of projections instead of the whole text's. The model only knows
-`max_len` positions, so a longer prompt is cropped to its last `max_len`
-tokens, and once the text outgrows the window each step recomputes the last
-`max_len` tokens without the cache (the positions of a learned table shift,
-so cached keys no longer fit): exactly what a full recomputation would do.
+A key/value cache makes each step cost one token's worth of projections
+instead of the whole text's: `generate` creates a `KVCache` (kv_cache.py, the
+protocol the encoder-decoder's decoding.py uses too) and hands it to
+`GPT.forward(ids, cache=...)`. The model only knows `max_len` positions, so a
+longer prompt is cropped to its last `max_len` tokens, and once the text
+outgrows the window each step recomputes the last `max_len` tokens without the
+cache (the positions of a learned table shift, so cached keys no longer fit):
+exactly what a full recomputation would do.
 
-Left out: nucleus (top-p) sampling, beam search, repetition penalties, stop tokens.
+Left out: nucleus (top-p) sampling, repetition penalties, stop tokens, and beam
+search for GPT (decoding.py has it for the encoder-decoder).
 """
 
 import numpy as np
 
-from .kv_cache import KVCache
 from ..core.random import as_generator
+from .kv_cache import KVCache
 
 
 def next_token(logits, temperature=1.0, top_k=None, rng=None):

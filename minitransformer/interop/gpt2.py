@@ -183,4 +183,3 @@ def to_gpt2_state_dict(model):
     if differing:
         raise ValueError(f"to_gpt2_state_dict: GPT-2 needs {wanted}; this model has {differing}")
     return project_to_gpt2(model.state_dict())
-

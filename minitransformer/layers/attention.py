@@ -16,32 +16,13 @@ A query that may see no key at all (a fully masked row) gets alpha = 0 and
 output 0, and passes no gradient; this is a definition, documented here and
 tested, rather than the NaN that softmax of all -inf would give.
 
-Speed (style rule 12): the scores are computed as (k q^T)^T rather than q k^T.
-The numbers are the same; only the memory layout differs: each query's row of
-scores then lies down a column, so the softmax's per-row maximum, sums and
-broadcasts run over many rows at once instead of one short row of Tk at a time
-(2 to 3 times faster in NumPy). dalpha is computed the same way, so that every
-elementwise operation of the backward pass meets operands of one layout, and
-the cached causal bias is stored in that layout too (`np.asfortranarray`).
-The two products whose right operand would be a transposed view, k q^T and
-v dout^T, first copy that operand into a contiguous (..., d, Tq) array:
-OpenBLAS multiplies these small (64 x 32) matrices about twice as slowly
-when the right one is transposed (measured on the benchmark model's
-(12, 4, 64, 32) operands: 0.16 ms transposed, 0.09 ms contiguous, 0.02 ms
-for the copy). The gradients dq, dk, dv are written straight into arrays laid
-out in memory like q, k, v (`np.empty_like` keeps the order of the strides;
-the dtype is that of the product, as `@` would give): in plain self-attention
-multi-head attention's q, k, v are views of one (B, T, 3C) projection, so its
-dq, dk, dv come out as (B, T, H, hs) in memory and need no copy to merge the
-heads again (with grouped-query attention dk and dv still do).
-tests/test_speed_forms.py checks all this against the plain form.
+The fast tier's form of this layer (`minitransformer/fast/attention.py`) computes the
+same numbers with memory-layout tricks; this file is the form the lecture derives.
 
 Left out: dropout on the attention weights (GPT-2's attn_pdrop), fused or
 memory-efficient kernels (FlashAttention), and several separate masks in one
 call: the mask is one boolean array broadcast against the scores.
 """
-
-from functools import lru_cache
 
 import numpy as np
 
@@ -60,17 +41,16 @@ def causal_mask(Tq, Tk):
     return np.tril(np.ones((Tq, Tk), dtype=bool), k=Tk - Tq)
 
 
-@lru_cache(maxsize=32)
-def causal_bias(Tq, Tk, dtype):
-    """The causal mask as an additive (Tq, Tk) bias: 0 where allowed, -inf where not.
+def band_mask(Tq, Tk, window, causal=True):
+    """Bool (Tq, Tk), True where query i (at absolute position Tk - Tq + i) may see key j.
 
-    `scores += causal_bias(...)` equals `np.where(causal_mask(...), scores, -inf)`
-    (tests/test_speed_forms.py) but works in place on the scores instead of
-    building a new array. Cached and read-only, so it is built once per shape.
+    A sliding window of `window` keys (Beltagy et al. 2020; Kumar slides): with
+    causal, 0 <= i - j < window; otherwise |i - j| < window.
     """
-    bias = np.asfortranarray(np.where(causal_mask(Tq, Tk), 0.0, -np.inf).astype(dtype))   # laid out as the scores
-    bias.flags.writeable = False
-    return bias
+    distance = np.arange(Tk - Tq, Tk)[:, None] - np.arange(Tk)[None, :]     # (Tq, Tk) i - j
+    if causal:
+        return (distance >= 0) & (distance < window)
+    return np.abs(distance) < window
 
 
 class ScaledDotProductAttention(Module):
@@ -104,22 +84,18 @@ class ScaledDotProductAttention(Module):
         self._check_shapes(q, k, v)
         scale = q.shape[-1] ** -0.5 if self.scale is None else self.scale
         Tq, Tk = q.shape[-2], k.shape[-2]
+        allowed = self._allowed(mask, (*q.shape[:-1], Tk), Tq, Tk)  # bool, True = may attend, or None
         ### BEGIN SOLUTION attention.forward
-        q_t = np.ascontiguousarray(np.swapaxes(q, -1, -2))         # (..., dk, Tq), see "Speed" above
-        scores = np.swapaxes(k @ q_t, -1, -2)                      # 1. q k^T (..., Tq, Tk), in column layout
-        scores *= scale                                            # 2.
-        ### END SOLUTION
+        scores = q @ np.swapaxes(k, -1, -2) * scale                # 1-2. scaled q k^T (..., Tq, Tk)
         if bias is not None:
-            scores += bias                                         # 2b. constant score bias
-        if self.causal and mask is None:
-            scores += causal_bias(Tq, Tk, scores.dtype)            # 3. masked keys get -inf (in place)
-        else:
-            allowed = self._allowed(mask, scores.shape, Tq, Tk)
-            if allowed is not None:
-                scores = np.where(allowed, scores, -np.inf)        # 3. masked keys get -inf
-        self.alpha = softmax(scores, axis=-1, out=scores)          # 4. (..., Tq, Tk), in the scores' buffer
-        self.q, self.k, self.v, self.used_scale = q, k, v, scale
-        return self.alpha @ v                                      # 5. (..., Tq, dv)
+            scores = scores + bias                                 # 2b. constant score bias
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)            # 3. masked keys get -inf
+        alpha = softmax(scores, axis=-1)                           # 4. (..., Tq, Tk), rows sum to 1
+        out = alpha @ v                                            # 5. (..., Tq, dv)
+        ### END SOLUTION
+        self.q, self.k, self.v, self.alpha, self.used_scale = q, k, v, alpha, scale
+        return out
 
     def backward(self, dout):
         """Reverse steps 5 to 1.
@@ -138,15 +114,12 @@ class ScaledDotProductAttention(Module):
         self._require("alpha")
         self._check_dout(dout, (*self.alpha.shape[:-1], self.v.shape[-1]))
         ### BEGIN SOLUTION attention.backward
-        dout_t = np.ascontiguousarray(np.swapaxes(dout, -1, -2))   # (..., dv, Tq), see "Speed" above
-        dalpha = np.swapaxes(self.v @ dout_t, -1, -2)              # dout v^T (..., Tq, Tk), as alpha
-        dv = np.matmul(np.swapaxes(self.alpha, -1, -2), dout,                       # (..., Tk, dv)
-                       out=np.empty_like(self.v, dtype=np.result_type(self.alpha, dout)))
-        dscores = softmax_backward(self.alpha, dalpha, axis=-1)    # (..., Tq, Tk)
-        dscores *= self.used_scale
-        dq = np.matmul(dscores, self.k, out=np.empty_like(self.q, dtype=np.result_type(dscores, self.k)))  # (..., Tq, dk)
-        dk = np.matmul(np.swapaxes(dscores, -1, -2), self.q,                        # (..., Tk, dk)
-                       out=np.empty_like(self.k, dtype=np.result_type(dscores, self.q)))
+        dalpha = dout @ np.swapaxes(self.v, -1, -2)                # 5. out = alpha v: (..., Tq, Tk)
+        dv = np.swapaxes(self.alpha, -1, -2) @ dout                #    (..., Tk, dv)
+        dscores = softmax_backward(self.alpha, dalpha, axis=-1)    # 4. (..., Tq, Tk); 0 where masked (3.)
+        dscores = dscores * self.used_scale                        # 2. (..., Tq, Tk)
+        dq = dscores @ self.k                                      # 1. raw = q k^T: (..., Tq, dk)
+        dk = np.swapaxes(dscores, -1, -2) @ self.q                 #    (..., Tk, dk)
         return dq, dk, dv
         ### END SOLUTION
 

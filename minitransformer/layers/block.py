@@ -23,7 +23,6 @@ from .feedforward import FeedForward
 from .layernorm import LayerNorm
 from .multihead import MultiHeadAttention
 
-
 NORMS = ("pre", "post")
 
 

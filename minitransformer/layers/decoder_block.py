@@ -10,16 +10,17 @@ Three sublayers, each with a residual connection:
     pre-norm:                        h1 = x + self(ln1(x));       h2 = h1 + cross(ln2(h1), m);      y = h2 + ff(ln3(h2))
 
 Because every sublayer other than self-attention acts on each position on its
-own, the decoder can run one position at a time with the self-attention keys
-and values of the earlier positions kept in a cache (`step`, used by
-`decoding.py`); cross-attention keys and values depend only on the memory and
-are computed once per source sentence. Both caches are the `LayerKVCache` of
-`minitransformer/kv_cache.py` that GPT uses, passed to `MultiHeadAttention.forward(..., cache=...)`.
+own, the decoder can run one position at a time: `forward(..., self_cache=...,
+cross_cache=...)` hands each attention layer the keys and values it has seen
+before (self-attention: the earlier target positions; cross-attention: the
+memory's, projected once per source sentence). The caches follow the protocol
+of `generation/kv_cache.py`; the caller creates them (`greedy_decode`,
+`beam_search`) and this file never imports them. A cached forward is for
+inference only: it has no backward.
 """
 
 import numpy as np
 
-from ..generation.kv_cache import LayerKVCache
 from ..core.module import Module
 from ..core.random import as_generator, dropout_generator
 from .block import check_norm
@@ -58,7 +59,7 @@ class DecoderBlock(Module):
         self.ff = FeedForward(d_model, d_ff, activation=activation, dtype=dtype, rng=rng)
         self.drop3 = Dropout(dropout, rng=dropout_rng)
 
-    def forward(self, x, memory, self_mask=None, memory_mask=None):
+    def forward(self, x, memory, self_mask=None, memory_mask=None, self_cache=None, cross_cache=None):
         """Run the three sublayers.
 
         Args:
@@ -67,15 +68,17 @@ class DecoderBlock(Module):
             self_mask: optional bool broadcastable to (B, H, T, T), combined with the causal rule
                 (a target key padding mask (B, 1, 1, T)).
             memory_mask: optional bool broadcastable to (B, H, T, S) (a source key padding mask (B, 1, 1, S)).
+            self_cache, cross_cache: optional key/value caches of the two attention layers (inference only,
+                generation/kv_cache.py); with them x holds the new positions only, after the cached ones.
         Returns:
             y: (B, T, C).
         """
         if self.norm == "pre":
-            h1 = x + self.drop1(self.self_attn(self.ln1(x), mask=self_mask))
-            h2 = h1 + self.drop2(self.cross_attn(self.ln2(h1), memory, mask=memory_mask))
+            h1 = x + self.drop1(self.self_attn(self.ln1(x), mask=self_mask, cache=self_cache))
+            h2 = h1 + self.drop2(self.cross_attn(self.ln2(h1), memory, mask=memory_mask, cache=cross_cache))
             return h2 + self.drop3(self.ff(self.ln3(h2)))
-        h1 = self.ln1(x + self.drop1(self.self_attn(x, mask=self_mask)))
-        h2 = self.ln2(h1 + self.drop2(self.cross_attn(h1, memory, mask=memory_mask)))
+        h1 = self.ln1(x + self.drop1(self.self_attn(x, mask=self_mask, cache=self_cache)))
+        h2 = self.ln2(h1 + self.drop2(self.cross_attn(h1, memory, mask=memory_mask, cache=cross_cache)))
         return self.ln3(h2 + self.drop3(self.ff(h2)))
 
     def backward(self, dout):
@@ -87,50 +90,24 @@ class DecoderBlock(Module):
             (dx (B, T, C), dmemory (B, S, C)).
         """
         if self.norm == "pre":
-            dh2 = dout + self.ln3.backward(self.ff.backward(self.drop3.backward(dout)))       # y = h2 + ff(ln3(h2))
-            dquery, dmemory = self.cross_attn.backward(self.drop2.backward(dh2))              # h2 = h1 + cross(ln2(h1), m)
+            # forward was y = h2 + ff(ln3(h2))
+            dh2 = dout + self.ln3.backward(self.ff.backward(self.drop3.backward(dout)))
+            # forward was h2 = h1 + cross(ln2(h1), m)
+            dquery, dmemory = self.cross_attn.backward(self.drop2.backward(dh2))
             dh1 = dh2 + self.ln2.backward(dquery)
-            dx = dh1 + self.ln1.backward(self.self_attn.backward(self.drop1.backward(dh1)))   # h1 = x + self(ln1(x))
+            # forward was h1 = x + self(ln1(x))
+            dx = dh1 + self.ln1.backward(self.self_attn.backward(self.drop1.backward(dh1)))
             return dx, dmemory
-        dsum3 = self.ln3.backward(dout)                                                       # y = ln3(h2 + ff(h2))
+        # forward was y = ln3(h2 + ff(h2))
+        dsum3 = self.ln3.backward(dout)
         dh2 = dsum3 + self.ff.backward(self.drop3.backward(dsum3))
-        dsum2 = self.ln2.backward(dh2)                                                        # h2 = ln2(h1 + cross(h1, m))
+        # forward was h2 = ln2(h1 + cross(h1, m))
+        dsum2 = self.ln2.backward(dh2)
         dquery, dmemory = self.cross_attn.backward(self.drop2.backward(dsum2))
         dh1 = dsum2 + dquery
-        dsum1 = self.ln1.backward(dh1)                                                        # h1 = ln1(x + self(x))
+        # forward was h1 = ln1(x + self(x))
+        dsum1 = self.ln1.backward(dh1)
         return dsum1 + self.self_attn.backward(self.drop1.backward(dsum1)), dmemory
-
-    # ---------------------------------------------------------------- incremental decoding (no backward)
-    def start_cache(self, memory, memory_mask=None):
-        """The cache for `step`: one LayerKVCache per attention layer, and the memory (B, S, C) with its mask.
-
-        The cross-attention cache projects the memory's keys and values at the first step and reuses them.
-        """
-        return {"self": LayerKVCache(), "cross": LayerKVCache(), "memory": memory, "memory_mask": memory_mask}
-
-    def step(self, x, cache):
-        """forward() for new positions x (B, t, C) that follow the cached ones; updates `cache` in place.
-
-        Dropout is skipped: decoding runs in evaluation mode.
-        """
-        memory, memory_mask = cache["memory"], cache["memory_mask"]
-        if self.norm == "pre":
-            h1 = x + self.self_attn(self.ln1(x), cache=cache["self"])
-            h2 = h1 + self.cross_attn(self.ln2(h1), memory, mask=memory_mask, cache=cache["cross"])
-            return h2 + self.ff(self.ln3(h2))
-        h1 = self.ln1(x + self.self_attn(x, cache=cache["self"]))
-        h2 = self.ln2(h1 + self.cross_attn(h1, memory, mask=memory_mask, cache=cache["cross"]))
-        return self.ln3(h2 + self.ff(h2))
-
-    @staticmethod
-    def reorder_cache(cache, rows):
-        """Keep batch rows `rows` (int (B',)) of a `start_cache` cache, in that order (beam search); in place."""
-        cache["self"].reorder(rows)
-        cache["cross"].reorder(rows)
-        cache["memory"] = cache["memory"][rows]
-        if cache["memory_mask"] is not None:
-            cache["memory_mask"] = cache["memory_mask"][rows]
-        return cache
 
     def __repr__(self):
         return f"DecoderBlock(d_model={self.self_attn.d_model}, n_heads={self.self_attn.n_heads}, norm={self.norm!r})"

@@ -47,7 +47,7 @@ class Embedding(Module):
         dtype = check_float_dtype(dtype, f"Embedding({vocab_size}, {d})")
         rng = as_generator(rng)
         self.vocab_size, self.d = vocab_size, d
-        self.weight = Parameter((rng.standard_normal((vocab_size, d)) * init_std).astype(dtype))
+        self.weight = Parameter((rng.standard_normal((vocab_size, d)) * init_std).astype(dtype), embedding=True)
 
     def forward(self, ids):
         """ids int (B, T) (any shape) -> out (B, T, C)."""
@@ -65,17 +65,9 @@ class Embedding(Module):
         self._require("ids")
         self._check_dout(dout, (*self.ids.shape, self.d))
         ### BEGIN SOLUTION embedding.backward
-        # Plain form: np.add.at(self.weight.grad, ids, dout2d), which accumulates repeated ids
-        # (fancy-index += would keep only one of them) but is slow. Faster, same sums: sort the
-        # rows by id, add each run of equal ids with one reduceat, then scatter the distinct ids.
-        flat_ids = self.ids.reshape(-1)                                     # (N,)
-        if flat_ids.size == 0:
-            return None
-        order = np.argsort(flat_ids, kind="stable")
-        sorted_ids = flat_ids[order]
-        run_starts = np.flatnonzero(np.diff(sorted_ids, prepend=-1))        # first row of each id
-        sums = np.add.reduceat(dout.reshape(-1, self.d)[order], run_starts, axis=0)   # (distinct, C)
-        self.weight.grad[sorted_ids[run_starts]] += sums                    # ids distinct: += is safe
+        ids = self.ids.reshape(-1)                                          # (N,)
+        dout2d = dout.reshape(-1, self.d)                                   # (N, C)
+        np.add.at(self.weight.grad, ids, dout2d)    # forward was out = weight[ids]: a repeated id adds twice
         ### END SOLUTION
         return None
 

@@ -14,7 +14,6 @@ import numpy as np
 from ..core.module import Module
 from ..core.parameter import Parameter
 from ..core.random import check_float_dtype
-from ..fast.reductions import sum_rows
 
 
 class LayerNorm(Module):
@@ -41,19 +40,13 @@ class LayerNorm(Module):
         x = np.asarray(x)
         self._check_features(x, self.d)
         ### BEGIN SOLUTION layernorm.forward
-        x2d = x.reshape(-1, self.d)                           # (N, C)
-        averager = np.full(self.d, 1.0 / self.d, dtype=x.dtype)   # row means as matrix-vector products:
-        mean = (x2d @ averager)[:, None]                      # 1. (N, 1)  BLAS is ~4x faster than .mean(-1)
-        centered = x2d - mean                                 # 2. (N, C)
-        var = (np.square(centered) @ averager)[:, None]       # 3. biased variance (N, 1)
-        rstd = 1.0 / np.sqrt(var + self.eps)                  # 4. (N, 1)
-        centered *= rstd                                      # 5. in place: xhat, zero mean, unit variance
-        self.rstd = rstd.reshape(*x.shape[:-1], 1)            # (..., 1)
-        self.xhat = centered.reshape(x.shape)
+        mean = x.mean(axis=-1, keepdims=True)                 # 1. (..., 1)
+        centered = x - mean                                   # 2. (..., C)
+        var = (centered ** 2).mean(axis=-1, keepdims=True)    # 3. biased variance (..., 1)
+        self.rstd = 1.0 / np.sqrt(var + self.eps)             # 4. 1 / sigma (..., 1)
+        self.xhat = centered * self.rstd                      # 5. zero mean, unit variance (..., C)
         ### END SOLUTION
-        out = self.xhat * self.gamma.data                     # 6. y = xhat * gamma + beta
-        out += self.beta.data
-        return out
+        return self.xhat * self.gamma.data + self.beta.data   # 6. y = xhat * gamma + beta (..., C)
 
     def backward(self, dout):
         """With g = dout * gamma and sigma = sqrt(var + eps) (the cached rstd = 1/sigma):
@@ -75,20 +68,11 @@ class LayerNorm(Module):
         self._check_dout(dout, self.xhat.shape)
         ### BEGIN SOLUTION layernorm.backward
         C = self.d
-        dout2d = dout.reshape(-1, C)                          # (N, C)
-        xhat2d = self.xhat.reshape(-1, C)
-        dout_xhat = dout2d * xhat2d
-        self.gamma.grad += sum_rows(dout_xhat)                # undo 6: y = xhat*gamma + beta
-        self.beta.grad += sum_rows(dout2d)
-        g = dout2d * self.gamma.data                          # dL/dxhat
-        gamma_mean = self.gamma.data / C                      # mean(g * a) over a row = (dout * a) @ (gamma / C)
-        mean_g_xhat = (dout_xhat @ gamma_mean)[:, None]       # undo 3-4: the variance term (N, 1)
-        mean_g = (dout2d @ gamma_mean)[:, None]               # undo 1-2: the mean term (N, 1)
-        dx = g
-        dx -= np.multiply(xhat2d, mean_g_xhat, out=dout_xhat)  # reusing the buffer
-        dx -= mean_g
-        dx *= self.rstd.reshape(-1, 1)                        # dx = (g - mean(g) - xhat mean(g xhat)) / sigma
-        return dx.reshape(self.xhat.shape)
+        self.gamma.grad += (dout * self.xhat).reshape(-1, C).sum(axis=0)   # undo 6: y = xhat * gamma + beta
+        self.beta.grad += dout.reshape(-1, C).sum(axis=0)                   # (C,)
+        g = dout * self.gamma.data                                          # dL/dxhat (..., C)
+        dx = self.rstd * (g - g.mean(-1, keepdims=True) - self.xhat * (g * self.xhat).mean(-1, keepdims=True))
+        return dx                                                           # undo 5-1 (..., C)
         ### END SOLUTION
 
     def __repr__(self):

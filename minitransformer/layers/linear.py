@@ -1,8 +1,8 @@
 """Linear map y = x W + b (lecture notes 2025 §1: "xW_1 + b_1").
 
 The weight is stored as (d_in, d_out) so the forward reads exactly like the
-lecture's row-vector convention, x @ W. Leading axes are flattened so the
-product is one large 2-D matrix multiply, the fastest form NumPy has.
+lecture's row-vector convention, x @ W. The backward flattens the leading axes
+so that the weight's gradient is one product x^T g summed over every position.
 """
 
 import numpy as np
@@ -10,7 +10,6 @@ import numpy as np
 from ..core.module import Module
 from ..core.parameter import Parameter
 from ..core.random import as_generator, check_float_dtype
-from ..fast.reductions import sum_rows
 
 
 class Linear(Module):
@@ -41,11 +40,10 @@ class Linear(Module):
         x = np.asarray(x)
         self._check_features(x, self.d_in)
         self.x = x
-        x2d = x.reshape(-1, self.d_in)                      # (N, d_in), N = product of leading axes
-        y = x2d @ self.weight.data                          # (N, d_out)
+        y = x @ self.weight.data                            # (..., d_out)
         if self.bias is not None:
-            y += self.bias.data
-        return y.reshape(*x.shape[:-1], self.d_out)
+            y = y + self.bias.data
+        return y
 
     def backward(self, dout):
         """Gradients of y = x W + b.
@@ -66,7 +64,7 @@ class Linear(Module):
         dout2d = dout.reshape(-1, self.d_out)               # (N, d_out)
         self.weight.grad += x2d.T @ dout2d                  # forward was y = x @ W
         if self.bias is not None:
-            self.bias.grad += sum_rows(dout2d)              # forward was y += b (sum over rows, via BLAS)
+            self.bias.grad += dout2d.sum(axis=0)            # forward was y = y + b: (d_out,)
         dx = dout2d @ self.weight.data.T                    # (N, d_in)
         return dx.reshape(self.x.shape)
         ### END SOLUTION

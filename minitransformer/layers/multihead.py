@@ -9,27 +9,26 @@ concatenated and mixed by W_O. Storing the H slices side by side as one
 Self-attention takes keys and values from `x`; cross-attention (the notes'
 footnote 5) takes them from `context`, e.g. an encoder's output.
 
-Variants (Kumar slides; see `layers/rope.py`, `alibi.py`, `sliding_window.py`):
-grouped-query attention, where n_kv_heads < H key/value heads are each shared
-by a group of H / n_kv_heads query heads (Ainslie et al. 2023; multi-query
-attention when n_kv_heads = 1); rotary or linear-bias positions inside the
-attention; and a sliding window of keys.
+The layer is composed of four `Linear` projections (q_proj, k_proj, v_proj,
+o_proj) around one `ScaledDotProductAttention`; its backward is theirs in reverse.
+The projections' weights and biases are also the layer's own attributes w_q, w_k,
+w_v, w_o, b_q, b_k, b_v, b_o: the parameter names (`blocks.0.attn.w_q`) that
+checkpoints, the GPT-2 import and LoRA's targets use.
 
-Speed: in self-attention the three projections read the same x, so their
-weights are placed side by side, [W_Q | W_K | W_V] (C, C + 2 Hkv hs), and one
-matrix product computes q, k and v (three small products are slower than one
-large one). The parameters stay the separate w_q, w_k, w_v;
-tests/test_speed_forms.py checks the fused path against the separate one.
-The backward pass keeps the three projections apart: fusing them would mean
-copying dq, dk and dv side by side into one (B*T, C + 2 Hkv hs) array, which
-cost more (0.14 ms a layer on the benchmark model) than the three weight
-products lose against one; `ScaledDotProductAttention` writes dq, dk, dv
-laid out like q, k, v, so merging their heads back needs no copy at all
-(both changes together: 0.7 ms of a 54 ms training step).
+Variants (Kumar slides; `minitransformer/variants/`): grouped-query attention,
+where n_kv_heads < H key/value heads are each shared by a group of H / n_kv_heads
+query heads (Ainslie et al. 2023; multi-query attention when n_kv_heads = 1); a
+position scheme that acts inside the attention, given by the model (`position=`:
+an object with `transform(q, k, offset)`, `transform_backward(dq, dk)` and
+`score_bias(Tq, Tk, dtype)`, such as `RotaryEmbedding` or `ALiBi`); and a sliding
+window of keys.
+
+The fast tier's form (`minitransformer/fast/multihead.py`) computes q, k and v
+with one fused product and merges the heads' gradients without copies.
 
 Incremental decoding: `forward(x, cache=LayerKVCache())` appends this call's
 keys and values (after RoPE, before sharing among query heads) to the cache
-and attends over everything cached so far (`minitransformer/kv_cache.py`); a
+and attends over everything cached so far (`minitransformer/generation/kv_cache.py`); a
 cross-attention cache keeps the context's keys and values from its first
 call. A cached forward is for inference only.
 
@@ -41,13 +40,9 @@ drops only sublayer outputs), value heads of another width than the key heads
 import numpy as np
 
 from ..core.module import Module
-from ..core.parameter import Parameter
 from ..core.random import as_generator, check_float_dtype
-from ..variants.alibi import ALiBi
-from .attention import ScaledDotProductAttention
-from ..fast.reductions import sum_rows
-from ..variants.rope import RotaryEmbedding
-from ..variants.sliding_window import band_mask
+from .attention import ScaledDotProductAttention, band_mask
+from .linear import Linear
 
 
 class MultiHeadAttention(Module):
@@ -61,59 +56,55 @@ class MultiHeadAttention(Module):
         dtype, rng: as everywhere; weights are N(0, 1/C).
         n_kv_heads: Hkv, the number of key/value heads (default H); must divide H.
             Query head h reads key/value head h // (H / Hkv).
-        positional: None, "rope" (rotate q and k, `RotaryEmbedding`) or "alibi"
-            (distance bias on the scores, `ALiBi`).
+        position: None, or a position scheme acting inside attention, e.g.
+            `RotaryEmbedding(hs)` (rotates q and k) or `ALiBi(H)` (distance bias on the scores).
         window: None, or w: a query sees only keys less than w positions away.
     Parameters:
         w_q, w_o (C, C); w_k, w_v (C, Hkv*hs); b_q, b_o (C,), b_k, b_v (Hkv*hs,) when bias.
+    Children:
+        q_proj, k_proj, v_proj, o_proj (Linear), attention (ScaledDotProductAttention), position.
     Attributes after forward:
         attention.alpha: (B, H, Tq, Tk) attention weights of every head.
     """
 
     def __init__(self, d_model, n_heads, causal=False, bias=True, dtype=np.float64, rng=None,
-                 n_kv_heads=None, positional=None, window=None):
+                 n_kv_heads=None, position=None, window=None, positional=None):
+        if positional is not None:
+            raise TypeError("MultiHeadAttention(positional=...) became position= in 0.3: pass the scheme itself, "
+                            "e.g. position=RotaryEmbedding(d_model // n_heads) or position=ALiBi(n_heads) "
+                            f"(from minitransformer), got positional={positional!r}")
         if n_heads <= 0 or d_model % n_heads:
             raise ValueError(f"MultiHeadAttention expected d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if n_kv_heads <= 0 or n_heads % n_kv_heads:
             raise ValueError(f"MultiHeadAttention expected n_kv_heads dividing n_heads={n_heads}, got {n_kv_heads}")
-        if positional not in (None, "rope", "alibi"):
-            raise ValueError(f"MultiHeadAttention expected positional None, 'rope' or 'alibi', got {positional!r}")
         if window is not None and window < 1:
             raise ValueError(f"MultiHeadAttention expected window None or >= 1, got {window}")
         dtype = check_float_dtype(dtype, "MultiHeadAttention")
         rng = as_generator(rng)
         self.d_model, self.n_heads, self.head_size = d_model, n_heads, d_model // n_heads
-        self.n_kv_heads, self.window = n_kv_heads, window
-        self.causal = causal
-        std = d_model ** -0.5
-        widths = {"q": d_model, "k": n_kv_heads * self.head_size, "v": n_kv_heads * self.head_size, "o": d_model}
-        for name in ("q", "k", "v", "o"):
-            setattr(self, f"w_{name}", Parameter((rng.standard_normal((d_model, widths[name])) * std).astype(dtype)))
-        for name in ("q", "k", "v", "o"):
-            setattr(self, f"b_{name}", Parameter(np.zeros(widths[name], dtype=dtype)) if bias else None)
+        self.n_kv_heads, self.window, self.causal = n_kv_heads, window, causal
+        kv_width = n_kv_heads * self.head_size
+        self.q_proj = Linear(d_model, d_model, bias=bias, dtype=dtype, rng=rng)
+        self.k_proj = Linear(d_model, kv_width, bias=bias, dtype=dtype, rng=rng)
+        self.v_proj = Linear(d_model, kv_width, bias=bias, dtype=dtype, rng=rng)
+        self.o_proj = Linear(d_model, d_model, bias=bias, dtype=dtype, rng=rng)
+        projections = (self.q_proj, self.k_proj, self.v_proj, self.o_proj)
+        self.w_q, self.w_k, self.w_v, self.w_o = (proj.weight for proj in projections)   # the parameter names
+        self.b_q, self.b_k, self.b_v, self.b_o = (proj.bias for proj in projections)     # of 0.2 (see above)
         self.attention = ScaledDotProductAttention(causal=causal)
-        self.positional = None                   # position hook: transform(q, k), its backward, score_bias(Tq, Tk, dtype)
-        if positional == "rope":
-            self.positional = RotaryEmbedding(self.head_size)
-        elif positional == "alibi":
-            self.positional = ALiBi(n_heads)
+        self.position = position
 
-    # ---------------------------------------------------------------- helpers for the projections
-    def _project(self, x2d, weight, bias):
-        """(N, C) @ (C, C) + (C,) -> (N, C)."""
-        y = x2d @ weight.data
-        if bias is not None:
-            y += bias.data
-        return y
+    # ---------------------------------------------------------------- heads
+    def _split_heads(self, y):
+        """(B, T, n*hs) -> (B, n, T, hs), n = H or Hkv."""
+        B, T, _ = y.shape
+        return y.reshape(B, T, -1, self.head_size).transpose(0, 2, 1, 3)
 
-    def _split_heads(self, y2d, B, T):
-        """(B*T, n*hs) -> (B, n, T, hs), n = H or Hkv."""
-        return y2d.reshape(B, T, -1, self.head_size).transpose(0, 2, 1, 3)
-
-    def _merge_heads(self, y, B, T):
-        """(B, n, T, hs) -> (B*T, n*hs)."""
-        return y.transpose(0, 2, 1, 3).reshape(B * T, -1)
+    def _merge_heads(self, y):
+        """(B, n, T, hs) -> (B, T, n*hs): the heads side by side again."""
+        B, _, T, _ = y.shape
+        return y.transpose(0, 2, 1, 3).reshape(B, T, -1)
 
     def _share_kv_heads(self, y):
         """(B, Hkv, S, hs) -> (B, H, S, hs): each key/value head serves H / Hkv query heads in a row."""
@@ -126,20 +117,6 @@ class MultiHeadAttention(Module):
         B, _, S, hs = dy.shape
         return dy.reshape(B, self.n_kv_heads, self.n_heads // self.n_kv_heads, S, hs).sum(axis=2)
 
-    def _fused_qkv(self):
-        """[W_Q | W_K | W_V] (C, C + 2 Hkv hs), the matching biases or None, and the column splits."""
-        w_qkv = np.concatenate([self.w_q.data, self.w_k.data, self.w_v.data], axis=1)
-        b_qkv = None if self.b_q is None else np.concatenate([self.b_q.data, self.b_k.data, self.b_v.data])
-        splits = [self.w_q.shape[1], self.w_q.shape[1] + self.w_k.shape[1]]
-        return w_qkv, b_qkv, splits
-
-    def _project_backward(self, dy2d, x2d, weight, bias):
-        """Undo y = x W + b: dW += x^T dy, db += sum dy; return dx = dy W^T."""
-        weight.grad += x2d.T @ dy2d
-        if bias is not None:
-            bias.grad += sum_rows(dy2d)
-        return dy2d @ weight.data.T
-
     # ---------------------------------------------------------------- forward / backward
     def forward(self, x, context=None, mask=None, cache=None):
         """Self-attention over x, or cross-attention from x to context.
@@ -149,64 +126,38 @@ class MultiHeadAttention(Module):
             context: optional (B, S, C) source of keys and values.
             mask: optional bool, broadcastable to (B, H, T, S); True = may attend
                 (a key padding mask is (B, 1, 1, S), see layers/padding.py).
-            cache: optional `LayerKVCache` for incremental decoding (inference only).
+            cache: optional key/value cache for incremental decoding (inference only;
+                see minitransformer/generation/kv_cache.py for the protocol).
         Returns:
             out: (B, T, C).
         """
-        x = np.asarray(x)
-        self._check_input(x, "x")
-        source = x if context is None else np.asarray(context)
-        if context is not None:
-            self._check_input(source, "context")
-            if source.shape[0] != x.shape[0]:
-                raise ValueError(f"{self!r} expected context with batch size {x.shape[0]}, got {source.shape}")
-        B, T, C = x.shape
-        S = source.shape[1]
-        self.x2d = x.reshape(B * T, C)                                        # (B*T, C)
-        self.source2d = source.reshape(B * S, C)                              # (B*S, C)
-        self.has_context = context is not None
-        self.used_cache = cache is not None
-        new_keys = not (self.has_context and cache is not None and cache.length)
-        if context is None:                                                   # 1. one product for q, k, v
-            w_qkv, b_qkv, splits = self._fused_qkv()
-            qkv2d = self.x2d @ w_qkv                                          # (B*T, C + 2 Hkv hs)
-            if b_qkv is not None:
-                qkv2d += b_qkv
-            q, k, v = (self._split_heads(y2d, B, T) for y2d in np.split(qkv2d, splits, axis=1))  # views
+        x, source = self._check_inputs(x, context)
+        T = x.shape[1]
+        self.out_shape = x.shape                                              # (B, T, C)
+        self.has_context, self.used_cache = context is not None, cache is not None
+        new_keys = not (self.has_context and cache is not None and cache.length)   # a cached context is reused
+        q = self._split_heads(self.q_proj(x))                                 # 1. (B, H, T, hs)
+        if new_keys:
+            k = self._split_heads(self.k_proj(source))                        #    (B, Hkv, S, hs)
+            v = self._split_heads(self.v_proj(source))                        #    (B, Hkv, S, hs)
         else:
-            q = self._split_heads(self._project(self.x2d, self.w_q, self.b_q), B, T)        # 1. (B, H, T, hs)
-            if new_keys:
-                k = self._split_heads(self._project(self.source2d, self.w_k, self.b_k), B, S)   # (B, Hkv, S, hs)
-                v = self._split_heads(self._project(self.source2d, self.w_v, self.b_v), B, S)   # (B, Hkv, S, hs)
-            else:                                                             # context seen before: reuse
-                k, v = cache.k, cache.v
-        offset = cache.length if (cache is not None and not self.has_context) else 0
-        if self.positional is not None and new_keys:
-            q, k = self.positional.transform(q, k, offset=offset)             # 1b. rotary positions
+            k, v = cache.k, cache.v
+        if self.position is not None and new_keys:
+            offset = cache.length if (cache is not None and not self.has_context) else 0
+            q, k = self.position.transform(q, k, offset=offset)              # 1b. rotary positions
         if cache is not None and new_keys:
-            k, v = cache.append(k, v)                                         # (B, Hkv, S_cached, hs)
+            k, v = cache.append(k, v)                                         #    (B, Hkv, S_cached, hs)
         S_keys = k.shape[-2]
-        score_bias = None
-        if self.positional is not None:
-            score_bias = self.positional.score_bias(T, S_keys, q.dtype)       # 1b. ALiBi, (H, T, S)
+        score_bias = None if self.position is None else self.position.score_bias(T, S_keys, q.dtype)  # ALiBi
         k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. (B, H, S, hs)
-        allowed = None if self.window is None else band_mask(T, S_keys, self.window, self.causal)
-        if mask is not None:                                                  # 1d. the caller's mask, e.g. padding
-            mask = np.asarray(mask)
-            if mask.ndim != 4:     # a (B, S) padding mask would broadcast as (T, S) when B == T: refuse it
-                raise ValueError(f"{self!r} expected mask (B or 1, H or 1, T or 1, S), e.g. key_padding_mask's "
-                                 f"(B, 1, 1, S), got {mask.shape}")
-            allowed = mask if allowed is None else allowed & mask
-        heads = self.attention.forward(q, k, v, mask=allowed, bias=score_bias)  # 2. (B, H, T, hs)
-        self.heads2d = self._merge_heads(heads, B, T)                         # 3. (B*T, C) concatenated heads
-        out = self._project(self.heads2d, self.w_o, self.b_o)                 # 4. (B*T, C)
-        self.batch, self.query_len, self.key_len = B, T, S
-        return out.reshape(B, T, C)
+        allowed = self._allowed_keys(mask, T, S_keys)                         # 1d. window and caller's mask
+        heads = self.attention(q, k, v, mask=allowed, bias=score_bias)        # 2. (B, H, T, hs)
+        return self.o_proj(self._merge_heads(heads))                          # 3-4. concat, W_O: (B, T, C)
 
     def backward(self, dout):
         """Reverse steps 4 to 1.
 
-            4. out = heads W_O + b_O   -> dheads = dout W_O^T; dW_O += heads^T dout
+            4. out = heads W_O + b_O   -> dheads = dout W_O^T; dW_O += heads^T dout (o_proj.backward)
             3. concatenation           -> split dheads back into (B, H, T, hs)
             2. attention               -> (dq, dk, dv) from ScaledDotProductAttention.backward
             1c. k, v shared by a group -> dk, dv of a shared head = sum over its group
@@ -221,28 +172,47 @@ class MultiHeadAttention(Module):
         Returns:
             dx (B, T, C) for self-attention, or (dx, dcontext (B, S, C)) for cross-attention.
         """
-        self._require("heads2d")
+        self._require("out_shape")
         if self.used_cache:
             raise RuntimeError(f"{self!r}: backward() after a forward with a key/value cache is not supported "
                                "(the cache is for inference; train without it)")
-        B, T, S, C = self.batch, self.query_len, self.key_len, self.d_model
-        self._check_dout(dout, (B, T, C))
+        self._check_dout(dout, self.out_shape)
         ### BEGIN SOLUTION multihead.backward
-        dout2d = dout.reshape(B * T, C)
-        dheads2d = self._project_backward(dout2d, self.heads2d, self.w_o, self.b_o)     # 4.
-        dheads = self._split_heads(dheads2d, B, T)                                       # 3. (B, H, T, hs)
-        dq, dk, dv = self.attention.backward(dheads)                                     # 2.
-        dk, dv = self._share_kv_heads_backward(dk), self._share_kv_heads_backward(dv)    # 1c. (B, Hkv, S, hs)
-        if self.positional is not None:
-            dq, dk = self.positional.transform_backward(dq, dk)                          # 1b.
-        dx2d = self._project_backward(self._merge_heads(dq, B, T), self.x2d, self.w_q, self.b_q)             # 1.
-        dsource2d = self._project_backward(self._merge_heads(dk, B, S), self.source2d, self.w_k, self.b_k)
-        dsource2d += self._project_backward(self._merge_heads(dv, B, S), self.source2d, self.w_v, self.b_v)
-        if not self.has_context:                   # x was the source too: its three contributions add
-            dx2d += dsource2d
-            return dx2d.reshape(B, T, C)
-        return dx2d.reshape(B, T, C), dsource2d.reshape(B, S, C)
+        dheads = self._split_heads(self.o_proj.backward(dout))                # 4-3. (B, H, T, hs)
+        dq, dk, dv = self.attention.backward(dheads)                          # 2.
+        dk, dv = self._share_kv_heads_backward(dk), self._share_kv_heads_backward(dv)   # 1c. (B, Hkv, S, hs)
+        if self.position is not None:
+            dq, dk = self.position.transform_backward(dq, dk)                 # 1b.
+        dx = self.q_proj.backward(self._merge_heads(dq))                      # 1. (B, T, C)
+        dsource = self.k_proj.backward(self._merge_heads(dk)) + self.v_proj.backward(self._merge_heads(dv))
         ### END SOLUTION
+        if not self.has_context:                   # x was the source too: its three contributions add
+            return dx + dsource
+        return dx, dsource
+
+    # ---------------------------------------------------------------- checks
+    def _check_inputs(self, x, context):
+        """x (B, T, C) and context (B, S, C) or None as arrays -> (x, source), source = context or x."""
+        x = np.asarray(x)
+        self._check_input(x, "x")
+        if context is None:
+            return x, x
+        source = np.asarray(context)
+        self._check_input(source, "context")
+        if source.shape[0] != x.shape[0]:
+            raise ValueError(f"{self!r} expected context with batch size {x.shape[0]}, got {source.shape}")
+        return x, source
+
+    def _allowed_keys(self, mask, T, S):
+        """The sliding window (T, S) and the caller's mask combined, or None."""
+        allowed = None if self.window is None else band_mask(T, S, self.window, self.causal)
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.ndim != 4:     # a (B, S) padding mask would broadcast as (T, S) when B == T: refuse it
+                raise ValueError(f"{self!r} expected mask (B or 1, H or 1, T or 1, S), e.g. key_padding_mask's "
+                                 f"(B, 1, 1, S), got {mask.shape}")
+            allowed = mask if allowed is None else allowed & mask
+        return allowed
 
     def _check_input(self, x, what):
         if x.ndim != 3 or x.shape[-1] != self.d_model:
@@ -250,6 +220,6 @@ class MultiHeadAttention(Module):
 
     def __repr__(self):
         extras = "" if self.n_kv_heads == self.n_heads else f", n_kv_heads={self.n_kv_heads}"
-        extras += "" if self.positional is None else f", positional={self.positional!r}"
+        extras += "" if self.position is None else f", position={self.position!r}"
         extras += "" if self.window is None else f", window={self.window}"
         return f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}{extras})"

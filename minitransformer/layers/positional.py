@@ -94,7 +94,8 @@ class LearnedPositionalEmbedding(Module):
     def __init__(self, max_len, d, dtype=np.float64, rng=None, init_std=0.02):
         dtype = check_float_dtype(dtype, f"LearnedPositionalEmbedding({max_len}, {d})")
         self.max_len, self.d = max_len, d
-        self.weight = Parameter((as_generator(rng).standard_normal((max_len, d)) * init_std).astype(dtype))
+        self.weight = Parameter((as_generator(rng).standard_normal((max_len, d)) * init_std).astype(dtype),
+                                embedding=True)
 
     def forward(self, x, start=0):
         """x (..., T, C) -> x + P[start:start + T] (..., T, C); `start` > 0 when decoding with a cache."""

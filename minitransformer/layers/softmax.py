@@ -10,17 +10,9 @@ defined to give all zeros rather than NaN; its gradient is then zero too.
 import numpy as np
 
 from ..core.module import Module
-from ..fast.reductions import sum_last_axis
 
 
-def _sum_keepdims(x, axis):
-    """np.sum(x, axis=axis, keepdims=True), through BLAS along the last axis (layers/reductions.py)."""
-    if axis in (-1, x.ndim - 1):
-        return sum_last_axis(x)
-    return np.sum(x, axis=axis, keepdims=True)
-
-
-def softmax(x, axis=-1, out=None):
+def softmax(x, axis=-1):
     """y_i = exp(x_i - m) / sum_j exp(x_j - m), with m = max_j x_j.
 
     Subtracting the row maximum changes nothing mathematically (it cancels in
@@ -30,20 +22,15 @@ def softmax(x, axis=-1, out=None):
     Args:
         x: array (...), any float dtype; may contain -inf (masked entries).
         axis: the axis that sums to one.
-        out: optional array to write y into (may be x itself: a caller that owns
-            x, like attention its scores, saves a buffer).
     Returns:
         y: array, same shape and dtype as x.
     """
     ### BEGIN SOLUTION softmax.forward
-    row_max = np.max(x, axis=axis, keepdims=True)
-    row_max = np.where(np.isfinite(row_max), row_max, 0)   # all -inf row: shift by 0, exp gives 0
-    y = np.subtract(x, row_max, out=out)
-    np.exp(y, out=y)                                        # in place: one buffer, not two
-    total = _sum_keepdims(y, axis)
-    total[total == 0] = 1                                   # all -inf row: 0 / 1 = 0, not NaN
-    y /= total
-    return y
+    row_max = np.max(x, axis=axis, keepdims=True)                # (..., 1)
+    row_max = np.where(np.isfinite(row_max), row_max, 0)         # a row of all -inf: shift by 0
+    exp = np.exp(x - row_max)                                    # (...), every entry in [0, 1]
+    total = exp.sum(axis=axis, keepdims=True)                    # (..., 1)
+    return exp / np.where(total == 0, 1, total)                  # a row of all -inf: 0 / 1 = 0, not NaN
     ### END SOLUTION
 
 
@@ -61,11 +48,7 @@ def softmax_backward(y, dy, axis=-1):
         dx: same shape as y.
     """
     ### BEGIN SOLUTION softmax.backward
-    dx = dy * y
-    row_sum = _sum_keepdims(dx, axis)                        # sum_i dy_i y_i
-    np.subtract(dy, row_sum, out=dx)                        # reuse the buffer: dx = y * (dy - row_sum)
-    dx *= y
-    return dx
+    return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
     ### END SOLUTION
 
 

@@ -19,13 +19,13 @@ head, the output bias, and WordPiece; the tokens here are characters.
 
 import numpy as np
 
+from ..core.module import Module
+from ..core.random import as_generator
 from ..layers.activations import GELU
 from ..layers.embedding import check_token_ids
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
-from ..core.module import Module
-from ..core.random import as_generator
 from .encoder import TransformerEncoder
 
 

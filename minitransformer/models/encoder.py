@@ -17,14 +17,14 @@ positions start on the same scale.
 
 import numpy as np
 
+from ..core.module import Module
+from ..core.random import as_generator, dropout_generator, spawn_generator
 from ..layers.block import TransformerBlock
 from ..layers.dropout import Dropout
 from ..layers.embedding import Embedding, check_token_ids
 from ..layers.layernorm import LayerNorm
 from ..layers.padding import key_padding_mask
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from ..core.module import Module
-from ..core.random import as_generator, dropout_generator, spawn_generator
 
 POSITIONAL = ("learned", "sinusoidal")
 

@@ -27,6 +27,9 @@ only. Also left out: a padding mask (every sequence in a batch is full length).
 
 import numpy as np
 
+from ..core.module import Module
+from ..core.random import as_generator, spawn_generator
+from ..fast import check_kernels, use_kernels
 from ..interop import gpt2 as gpt2_interop
 from ..layers.block import TransformerBlock
 from ..layers.dropout import Dropout
@@ -35,8 +38,7 @@ from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from ..core.module import Module
-from ..core.random import as_generator, spawn_generator
+from ..variants.attention_positions import attention_position
 
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
 
@@ -62,11 +64,14 @@ class GPT(Module):
         dtype: float64 (default) or float32.
         rng: seed or Generator for the initial weights; dropout masks come from
             a generator derived from it (`dropout_rng`), so a seed fixes both.
+        kernels: "plain" (default), the layers as the lecture derives them, or
+            "fast", the same numbers from the fast tier (`minitransformer/fast/`).
     """
 
     def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, max_len, norm="pre", positional="learned",
                  tie_weights=True, dropout=0.0, activation="gelu", dtype=np.float64, rng=None,
-                 n_kv_heads=None, window=None):
+                 n_kv_heads=None, window=None, kernels="plain"):
+        check_kernels(kernels, "GPT")
         if positional not in POSITIONAL:
             raise ValueError(f"GPT expected positional in {POSITIONAL}, got {positional!r}")
         if n_heads <= 0 or d_model % n_heads:
@@ -76,7 +81,7 @@ class GPT(Module):
         self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
                            max_len=max_len, norm=norm, positional=positional, tie_weights=tie_weights,
                            dropout=dropout, activation=activation, dtype=np.dtype(dtype).name,
-                           n_kv_heads=n_kv_heads, window=window)
+                           n_kv_heads=n_kv_heads, window=window)      # what a checkpoint needs to rebuild it
         self.vocab_size, self.max_len, self.norm = vocab_size, max_len, norm
         self.token_embedding = Embedding(vocab_size, d_model, dtype=dtype, rng=rng)
         self.position = None                                          # table-free positions
@@ -84,17 +89,17 @@ class GPT(Module):
             self.position = LearnedPositionalEmbedding(max_len, d_model, dtype=dtype, rng=rng)
         elif positional == "sinusoidal":
             self.position = SinusoidalPositionalEncoding(d_model, max_len, dtype=dtype)
-        attention_options = dict(n_kv_heads=n_kv_heads, window=window,
-                                 positional=positional if positional in ("rope", "alibi") else None)
         self.drop = Dropout(dropout, rng=self.dropout_rng)
         self.blocks = [TransformerBlock(d_model, n_heads, d_ff, norm=norm, causal=True, dropout=dropout,
                                         activation=activation, dtype=dtype, rng=rng, dropout_rng=self.dropout_rng,
-                                        attention_options=attention_options)
+                                        attention_options=dict(n_kv_heads=n_kv_heads, window=window,
+                                                               position=attention_position(positional, d_model, n_heads)))
                        for _ in range(n_layers)]
         self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
         self.lm_head = TiedLMHead(self.token_embedding) if tie_weights else Linear(d_model, vocab_size, bias=False,
                                                                                    dtype=dtype, rng=rng)
         self._init_weights(rng, n_layers)
+        use_kernels(self, kernels)
 
     def _init_weights(self, rng, n_layers):
         """GPT-2 initialisation (see the module docstring)."""

@@ -24,10 +24,10 @@ the delimiter/extract tokens of the paper's input transformations.
 
 import numpy as np
 
-from ..layers.linear import Linear
-from ..layers.loss import CrossEntropyLoss
 from ..core.module import Module
 from ..core.random import as_generator
+from ..layers.linear import Linear
+from ..layers.loss import CrossEntropyLoss
 from .gpt import GPT
 
 

@@ -5,9 +5,11 @@
                       -> final LayerNorm (pre-norm only) -> output projection -> logits (B, T, V_tgt)
 
 Training is teacher forcing: the decoder reads [BOS] y_1 .. y_{T-1} and is
-scored on y_1 .. y_T, all positions at once. Generation (decoding.py) runs the
-decoder one position at a time through `start_cache` / `decode_step`, which
-reuse the keys and values of the earlier positions.
+scored on y_1 .. y_T, all positions at once. Generation (generation/decoding.py)
+runs the encoder once (`encode`) and then the decoder one position at a time
+(`decode(tokens, memory, memory_mask, cache=...)`), with a `KVCache` that it
+creates and that keeps the keys and values of the earlier positions, the same
+protocol as GPT's (generation/kv_cache.py).
 
 Options: post-norm (the paper, default) or pre-norm; sinusoidal or learned
 positions; `share_embeddings` (one table for source, target and, with
@@ -17,14 +19,14 @@ Left out: label smoothing and the paper's learning-rate schedule.
 
 import numpy as np
 
+from ..core.module import Module
+from ..core.random import as_generator, spawn_generator
 from ..layers.decoder_block import DecoderBlock
 from ..layers.embedding import check_token_ids
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.padding import key_padding_mask
-from ..core.module import Module
-from ..core.random import as_generator, spawn_generator
 from .encoder import InputEmbedding, TransformerEncoder
 
 
@@ -76,14 +78,7 @@ class Seq2SeqTransformer(Module):
             logits: (B, T, V_tgt); position t predicts y_{t+1}.
         """
         memory, memory_mask = self.encode(src_ids)
-        tgt_ids = check_token_ids(tgt_ids, self.tgt_vocab_size, repr(self))
-        self_mask = None if self.pad_id is None else key_padding_mask(tgt_ids, self.pad_id)
-        x = self.tgt_embed(tgt_ids)                                                 # (B, T, C)
-        for block in self.blocks:
-            x = block(x, memory, self_mask=self_mask, memory_mask=memory_mask)      # (B, T, C)
-        if self.ln_f is not None:
-            x = self.ln_f(x)
-        return self.head(x)                                                         # (B, T, V)
+        return self.decode(tgt_ids, memory, memory_mask)
 
     def backward(self, dlogits):
         """dlogits (B, T, V) -> None; memory's gradient is the sum over all decoder blocks."""
@@ -98,30 +93,43 @@ class Seq2SeqTransformer(Module):
         self.encoder.backward(dmemory)
         return None
 
-    # ---------------------------------------------------------------- generation (decoding.py)
+    # ---------------------------------------------------------------- the two halves (forward, generation)
     def encode(self, src_ids):
         """src_ids (B, S) -> (memory (B, S, C), memory_mask (B, 1, 1, S) or None)."""
         return self.encoder(src_ids), self.encoder.padding_mask(np.asarray(src_ids))
 
-    def start_cache(self, memory, memory_mask=None):
-        """One cache per decoder block, cross-attention keys/values projected once; position 0 next."""
-        return {"position": 0, "blocks": [block.start_cache(memory, memory_mask) for block in self.blocks]}
+    def decode(self, tgt_ids, memory, memory_mask=None, cache=None):
+        """The decoder half: target ids and the encoder's memory -> logits.
 
-    def decode_step(self, tokens, cache):
-        """Logits for the next token after feeding `tokens` int (B,) at position cache["position"] -> (B, V)."""
-        x = self.tgt_embed.step(np.asarray(tokens)[:, None], cache["position"])     # (B, 1, C)
-        for block, block_cache in zip(self.blocks, cache["blocks"]):
-            x = block.step(x, block_cache)
+        Args:
+            tgt_ids: int (B, T) decoder input, padded with pad_id.
+            memory, memory_mask: from `encode`, (B, S, C) and (B, 1, 1, S) or None.
+            cache: optional `KVCache(n_layers, cross_attention=True)` (generation/kv_cache.py) for
+                incremental decoding, inference only: tgt_ids are then the new tokens only, at positions
+                cache.length onwards, and target padding is not masked (decoding feeds pad only after EOS).
+        Returns:
+            logits: (B, T, V_tgt).
+        """
+        tgt_ids = check_token_ids(tgt_ids, self.tgt_vocab_size, repr(self))
+        if tgt_ids.ndim != 2:
+            raise ValueError(f"{self!r} expected target ids (B, T), got shape {tgt_ids.shape}")
+        if cache is None:
+            self_mask = None if self.pad_id is None else key_padding_mask(tgt_ids, self.pad_id)
+            x = self.tgt_embed(tgt_ids)                                             # (B, T, C)
+        else:
+            if len(cache) != len(self.blocks) or len(cache.cross_attention) != len(self.blocks):
+                raise ValueError(f"{self!r} expected a KVCache of {len(self.blocks)} layers with cross-attention, "
+                                 f"got {cache!r}")
+            self_mask = None
+            x = self.tgt_embed.step(tgt_ids, cache.length)                          # (B, T, C), no dropout
+        for index, block in enumerate(self.blocks):
+            self_cache = None if cache is None else cache[index]
+            cross_cache = None if cache is None else cache.cross_attention[index]
+            x = block(x, memory, self_mask=self_mask, memory_mask=memory_mask,
+                      self_cache=self_cache, cross_cache=cross_cache)               # (B, T, C)
         if self.ln_f is not None:
             x = self.ln_f(x)
-        cache["position"] += 1
-        return self.head(x)[:, 0]                                                   # (B, V)
-
-    @staticmethod
-    def reorder_cache(cache, rows):
-        """The cache of batch rows `rows` (beam search keeps the survivors' histories)."""
-        cache["blocks"] = [DecoderBlock.reorder_cache(block_cache, rows) for block_cache in cache["blocks"]]
-        return cache
+        return self.head(x)                                                         # (B, T, V)
 
     def __repr__(self):
         c = self.config

@@ -1,1 +1,17 @@
-"""training."""
+"""Training: one step for every objective, schedules in one place, the GPT trainer, data parallelism, checkpoints.
+
+Read in this order (each module imports only those above it and the floors below training: core,
+layers, models, generation):
+
+    optim/          SGD, Adam, AdamW over flat buffers; global-norm clipping
+    schedules.py    every learning-rate schedule: noam, scaled noam, cosine, linear
+    data.py         the corpus, the train/validation split, random windows
+    tasks.py        generated tasks: string reversal, the majority task
+    objectives.py   what is minimised: language model, seq2seq, masked LM (+ NSP), fine-tuning
+    step.py         train_step: zero_grad, forward, backward, clip, update; the same for every objective
+    config.py       TrainConfig and the builders of the GPT and its AdamW (Adam for the encoder family)
+    checkpoint.py   saving and loading weights, optimizer state and generators
+    parallel.py     data parallelism: a batch's forward and backward split over processes
+    trainer.py      the GPT trainer: the loop, evaluation, the loss curve, resuming
+    encdec.py       the encoder-decoder's training run and its evaluation by decoding
+"""

@@ -1,53 +1,51 @@
-"""Training and evaluating the encoder-decoder on a generated task (used by `python -m minitransformer seq2seq`).
+"""The encoder-decoder on a generated task: its training run and its evaluation (`python -m minitransformer seq2seq`).
 
-One step: a fresh batch, teacher-forced logits, cross-entropy with the padding
-ignored, backward, global-norm clipping, an Adam update. The learning rate
-rises linearly over `warmup` steps (post-norm Transformers need the warm-up,
-Vaswani et al. §5.3) and then decays linearly to a tenth.
+`train_seq2seq` is the shared step (step.py) applied to the encoder-decoder's
+objective (`Seq2SeqObjective`: teacher-forced cross-entropy with the padding
+ignored), with a fresh batch of the task at every step, Adam with the settings
+of Vaswani et al. (2017) §5.3 (`config.transformer_adam`), global-norm clipping,
+and a rate that rises linearly over `warmup` steps, then decays linearly to a
+tenth (`schedules.linear_rate`; post-norm Transformers need the warm-up, §5.3).
 
-The optimizer is `minitransformer.training.optim.Adam` with the paper's betas and eps
-(`transformer_adam`); clipping is `minitransformer.training.optim.clip_grad_norm`.
+`evaluate_seq2seq` decodes held-out sources, greedily or with beam search,
+and scores them by exact match (the task's metric; BLEU is in generation/bleu.py).
+
+Left out: label smoothing (§5.4), checkpoint averaging, batches bucketed by length.
 """
+
+import warnings
 
 import numpy as np
 
 from ..generation.decoding import beam_search, greedy_decode
-from ..layers.loss import CrossEntropyLoss
-from .optim import Adam, clip_grad_norm
+from .config import transformer_adam
+from .objectives import Seq2SeqObjective
+from .schedules import linear_rate
+from .step import train_step
 from .tasks import BOS, EOS, PAD, exact_match
-
-
-def transformer_adam(params, lr=1e-3):
-    """Adam with beta2 = 0.98 and eps = 1e-9, the settings of Vaswani et al. (2017) §5.3."""
-    return Adam(list(params), lr=lr, betas=(0.9, 0.98), eps=1e-9)
-
-
-def learning_rate(step, steps, lr, warmup):
-    """Linear warm-up to lr over `warmup` steps, then linear decay to lr / 10 at `steps`."""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    return lr * (1.0 - 0.9 * (step - warmup) / max(steps - warmup, 1))
 
 
 def train_seq2seq(model, task, steps, batch_size=64, lr=1e-3, warmup=100, max_norm=1.0, log_every=0, log=print):
     """Train `model` on `task.train_batch` for `steps` steps.
 
+    Args:
+        model: a Seq2SeqTransformer whose padding id is the task's PAD.
+        task: gives `train_batch(batch_size)` -> (src, tgt_in, tgt_out), e.g. a ReverseTask.
+        steps, batch_size: the run's length and each batch's size.
+        lr, warmup: the peak rate and the steps of warm-up to it (`schedules.linear_rate`).
+        max_norm: the clipping norm.
+        log_every: print the mean loss every so many steps (0: never), with `log`.
     Returns:
         list of the training loss at every step.
     """
-    optimizer = transformer_adam(model.parameters(), lr=lr)
-    loss_fn = CrossEntropyLoss(ignore_index=PAD)
+    objective = Seq2SeqObjective(model, PAD)
+    optimizer = transformer_adam(objective.parameters(), lr=lr)
     losses = []
     model.train()
     for step in range(steps):
-        src, tgt_in, tgt_out = task.train_batch(batch_size)
-        optimizer.lr = learning_rate(step, steps, lr, warmup)
-        optimizer.zero_grad()
-        loss = float(loss_fn(model(src, tgt_in), tgt_out))
-        model.backward(loss_fn.backward())
-        clip_grad_norm(optimizer.parameters(), max_norm)
-        optimizer.step()
-        losses.append(loss)
+        batch = task.train_batch(batch_size)                     # (src, tgt_in, tgt_out)
+        rate = linear_rate(step, lr, warmup, steps)
+        losses.append(train_step(objective, optimizer, batch, rate, max_norm, clip_in_place=True))
         if log_every and (step + 1) % log_every == 0:
             log(f"step {step + 1:5d}  loss {np.mean(losses[-log_every:]):.4f}  lr {optimizer.lr:.2e}")
     model.eval()
@@ -68,3 +66,12 @@ def evaluate_seq2seq(model, task, sources, beam_size=None, batch_size=250):
             out, _ = beam_search(model, src, BOS, EOS, max_len, beam_size=beam_size, pad_id=PAD)
         predictions += list(out)
     return exact_match(predictions, sources, task.target_of), predictions
+
+
+def learning_rate(step, steps, lr, warmup):
+    """0.2's name and argument order for `schedules.linear_rate(step, lr, warmup, steps)`; it goes in 0.4."""
+    warnings.warn("minitransformer.training.encdec.learning_rate(step, steps, lr, warmup) is "
+                  "minitransformer.training.schedules.linear_rate(step, lr, warmup, steps) since 0.3; "
+                  "the old name goes in 0.4", DeprecationWarning, stacklevel=2)
+    return linear_rate(step, lr, warmup, steps)
+

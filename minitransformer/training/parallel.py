@@ -92,8 +92,11 @@ import weakref
 
 import numpy as np
 
+from ..layers.loss import CrossEntropyLoss
+from .config import build_model, build_optimizer
 from .optim.clipping import factor_for_norm
 from .optim.optimizer import part_slice
+from .step import check_step_arguments
 
 WORKER_SEED_STREAM = 3          # worker k's dropout masks at a step: default_rng([seed, 3, step, k])
 START_TIMEOUT = 300             # seconds a worker may take to import NumPy and build its model
@@ -116,7 +119,7 @@ class DataParallel:
 
     Args:
         model: the main process's GPT, already built by `Trainer`.
-        optimizer: its flat optimizer (`trainer.build_optimizer`); its buffers are moved into shared memory.
+        optimizer: its flat optimizer (`config.build_optimizer`); its buffers are moved into shared memory.
         config: the TrainConfig (workers = N >= 2; the workers build their model from it).
         vocab_size: V, for the workers' models.
         loss_fn: the main process's CrossEntropyLoss.
@@ -196,9 +199,11 @@ class DataParallel:
             raise
         return loss
 
-    def train_step(self, x, y, step):
+    def train_step(self, x, y, step, lr):
         """One training step: the parts' forward and backward, then the shared sum, clip and update.
 
+        The same step as step.py's `train_step` for a language model, with config.grad_clip (the factor
+        folded into the update), its forward and backward passes split over the processes.
         Every gradient buffer is left zero for the next step (see the module docstring): the main
         process's when this returns, a worker's before it reads the next message. After
         `loss_and_gradients`, which leaves them full, the next `train_step` zeroes them first.
@@ -207,11 +212,14 @@ class DataParallel:
         Args:
             x, y: (B, T) int token ids and targets, B >= workers.
             step: the 0-based step (seeds the workers' dropout masks).
+            lr: the learning rate of this step.
         Returns:
             the batch's mean loss (a float).
         Raises:
             TornUpdate if a process failed during the update (the run cannot go on).
         """
+        check_step_arguments("DataParallel.train_step", lr, self.config.grad_clip)
+        self.optimizer.lr = lr
         updating = False
         try:
             if not self._cleared:
@@ -333,7 +341,8 @@ def _layout(model, optimizer):
     constants (betas, eps, momentum: its float attributes but the learning rate, which each step sends),
     and per group its weight decay and the (name, shape) of each parameter, in the flat buffers' order."""
     names = {id(param): name for name, param in model.named_parameters()}
-    constants = sorted((key, value) for key, value in vars(optimizer).items() if isinstance(value, float) and key != "lr")
+    constants = sorted((key, value) for key, value in vars(optimizer).items()
+                       if isinstance(value, float) and key != "lr")
     return (type(optimizer).__name__, constants,
             [(group["weight_decay"], [(names[id(param)], param.shape) for param in group["params"]])
              for group in optimizer.groups])
@@ -410,9 +419,6 @@ def _serve(message, rank, config, model, loss_fn, optimizer, gradients):
 def _worker_model(rank, config, vocab_size, layout, shared, gradient_raws):
     """The worker's model and optimizer, bound to the shared weights and moments and to its own gradient."""
     from threadpoolctl import threadpool_limits
-
-    from ..layers.loss import CrossEntropyLoss
-    from .trainer import build_model, build_optimizer            # imported here: trainer imports this module
 
     threadpool_limits(limits=1, user_api="blas")
     model = build_model(config, vocab_size)

@@ -1,6 +1,6 @@
-"""Learning-rate schedules: the notes' warmup rule and nanoGPT's warmup + cosine decay.
+"""Learning-rate schedules, all in one place: plain functions of the step, so a resumed run gets the same rates.
 
-1. The schedule of Vaswani et al. (2017, eq. 3), printed in lecture notes 2025 §1.6:
+1. The schedule of Vaswani et al. (2017, eq. 3), printed in lecture notes 2025 §1.6 (`noam_rate`):
 
        rate(step) = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
 
@@ -10,15 +10,27 @@
    reaches it (at step 100 000 with d_model 512, warmup 4000 it is still
    1.4e-4, a fifth of its peak). Steps count from 1; step 0 would divide by zero.
 
+   `scaled_noam_rate` is its shape with the peak moved to a chosen max_lr
+   (the trainer's `--schedule noam`), on 0-based steps:
+
+       rate(step) = max_lr * noam_rate(step + 1) / noam_rate(warmup)
+
 2. Linear warmup then cosine decay to a floor (Loshchilov & Hutter 2017's
-   cosine, as nanoGPT uses it):
+   cosine, as nanoGPT uses it; the trainer's default, `cosine_rate`):
 
        step < warmup:            max_lr * (step + 1) / (warmup + 1)
        warmup <= step <= decay:  min_lr + 0.5 (1 + cos(pi r)) (max_lr - min_lr),
                                  r = (step - warmup) / (decay - warmup)
        step > decay:             min_lr
 
-Both are plain functions of the step, so a resumed run gets the same rates.
+3. Linear warmup then linear decay to a tenth (`linear_rate`; the
+   encoder-decoder, BERT and fine-tuning demonstrations: post-norm
+   Transformers need the warm-up, Vaswani et al. §5.3):
+
+       step < warmup:   max_lr * (step + 1) / warmup
+       step >= warmup:  max_lr * (1 - 0.9 (step - warmup) / max(total - warmup, 1))
+
+Left out: step decay, cyclical rates, schedules that read the loss (reduce on plateau).
 """
 
 import math
@@ -55,3 +67,38 @@ def cosine_rate(step, max_lr, min_lr, warmup, decay_steps):
         return min_lr
     progress = (step - warmup) / (decay_steps - warmup)          # 0 -> 1
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (max_lr - min_lr)
+
+
+def scaled_noam_rate(step, max_lr, warmup, d_model):
+    """The notes' rule rescaled so that its peak, at step = warmup - 1 (0-based), is `max_lr`.
+
+    Args:
+        step: 0-based iteration (the rule's step is step + 1).
+        max_lr: the peak rate.
+        warmup: steps of linear warmup (>= 1).
+        d_model: C; it cancels out of the ratio, and is kept so that the rates are the ratio of two
+            `noam_rate`s exactly as runs saved by 0.2 computed them, to the last bit.
+
+    >>> scaled_noam_rate(99, 1e-3, 100, 512)           # the peak
+    0.001
+    """
+    return max_lr * noam_rate(step + 1, d_model, warmup) / noam_rate(warmup, d_model, warmup)
+
+
+def linear_rate(step, max_lr, warmup, total_steps):
+    """Linear warmup to `max_lr` over `warmup` steps, then linear decay to max_lr / 10 at `total_steps`.
+
+    Args:
+        step: 0-based iteration.
+        max_lr: the peak rate, reached at step = warmup - 1.
+        warmup: steps of linear warmup (0 for none).
+        total_steps: the step at which the rate reaches max_lr / 10 (the run's length).
+
+    >>> [round(linear_rate(step, 1.0, 2, 12), 2) for step in (0, 1, 2, 7, 12)]
+    [0.5, 1.0, 1.0, 0.55, 0.1]
+    """
+    if warmup < 0:
+        raise ValueError(f"linear_rate expects warmup >= 0, got {warmup}")
+    if step < warmup:
+        return max_lr * (step + 1) / warmup
+    return max_lr * (1.0 - 0.9 * (step - warmup) / max(total_steps - warmup, 1))

@@ -12,8 +12,8 @@ Token layout of the sequence tasks: 0 = PAD, 1 = BOS, 2 = EOS, symbols from 3.
 
 import numpy as np
 
-from ..layers.padding import pad_sequences
 from ..core.random import as_generator
+from ..layers.padding import pad_sequences
 
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ("<pad>", "<bos>", "<eos>")

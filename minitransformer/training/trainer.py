@@ -2,12 +2,14 @@
 
 One step (lecture notes 2025 §1.6; nanoGPT's train.py):
 
-    lr      = schedule(step)                      warmup + cosine decay, or the notes' rule
+    lr      = config.learning_rate(step)          warmup + cosine decay, or the notes' rule (schedules.py)
     x, y    = get_batch(train, T, B, data_rng)    random windows, the target shifted by one
-    loss    = CrossEntropy(model(x), y)           forward
-    model.backward(loss.backward())               gradients, added into every .grad
-    clip_grad_norm(params, 1.0)                   cap the global gradient norm (the factor is
-    optimizer.step()                              folded into AdamW's update, decoupled weight decay)
+    train_step(LanguageModelObjective(model), optimizer, (x, y), lr, grad_clip)
+            zero_grad; loss = CrossEntropy(model(x), y); backward; clip the global gradient
+            norm (the factor folded into AdamW's update); AdamW with decoupled weight decay
+
+`train_step` (step.py) is the one step every objective of the course trains with;
+the config and the builders of the model and AdamW are in config.py.
 
 Every `eval_interval` steps (and at the end) the mean loss over `eval_batches`
 held-out batches is measured with dropout off, a checkpoint is written and the
@@ -33,80 +35,13 @@ import time
 
 import numpy as np
 
-from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
-from .data import get_batch
 from ..layers.loss import CrossEntropyLoss
-from ..models.gpt import GPT
-from .optim import AdamW, clip_factor, parameter_groups
+from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from .config import TrainConfig, build_model, build_optimizer, build_parameter_groups  # noqa: F401 (0.2 had them here)
+from .data import get_batch
+from .objectives import LanguageModelObjective
 from .parallel import DataParallel, TornUpdate
-from .schedules import cosine_rate, noam_rate
-
-
-@dataclasses.dataclass
-class TrainConfig:
-    """Everything that defines a run. Defaults: nanoGPT's Shakespeare-char "CPU" configuration."""
-
-    # data
-    block_size: int = 64            # T, the context window (the model's max_len)
-    batch_size: int = 12            # B, windows per step
-    # model
-    n_layers: int = 4
-    n_heads: int = 4                # H
-    d_model: int = 128              # C
-    d_ff: int = 512                 # feed-forward width (4 C)
-    dropout: float = 0.0            # the notes' 0.1 helps on small corpora with long runs
-    dtype: str = "float32"
-    # optimisation
-    max_steps: int = 2000
-    lr: float = 1e-3                # peak learning rate
-    min_lr: float = 1e-4            # floor of the cosine decay
-    warmup_steps: int = 100
-    lr_decay_steps: int = 2000      # the step at which the cosine reaches min_lr
-    schedule: str = "cosine"        # "cosine", "noam" (the notes' rule, scaled by lr / its peak), "constant"
-    weight_decay: float = 0.1
-    decay_embeddings: bool = False  # nanoGPT decays every 2-D tensor, embeddings included
-    beta1: float = 0.9
-    beta2: float = 0.99
-    grad_clip: float = 1.0          # 0 disables clipping
-    # evaluation
-    eval_interval: int = 250
-    eval_batches: int = 20
-    seed: int = 1337
-    # speed
-    workers: int = 1                # processes that split each batch (data parallel: parallel.py), e.g. 2 on 2 cores
-
-    # fields that may change when a run is resumed; all others must match the checkpoint
-    # (another `workers` splits the batch differently: the losses then agree only up to float rounding,
-    # and with dropout the masks differ too)
-    RESUMABLE = ("max_steps", "eval_interval", "eval_batches", "workers")
-
-    def learning_rate(self, step):
-        """The rate for 0-based `step`."""
-        if self.schedule == "cosine":
-            return cosine_rate(step, self.lr, self.min_lr, self.warmup_steps, self.lr_decay_steps)
-        if self.schedule == "noam":                             # shape of the notes' rule, peak rescaled to lr
-            warmup = max(self.warmup_steps, 1)
-            return self.lr * noam_rate(step + 1, self.d_model, warmup) / noam_rate(warmup, self.d_model, warmup)
-        if self.schedule == "constant":
-            return self.lr
-        raise ValueError(f"unknown schedule {self.schedule!r}; expected 'cosine', 'noam' or 'constant'")
-
-
-def build_model(config, vocab_size):
-    """The GPT that `config` describes (GELU, pre-norm, learned positions, tied embeddings)."""
-    return GPT(vocab_size, config.d_model, config.n_heads, config.n_layers, config.d_ff, config.block_size,
-               dropout=config.dropout, activation="gelu", dtype=np.dtype(config.dtype), rng=config.seed)
-
-
-def build_parameter_groups(model, config):
-    """The optimizer's groups for `model`: decayed matrices and the rest (`optim.parameter_groups`)."""
-    return parameter_groups(model, config.weight_decay, decay_embeddings=config.decay_embeddings)
-
-
-def build_optimizer(model, config):
-    """AdamW over `build_parameter_groups(model, config)` with the config's betas and weight decay."""
-    return AdamW(build_parameter_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
-                 weight_decay=config.weight_decay)
+from .step import train_step
 
 
 def evaluation_batches(data, config, n_batches=None):
@@ -143,6 +78,7 @@ class Trainer:
         self.model = build_model(config, vocab_size)
         self.optimizer = build_optimizer(self.model, config)
         self.loss_fn = CrossEntropyLoss()
+        self.objective = LanguageModelObjective(self.model, self.loss_fn)
         self.data_rng = np.random.default_rng([config.seed, 1])
         self.step = 0
         self.history = {"step": [], "loss": [], "lr": [], "eval": []}     # eval rows: [step, train, val]
@@ -156,24 +92,18 @@ class Trainer:
         self._refuse_if_torn("train_step")
         config = self.config
         lr = config.learning_rate(self.step)
-        self.optimizer.lr = lr
         x, y = get_batch(self.train_data, config.block_size, config.batch_size, self.data_rng)
         if config.workers > 1:
             if self.parallel is None or not self.parallel.alive:      # first step, or the last one failed
                 self.parallel = DataParallel(self.model, self.optimizer, config, self.model.vocab_size, self.loss_fn)
             try:
-                loss = self.parallel.train_step(x, y, self.step)        # forward, backward, clip and update
+                loss = self.parallel.train_step(x, y, self.step, lr)    # the same step, split over processes
             except TornUpdate as error:
                 self.torn = error
                 raise
         else:
-            self.optimizer.zero_grad()
-            loss = self.loss_fn(self.model(x), y)
-            self.model.backward(self.loss_fn.backward())
-            factor = clip_factor(self.optimizer.gradients(), config.grad_clip)[1] if config.grad_clip else 1.0
-            self.optimizer.step(grad_scale=factor)                      # = clip_grad_norm(parameters); step()
+            loss = train_step(self.objective, self.optimizer, (x, y), lr, config.grad_clip)   # step.py's
         self.step += 1
-        loss = float(loss)
         self.history["step"].append(self.step)
         self.history["loss"].append(loss)
         self.history["lr"].append(lr)

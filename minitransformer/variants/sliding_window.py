@@ -21,18 +21,8 @@ Left out: dilated windows, and Longformer's global tokens in the banded form
 import numpy as np
 
 from ..core.module import Module
+from ..layers.attention import band_mask  # noqa: F401  (defined beside causal_mask; exported here too)
 from ..layers.softmax import softmax, softmax_backward
-
-
-def band_mask(Tq, Tk, window, causal=True):
-    """Bool (Tq, Tk), True where query i (at absolute position Tk - Tq + i) may see key j.
-
-    causal: 0 <= i - j < window.  Otherwise: |i - j| < window.
-    """
-    distance = np.arange(Tk - Tq, Tk)[:, None] - np.arange(Tk)[None, :]     # (Tq, Tk) i - j
-    if causal:
-        return (distance >= 0) & (distance < window)
-    return np.abs(distance) < window
 
 
 class BandedAttention(Module):

@@ -33,6 +33,7 @@ from ..layers.feedforward import FeedForward
 from ..layers.layernorm import LayerNorm
 from ..layers.lm_head import TiedLMHead
 from ..layers.multihead import MultiHeadAttention
+from .attention_positions import attention_position
 
 
 class TransformerXLBlock(Module):
@@ -48,7 +49,8 @@ class TransformerXLBlock(Module):
     def __init__(self, d_model, n_heads, d_ff, positional=None, dtype=np.float64, rng=None):
         rng = as_generator(rng)
         self.ln1 = LayerNorm(d_model, dtype=dtype)
-        self.attn = MultiHeadAttention(d_model, n_heads, causal=True, dtype=dtype, rng=rng, positional=positional)
+        self.attn = MultiHeadAttention(d_model, n_heads, causal=True, dtype=dtype, rng=rng,
+                                       position=attention_position(positional, d_model, n_heads))
         self.ln2 = LayerNorm(d_model, dtype=dtype)
         self.ff = FeedForward(d_model, d_ff, activation="gelu", dtype=dtype, rng=rng)
 

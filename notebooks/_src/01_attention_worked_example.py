@@ -15,8 +15,8 @@
 # `MultiHeadAttention`.
 
 # %%
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 from minitransformer import MultiHeadAttention, ScaledDotProductAttention, causal_mask, softmax
 

@@ -17,8 +17,8 @@
 # with w_k = 10000^(−2k/d). The notes print something else; the last section plots it.
 
 # %%
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 from minitransformer import LayerNorm, SinusoidalPositionalEncoding, sinusoidal_table
 

@@ -16,9 +16,10 @@
 # vocabulary, each word left to right.
 
 # %%
-import numpy as np
-import matplotlib.pyplot as plt
 import pydoc_data.topics
+
+import matplotlib.pyplot as plt
+import numpy as np
 
 from minitransformer import BPETokenizer, get_stats, learn_bpe, lecture_vocab, merge_vocab
 

@@ -12,8 +12,8 @@
 # gradient); `backward(dy)` returns the gradient with respect to the input.
 
 # %%
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 from minitransformer import LayerNorm, ScaledDotProductAttention, Softmax, check_module, softmax
 from minitransformer.layers.softmax import softmax_backward

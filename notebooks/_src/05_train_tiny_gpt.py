@@ -17,8 +17,8 @@
 # %%
 import time
 
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 from minitransformer import CharTokenizer, TrainConfig, Trainer, default_corpus, sample_text, train_val_split
 

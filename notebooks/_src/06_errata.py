@@ -24,12 +24,26 @@
 # %%
 import re
 
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
-from minitransformer import (GPT, BertMLM, DecoderBlock, Dropout, FeedForward, LearnedPositionalEmbedding,
-                             ScaledDotProductAttention, TransformerBlock, causal_mask,
-                             get_stats, learn_bpe, lecture_vocab, sinusoidal_table, skew, softmax)
+from minitransformer import (
+    GPT,
+    BertMLM,
+    DecoderBlock,
+    Dropout,
+    FeedForward,
+    LearnedPositionalEmbedding,
+    ScaledDotProductAttention,
+    TransformerBlock,
+    causal_mask,
+    get_stats,
+    learn_bpe,
+    lecture_vocab,
+    sinusoidal_table,
+    skew,
+    softmax,
+)
 from minitransformer.generation.bleu import brevity_penalty, corpus_statistics, ngram_counts
 
 rng = np.random.default_rng(0)

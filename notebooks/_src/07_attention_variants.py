@@ -18,12 +18,24 @@
 # Everything is imported from the package; the cells only train, measure and draw.
 
 # %%
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
-from minitransformer import (GPT, CrossEntropyLoss, Linear, LoRALinear, MultiHeadAttention,
-                             RelativePositionAttention, alibi_bias, band_mask, fixed_masks,
-                             longformer_mask, rotary_angles, rotate, strided_masks)
+from minitransformer import (
+    GPT,
+    CrossEntropyLoss,
+    Linear,
+    LoRALinear,
+    MultiHeadAttention,
+    RelativePositionAttention,
+    alibi_bias,
+    band_mask,
+    fixed_masks,
+    longformer_mask,
+    rotary_angles,
+    rotate,
+    strided_masks,
+)
 
 # %% [markdown]
 # ## The task: predict the token two places back, permuted

@@ -7,7 +7,6 @@ passed through unchanged; only float inputs and parameters are perturbed.
 
 import numpy as np
 
-from .layers import GradcheckCase, WithLoss, _normal, perturb
 from ...layers.block import TransformerBlock
 from ...layers.decoder_block import DecoderBlock
 from ...layers.loss import CrossEntropyLoss
@@ -18,6 +17,7 @@ from ...models.encoder import InputEmbedding, TransformerEncoder
 from ...models.gpt import GPT
 from ...models.gpt_classifier import FineTuningObjective, GPTClassifier
 from ...models.seq2seq import Seq2SeqTransformer
+from .layers import GradcheckCase, WithLoss, _normal, perturb
 
 PAD = 0
 

@@ -9,11 +9,12 @@ Inputs to ReLU are kept away from 0, where the kink would make the finite
 difference disagree with any one-sided derivative.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
+from ...core.module import Module
 from ...layers.activations import GELU, ReLU
 from ...layers.attention import ScaledDotProductAttention
 from ...layers.block import TransformerBlock
@@ -22,8 +23,8 @@ from ...layers.embedding import Embedding
 from ...layers.feedforward import FeedForward
 from ...layers.layernorm import LayerNorm
 from ...layers.linear import Linear
-from ...layers.loss import CrossEntropyLoss
 from ...layers.lm_head import TiedLMHead
+from ...layers.loss import CrossEntropyLoss
 from ...layers.multihead import MultiHeadAttention
 from ...layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from ...layers.softmax import Softmax
@@ -94,7 +95,7 @@ def _gpt_case(norm, positional, tie_weights, with_loss):
     return build
 
 
-class WithLoss:
+class WithLoss(Module):
     """A model followed by a loss (default CrossEntropyLoss()), as one module for the checker: the
     training objective end to end. forward(*inputs) -> scalar loss; backward(grad) -> the model's dinputs."""
 
@@ -107,12 +108,6 @@ class WithLoss:
 
     def backward(self, grad):
         return self.model.backward(self.loss.backward(grad))
-
-    def named_parameters(self):
-        return self.model.named_parameters()
-
-    def zero_grad(self):
-        self.model.zero_grad()
 
     def __repr__(self):
         return f"{self.model!r} + {type(self.loss).__name__}"

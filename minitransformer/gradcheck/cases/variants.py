@@ -8,18 +8,19 @@ that the gradient of A is not trivially zero.
 
 import numpy as np
 
-from .layers import GradcheckCase, WithLoss, _normal, perturb
-from ...variants.alibi import ALiBi
 from ...layers.attention import ScaledDotProductAttention
 from ...layers.linear import Linear
-from ...variants.lora import LoRALinear, add_lora
 from ...layers.multihead import MultiHeadAttention
+from ...models.gpt import GPT
+from ...variants.alibi import ALiBi
+from ...variants.attention_positions import attention_position
+from ...variants.lora import LoRALinear, add_lora
 from ...variants.relative_position import RelativePositionAttention
 from ...variants.rope import RotaryEmbedding
 from ...variants.sliding_window import BandedAttention
 from ...variants.sparse_masks import fixed_masks, longformer_mask, strided_masks
 from ...variants.transformer_xl import TransformerXL, TransformerXLBlock
-from ...models.gpt import GPT
+from .layers import GradcheckCase, WithLoss, _normal, perturb
 
 
 def _rope_offset_case(rng):
@@ -27,9 +28,10 @@ def _rope_offset_case(rng):
     return layer, [_normal(rng, 5, 4)], lambda x: layer.forward(x, offset=7)
 
 
-def _mha_variant_case(B, T, S, C, H, cross=False, **options):
+def _mha_variant_case(B, T, S, C, H, cross=False, positional=None, **options):
     def build(rng):
-        layer = perturb(MultiHeadAttention(C, H, causal=True, rng=rng, **options), rng, 0.1)
+        position = attention_position(positional, C, H)
+        layer = perturb(MultiHeadAttention(C, H, causal=True, rng=rng, position=position, **options), rng, 0.1)
         inputs = [_normal(rng, B, T, C)] + ([_normal(rng, B, S, C)] if cross else [])
         return layer, inputs, None
     return build

@@ -8,8 +8,8 @@
 """
 
 from .fast import iter_merges_fast
-from .pair_merge import merge_pair_in_sequence
 from .learn import learn_bpe, word_counts_from_text
+from .pair_merge import merge_pair_in_sequence
 from .reference import END_OF_WORD, get_stats, iter_merges_reference, lecture_vocab, merge_vocab
 from .tokenizer import BPETokenizer
 

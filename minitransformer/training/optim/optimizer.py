@@ -2,10 +2,12 @@
 
 An optimizer holds a list of *groups*; each group is a dict with its
 `params` and its own `weight_decay`. `parameter_groups(model, ...)` builds the
-usual two groups: matrices that are decayed, and the parameters that are not
-(biases, LayerNorm's gamma and beta, and embedding tables unless asked), the
-split that AdamW papers and nanoGPT use: decaying a bias or a LayerNorm gain
-towards zero has no regularising meaning, it only shifts or shrinks features.
+usual two groups from the flags each layer sets on its parameters
+(`Parameter.decay`, `Parameter.embedding`): matrices that are decayed, and the
+parameters that are not (biases, LayerNorm's gamma and beta, and embedding
+tables unless asked), the split that AdamW papers and nanoGPT use: decaying a
+bias or a LayerNorm gain towards zero has no regularising meaning, it only
+shifts or shrinks features.
 
 Speed: a model has dozens of small parameters, and an update written per
 parameter costs a dozen NumPy calls for each of them. So the optimizer moves
@@ -29,23 +31,7 @@ Left out: closures, sparse gradients, per-group learning rates.
 
 import numpy as np
 
-from ...layers.embedding import Embedding
-from ...layers.layernorm import LayerNorm
-from ...layers.positional import LearnedPositionalEmbedding
-from ...core.parameter import Parameter
-
-NO_DECAY_LAYERS = (LayerNorm,)
 CHUNK = 1 << 15             # elements updated at a time: data, grad, moments and temporaries fit in L2 cache
-EMBEDDING_LAYERS = (Embedding, LearnedPositionalEmbedding)
-
-
-def _parameters_of_layer_types(module, types, found):
-    """Add the id of every parameter owned directly by a module of one of `types` (walks the tree)."""
-    if isinstance(module, types):
-        found.update(id(value) for value in vars(module).values() if isinstance(value, Parameter))
-    for _, child in module.named_children():
-        _parameters_of_layer_types(child, types, found)
-    return found
 
 
 def parameter_groups(model, weight_decay, decay_embeddings=False):
@@ -58,12 +44,10 @@ def parameter_groups(model, weight_decay, decay_embeddings=False):
     Returns:
         [{"params": decayed, "weight_decay": weight_decay}, {"params": the rest, "weight_decay": 0.0}]
     """
-    exempt = _parameters_of_layer_types(model, NO_DECAY_LAYERS, set())
-    if not decay_embeddings:
-        exempt = _parameters_of_layer_types(model, EMBEDDING_LAYERS, exempt)
     decayed, plain = [], []
     for _, param in model.named_parameters():
-        (plain if param.data.ndim < 2 or id(param) in exempt else decayed).append(param)
+        decays = param.decay and (decay_embeddings or not param.embedding)
+        (decayed if decays else plain).append(param)
     return [{"params": decayed, "weight_decay": float(weight_decay)}, {"params": plain, "weight_decay": 0.0}]
 
 

@@ -1,16 +1,25 @@
-"""Every faster-than-obvious form in the layers equals the obvious form it replaced (style rule 12)."""
+"""The fast tier's own machinery: row blocks, BLAS sums, the in-place softmax, the causal bias, memory layouts.
+
+tests/test_fast.py proves every fast layer equal to its plain parent on the checker's cases; these tests pin
+the pieces the fast forms are built from against the plain formulas.
+"""
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minitransformer import GPT, GELU, Embedding, MultiHeadAttention
-from minitransformer.layers.activations import GELU_CUBIC, SQRT_2_OVER_PI
+from minitransformer import GPT
 from minitransformer.fast import row_blocks
-from minitransformer.layers.attention import causal_bias, causal_mask
+from minitransformer.fast.activations import FastGELU as GELU
+from minitransformer.fast.attention import FastScaledDotProductAttention as ScaledDotProductAttention
+from minitransformer.fast.attention import causal_bias
+from minitransformer.fast.embedding import FastEmbedding as Embedding
+from minitransformer.fast.multihead import FastMultiHeadAttention as MultiHeadAttention
 from minitransformer.fast.reductions import sum_last_axis, sum_rows
-from minitransformer.layers.softmax import softmax, softmax_backward
+from minitransformer.fast.softmax import softmax, softmax_backward
+from minitransformer.layers.activations import GELU_CUBIC, SQRT_2_OVER_PI
+from minitransformer.layers.attention import causal_mask
 
 
 def test_gelu_in_place_form_equals_the_formula():
@@ -97,7 +106,7 @@ def test_fused_qkv_equals_three_separate_projections():
 
 
 def test_a_float32_gpt_computes_in_float32_throughout():
-    model = GPT(11, 16, 2, 2, 32, 8, dtype=np.float32, rng=0)
+    model = GPT(11, 16, 2, 2, 32, 8, dtype=np.float32, rng=0, kernels="fast")
     logits = model.forward(np.arange(8)[None] % 11)
     assert logits.dtype == np.float32
     assert model.blocks[0].ff.act.gate.dtype == np.float32               # NumPy 2 promotes np.float64 scalars
@@ -127,7 +136,6 @@ def test_softmax_in_place_equals_the_plain_form():
 
 
 def test_attention_in_column_layout_equals_the_plain_form():
-    from minitransformer.layers.attention import ScaledDotProductAttention
     rng = np.random.default_rng(4)
     q, k, v, dout = (rng.standard_normal((2, 3, 5, 4)) for _ in range(4))
     layer = ScaledDotProductAttention(causal=True)
@@ -162,7 +170,6 @@ def test_a_row_kernel_that_rebinds_its_output_name_is_refused():
 def test_attention_on_views_of_one_projection_equals_the_plain_form(causal):
     """q from one projection, k and v from another (S != T, dk != dv), all strided views as multi-head
     attention passes them; the gradients keep their inputs' memory order, so merging heads is free."""
-    from minitransformer.layers.attention import ScaledDotProductAttention
     rng = np.random.default_rng(5)
     B, H, T, S, dk, dv = 2, 3, 4, 6, 5, 7
     q = rng.standard_normal((B * T, H * dk)).reshape(B, T, H, dk).transpose(0, 2, 1, 3)     # (B, H, T, dk) view

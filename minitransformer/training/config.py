@@ -1,0 +1,95 @@
+"""What a training run is built from: its config (`TrainConfig`) and the builders of its model and optimizer.
+
+The GPT trainer (trainer.py) and its data-parallel workers (parallel.py) both
+build the same model and AdamW from a `TrainConfig`, so both import them from
+here, the floor below them both; nanoGPT keeps the same settings at the top of
+its train.py.
+
+`transformer_adam` is the optimizer of the encoder-decoder, BERT and
+fine-tuning demonstrations: Adam with the settings of Vaswani et al. (2017)
+§5.3.
+
+Left out: reading a config from a file (the `train` command maps its options
+onto `TrainConfig`).
+"""
+
+import dataclasses
+
+import numpy as np
+
+from ..models.gpt import GPT
+from .optim import Adam, AdamW, parameter_groups
+from .schedules import cosine_rate, scaled_noam_rate
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything that defines a run. Defaults: nanoGPT's Shakespeare-char "CPU" configuration."""
+
+    # data
+    block_size: int = 64            # T, the context window (the model's max_len)
+    batch_size: int = 12            # B, windows per step
+    # model
+    n_layers: int = 4
+    n_heads: int = 4                # H
+    d_model: int = 128              # C
+    d_ff: int = 512                 # feed-forward width (4 C)
+    dropout: float = 0.0            # the notes' 0.1 helps on small corpora with long runs
+    dtype: str = "float32"
+    # optimisation
+    max_steps: int = 2000
+    lr: float = 1e-3                # peak learning rate
+    min_lr: float = 1e-4            # floor of the cosine decay
+    warmup_steps: int = 100
+    lr_decay_steps: int = 2000      # the step at which the cosine reaches min_lr
+    schedule: str = "cosine"        # "cosine", "noam" (the notes' rule, scaled by lr / its peak), "constant"
+    weight_decay: float = 0.1
+    decay_embeddings: bool = False  # nanoGPT decays every 2-D tensor, embeddings included
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0          # 0 disables clipping
+    # evaluation
+    eval_interval: int = 250
+    eval_batches: int = 20
+    seed: int = 1337
+    # speed
+    workers: int = 1                # processes that split each batch (data parallel: parallel.py), e.g. 2 on 2 cores
+    kernels: str = "fast"           # "fast" (minitransformer/fast/) or "plain" (the lecture's layers): same numbers
+
+    # fields that may change when a run is resumed; all others must match the checkpoint
+    # (another `workers` splits the batch differently: the losses then agree only up to float rounding,
+    # and with dropout the masks differ too)
+    RESUMABLE = ("max_steps", "eval_interval", "eval_batches", "workers", "kernels")
+
+    def learning_rate(self, step):
+        """The rate for 0-based `step`, from the schedule named by `self.schedule` (schedules.py)."""
+        if self.schedule == "cosine":
+            return cosine_rate(step, self.lr, self.min_lr, self.warmup_steps, self.lr_decay_steps)
+        if self.schedule == "noam":                             # a warmup of 0 steps counts as 1 here
+            return scaled_noam_rate(step, self.lr, max(self.warmup_steps, 1), self.d_model)
+        if self.schedule == "constant":
+            return self.lr
+        raise ValueError(f"unknown schedule {self.schedule!r}; expected 'cosine', 'noam' or 'constant'")
+
+
+def build_model(config, vocab_size):
+    """The GPT that `config` describes (GELU, pre-norm, learned positions, tied embeddings)."""
+    return GPT(vocab_size, config.d_model, config.n_heads, config.n_layers, config.d_ff, config.block_size,
+               dropout=config.dropout, activation="gelu", dtype=np.dtype(config.dtype), rng=config.seed,
+               kernels=config.kernels)
+
+
+def build_parameter_groups(model, config):
+    """The optimizer's groups for `model`: decayed matrices and the rest (`optim.parameter_groups`)."""
+    return parameter_groups(model, config.weight_decay, decay_embeddings=config.decay_embeddings)
+
+
+def build_optimizer(model, config):
+    """AdamW over `build_parameter_groups(model, config)` with the config's betas and weight decay."""
+    return AdamW(build_parameter_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
+                 weight_decay=config.weight_decay)
+
+
+def transformer_adam(params, lr=1e-3):
+    """Adam with beta2 = 0.98 and eps = 1e-9, the settings of Vaswani et al. (2017) §5.3."""
+    return Adam(list(params), lr=lr, betas=(0.9, 0.98), eps=1e-9)

@@ -1,0 +1,227 @@
+"""One `train_step` for every objective (training/step.py, training/objectives.py).
+
+Each objective must give the loss and the gradients of the hand-written loop it replaced (written out
+again here, as those loops had it), and `train_step` the very weights those loops reached, bit for bit.
+"""
+
+import numpy as np
+import pytest
+from test_checkpoint import tiny_config, tiny_trainer
+
+from minitransformer.layers.loss import CrossEntropyLoss
+from minitransformer.models.bert import BertMLM, mask_tokens
+from minitransformer.models.gpt_classifier import GPTClassifier, next_token_targets
+from minitransformer.models.seq2seq import Seq2SeqTransformer
+from minitransformer.training.config import build_model, transformer_adam
+from minitransformer.training.objectives import (
+    FineTuningObjective,
+    LanguageModelObjective,
+    MaskedLMObjective,
+    Seq2SeqObjective,
+)
+from minitransformer.training.optim import clip_factor, clip_grad_norm
+from minitransformer.training.step import train_step
+from minitransformer.training.tasks import PAD, ReverseTask, majority_task
+
+V, B, T, STEPS = 7, 4, 8, 3
+
+
+def tiny_gpt(seed=0):
+    return build_model(tiny_config(dtype="float64", dropout=0.0, seed=seed), V)     # (B, T) -> (B, T, V), T <= 8
+
+
+# ---------------------------------------------------------------- each case: model, objective, batches, the old loop
+# `loop_loss(model, batch)`: the forward and backward that the loop replaced by train_step wrote inline.
+
+def trainer_loop_loss(model, batch):                        # Trainer.train_step, one process
+    x, y = batch
+    loss_fn = CrossEntropyLoss()
+    loss = loss_fn(model(x), y)
+    model.backward(loss_fn.backward())
+    return float(loss)
+
+
+def pretraining_loop_loss(model, batch):                    # commands/finetune.py's NextToken (L1 alone)
+    ids, _ = batch
+    loss_fn = CrossEntropyLoss(ignore_index=-1)
+    loss = loss_fn.forward(model.forward(ids), next_token_targets(ids))
+    model.backward(loss_fn.backward(1.0))
+    return float(loss)
+
+
+def seq2seq_loop_loss(model, batch):                        # training/encdec.py's train_seq2seq
+    src, tgt_in, tgt_out = batch
+    loss_fn = CrossEntropyLoss(ignore_index=PAD)
+    loss = float(loss_fn(model(src, tgt_in), tgt_out))
+    model.backward(loss_fn.backward())
+    return loss
+
+
+def mlm_loop_loss(model, batch):                            # commands/mlm.py, with or without --nsp
+    mlm_loss, nsp_loss = CrossEntropyLoss(ignore_index=-1), CrossEntropyLoss()
+    out = model(batch[0])
+    if model.nsp:
+        loss = float(mlm_loss(out[0], batch[1])) + float(nsp_loss(out[1], batch[2]))
+        model.backward((mlm_loss.backward(), nsp_loss.backward()))
+    else:
+        loss = float(mlm_loss(out, batch[1]))
+        model.backward(mlm_loss.backward())
+    return loss
+
+
+def fine_tuning_loop_loss(model, batch, lm_weight=0.5):     # L3 = L2 + lambda L1, by hand
+    ids, labels = batch
+    lm_logits, class_logits = model(ids)
+    classification, language_model = CrossEntropyLoss(), CrossEntropyLoss(ignore_index=-1)
+    l2 = classification(class_logits, labels)
+    l1 = language_model(lm_logits, next_token_targets(ids))
+    model.backward((language_model.backward(lm_weight), classification.backward(1.0)))
+    return float(l2 + lm_weight * l1)
+
+
+def language_model_case():
+    rng = np.random.default_rng(0)
+    batches = [(rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))) for _ in range(STEPS)]
+    return tiny_gpt, LanguageModelObjective, batches, trainer_loop_loss
+
+
+def pretraining_case():
+    rng = np.random.default_rng(1)
+    batches = []
+    for _ in range(STEPS):
+        ids = majority_task(B, length=T, rng=rng)[0]
+        batches.append((ids, next_token_targets(ids)))
+    return tiny_gpt, lambda gpt: LanguageModelObjective(gpt, CrossEntropyLoss(ignore_index=-1)), batches, \
+        pretraining_loop_loss
+
+
+def seq2seq_case():
+    task = ReverseTask(n_symbols=4, min_len=2, max_len=3, n_test=10, rng=0)
+    batches = [task.train_batch(B) for _ in range(STEPS)]
+
+    def model(seed=0):
+        return Seq2SeqTransformer(task.vocab_size, task.vocab_size, 16, 2, 1, 32, 5, pad_id=PAD, share_embeddings=True,
+                                  tie_output=True, dtype=np.float64, rng=seed)
+    return model, lambda model: Seq2SeqObjective(model, PAD), batches, seq2seq_loop_loss
+
+
+def masked_lm_case(nsp):
+    rng = np.random.default_rng(2)
+    batches = []
+    for _ in range(STEPS):
+        inputs, targets, _ = mask_tokens(rng.integers(4, 12, (B, 10)), rng, 1, 4, 12, p=0.3)
+        batches.append((inputs, targets, rng.integers(0, 2, B)) if nsp else (inputs, targets))
+
+    def model(seed=0):
+        return BertMLM(12, 16, 2, 1, 32, 10, pad_id=0, nsp=nsp, dtype=np.float64, rng=seed)
+    return model, lambda model: MaskedLMObjective(model, nsp=nsp), batches, mlm_loop_loss
+
+
+def fine_tuning_case():
+    rng = np.random.default_rng(3)
+    batches = [majority_task(B, length=T, rng=rng) for _ in range(STEPS)]
+
+    def model(seed=0):
+        return GPTClassifier(tiny_gpt(seed), 2, dtype=np.float64, rng=seed + 1)
+    return model, lambda model: FineTuningObjective(model, lm_weight=0.5), batches, fine_tuning_loop_loss
+
+
+CASES = {"language model": language_model_case, "next token, ignore -1": pretraining_case, "seq2seq": seq2seq_case,
+         "masked LM": lambda: masked_lm_case(False), "masked LM + NSP": lambda: masked_lm_case(True),
+         "fine-tuning": fine_tuning_case}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_objective_gives_the_loss_and_gradients_of_the_loop_it_replaces(case):
+    make_model, make_objective, batches, loop_loss = CASES[case]()
+    ours, theirs = make_model(), make_model()
+    objective = make_objective(ours)
+    assert [id(p) for p in objective.parameters()] == [id(p) for p in ours.parameters()]
+    loss = objective.forward(*batches[0])
+    objective.backward()
+    assert float(loss) == loop_loss(theirs, batches[0])                                # bit for bit
+    for (name, mine), (_, expected) in zip(ours.named_parameters(), theirs.named_parameters()):
+        assert np.array_equal(mine.grad, expected.grad), name
+    assert any(p.grad.any() for p in ours.parameters())
+
+
+@pytest.mark.parametrize("clip", ["folded", "in place", "off"])
+@pytest.mark.parametrize("case", CASES)
+def test_train_step_reaches_the_weights_of_the_loop_it_replaces(case, clip):
+    """folded: the trainer's loop (the factor passed to step); in place: seq2seq, mlm and finetune's loops
+    (clip_grad_norm on every .grad, then step); off: grad_clip 0."""
+    make_model, make_objective, batches, loop_loss = CASES[case]()
+    ours, theirs = make_model(), make_model()
+    objective = make_objective(ours)
+    mine, their_optimizer = transformer_adam(objective.parameters()), transformer_adam(theirs.parameters())
+    grad_clip = 0.0 if clip == "off" else 0.05                  # 0.05: every step clips
+    for step in range(STEPS):
+        lr = 1e-3 * (step + 1)
+        loss = train_step(objective, mine, batches[step], lr, grad_clip, clip_in_place=clip == "in place")
+        their_optimizer.lr = lr
+        their_optimizer.zero_grad()
+        assert loss == loop_loss(theirs, batches[step])
+        if clip == "folded":
+            norm, factor = clip_factor(their_optimizer.gradients(), grad_clip)
+            their_optimizer.step(grad_scale=factor)
+        elif clip == "in place":
+            norm = clip_grad_norm(their_optimizer.parameters(), grad_clip)
+            their_optimizer.step()
+        else:
+            norm = np.inf
+            their_optimizer.step()
+        assert norm > grad_clip and mine.lr == lr
+    for (name, a), (_, b) in zip(ours.named_parameters(), theirs.named_parameters()):
+        assert np.array_equal(a.data, b.data), name
+
+
+# Recorded with the code as it was before train_step existed (commit 5d4f13d, Trainer.train_step's own
+# loop and DataParallel), by `[loss.hex() for loss in losses]` for the first 20 steps of
+# tiny_trainer(max_steps=20, lr_decay_steps=20, workers=...): float32, dropout 0.1, clipping at 1.0.
+# Bit-exact on this machine's OpenBLAS (DYNAMIC_ARCH, the same with 1 or 2 threads); another CPU's
+# kernels may round the products differently.
+BEFORE_ONE_PROCESS = [
+    "0x1.aae0700000000p+1", "0x1.aced840000000p+1", "0x1.a9612e0000000p+1", "0x1.aa26440000000p+1",
+    "0x1.a66cb80000000p+1", "0x1.a1b6600000000p+1", "0x1.a646e40000000p+1", "0x1.a4e2200000000p+1",
+    "0x1.a03ea00000000p+1", "0x1.a2316e0000000p+1", "0x1.9eca8a0000000p+1", "0x1.9cb6360000000p+1",
+    "0x1.9df20c0000000p+1", "0x1.9eccc40000000p+1", "0x1.9a0f480000000p+1", "0x1.9fcff40000000p+1",
+    "0x1.9d54380000000p+1", "0x1.9d0e180000000p+1", "0x1.9fc2dc0000000p+1", "0x1.9b263a0000000p+1"]
+BEFORE_TWO_WORKERS = [
+    "0x1.ab1b920000000p+1", "0x1.ac9c400000000p+1", "0x1.a93f8a0000000p+1", "0x1.a933810000000p+1",
+    "0x1.a4f04f0000000p+1", "0x1.a221500000000p+1", "0x1.a569530000000p+1", "0x1.a452e10000000p+1",
+    "0x1.a036210000000p+1", "0x1.a25e170000000p+1", "0x1.9eed300000000p+1", "0x1.9d03000000000p+1",
+    "0x1.9e877a0000000p+1", "0x1.9f579d0000000p+1", "0x1.99f24e0000000p+1", "0x1.9ffc5e0000000p+1",
+    "0x1.9d19fa0000000p+1", "0x1.9e7a320000000p+1", "0x1.9f6e040000000p+1", "0x1.9b5fe50000000p+1"]
+
+
+@pytest.mark.parametrize("workers, expected", [(1, BEFORE_ONE_PROCESS), (2, BEFORE_TWO_WORKERS)])
+def test_the_trainers_first_losses_are_those_recorded_before_the_shared_step(workers, expected):
+    with tiny_trainer(max_steps=20, lr_decay_steps=20, workers=workers) as trainer:
+        losses = [trainer.train_step() for _ in range(20)]
+    assert [loss.hex() for loss in losses] == expected
+
+
+def test_train_step_refuses_bad_arguments_naming_them():
+    model = tiny_gpt()
+    objective, optimizer = LanguageModelObjective(model), transformer_adam(model.parameters())
+    x = np.zeros((2, 4), dtype=int)
+    for lr, grad_clip, option in [(-1e-3, 1.0, "lr"), (float("nan"), 1.0, "lr"), ("1e-3", 1.0, "lr"),
+                                  (1e-3, -1.0, "grad_clip"), (1e-3, float("inf"), "grad_clip")]:
+        with pytest.raises(ValueError, match=rf"train_step expected {option} to be a finite number >= 0.*got"):
+            train_step(objective, optimizer, (x, x), lr, grad_clip)
+    with pytest.raises(TypeError, match=r"train_step expected batch as a tuple .* got ndarray"):
+        train_step(objective, optimizer, x, 1e-3, 1.0)
+    with pytest.raises(TypeError, match=r"train_step expected an objective with forward\(\*batch\) and backward"):
+        train_step(model.forward, optimizer, (x, x), 1e-3, 1.0)
+    assert not any(p.grad.any() for p in model.parameters())                       # nothing ran
+    with pytest.raises(ValueError, match="train_step expected grad_clip"):
+        tiny_trainer(grad_clip=-1.0).train_step()
+
+
+def test_the_masked_lm_objective_refuses_a_model_or_batch_without_the_next_sentence_head():
+    with pytest.raises(ValueError, match=r"MaskedLMObjective\(nsp=True\) expected a model with the next-sentence"):
+        MaskedLMObjective(BertMLM(12, 16, 2, 1, 32, 10, nsp=False, rng=0), nsp=True)
+    objective = MaskedLMObjective(BertMLM(12, 16, 2, 1, 32, 10, nsp=True, rng=0), nsp=True)
+    ids = np.full((2, 10), 5)
+    with pytest.raises(ValueError, match=r"expected the next-sentence labels `follows` \(B,\), got None"):
+        objective.forward(ids, ids)
