@@ -40,4 +40,4 @@ def test_reference_method_prints_the_same_merges(monkeypatch, tmp_path, capsys):
 
 def test_missing_text_file_is_an_error_not_a_traceback(monkeypatch, tmp_path, capsys):
     assert run_bpe(monkeypatch, "--text", str(tmp_path / "nothing.txt"), "--merges", "3") == 2
-    assert "cannot read --text" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: --text {tmp_path / 'nothing.txt'}: no such file\n"

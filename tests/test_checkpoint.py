@@ -20,11 +20,11 @@ def tiny_config(**changes):
     return TrainConfig(**fields)
 
 
-def tiny_trainer(out_dir=None, **changes):
+def tiny_trainer(out_dir=None, overwrite=False, **changes):
     tokenizer = CharTokenizer.train(TEXT)
     ids = np.array(tokenizer.encode(TEXT))
     return Trainer(tiny_config(**changes), ids[:800], ids[800:], tokenizer.vocab_size, out_dir=out_dir,
-                   tokenizer_config=tokenizer.to_config(), progress=False)
+                   tokenizer_config=tokenizer.to_config(), progress=False, overwrite=overwrite)
 
 
 def _snapshot(trainer):

@@ -101,6 +101,15 @@ def test_cli_prints_a_row_per_layer_and_exit_code(capsys):
     assert main(["gradcheck", "--only", "NoSuchLayer"]) == 2
 
 
+def test_cli_prints_an_en_dash_where_there_was_nothing_to_compare(capsys):
+    """Softmax has no parameters and Embedding only integer inputs: "–", not a measured 0.0e+00."""
+    assert main(["gradcheck", "--only", "Softmax,Embedding,Linear"]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:4]}
+    assert rows["Softmax"][2] == "–" and rows["Softmax"][1] != "–"            # cases, inputs, params, result
+    assert rows["Embedding"][1] == "–" and rows["Embedding"][2] != "–"
+    assert "–" not in rows["Linear"] and float(rows["Linear"][1]) < 1e-7
+
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 

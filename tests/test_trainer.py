@@ -144,3 +144,95 @@ def test_train_and_sample_commands(tmp_path, capsys, monkeypatch):
     assert sample.startswith("he quick") and len(sample.rstrip("\n")) == 8 + 12     # cropped to block_size 8
     assert main(["sample", "--checkpoint", str(tmp_path / "missing")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_the_progress_bar_shows_the_loss_from_the_first_step(monkeypatch):
+    import io
+
+    import tqdm
+
+    printed = io.StringIO()
+    monkeypatch.setattr(tqdm, "tqdm", lambda *args, **kwargs: tqdm.std.tqdm(*args, file=printed, **kwargs))
+    trainer = tiny_trainer(eval_interval=100)
+    trainer.progress = True
+    trainer.fit(max_steps=3)
+    frames = printed.getvalue().replace("\n", "\r").split("\r")
+    first = [frame for frame in frames if " 1/3 " in frame]
+    assert first and all("loss " in frame for frame in first), frames
+
+
+def test_the_progress_bars_tokens_per_second_is_smoothed(monkeypatch):
+    """Steps alternately taking 0.1 s and 0.8 s (a clock that the steps advance): the raw rate would jump
+    8-fold from one step to the next; the bar shows tokens per second over the last steps instead."""
+    import types
+
+    import tqdm
+
+    import minitransformer.training.trainer as trainer_module
+
+    shown = []
+
+    class Recording(tqdm.std.tqdm):
+        def set_postfix_str(self, s="", refresh=True):
+            shown.append(s)
+            super().set_postfix_str(s, refresh)
+
+    now = [0.0]
+    monkeypatch.setattr(tqdm, "tqdm", Recording)
+    monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    trainer = tiny_trainer(eval_interval=100)                   # B x T = 4 x 8 = 32 tokens a step
+    step = trainer.train_step
+
+    def timed_step():
+        loss = step()
+        now[0] += 0.1 if trainer.step % 2 else 0.8
+        return loss
+    trainer.train_step = timed_step
+    trainer.fit(max_steps=40)
+    rates = [float(text.split("  ")[-1].replace(" tok/s", "").replace(",", "")) for text in shown]
+    assert len(rates) == 40
+    steady = rates[20:]                                         # once the window of 20 steps is full
+    assert max(steady) / min(steady) < 1.05
+    assert steady[-1] == pytest.approx(32 * 20 / (10 * 0.1 + 10 * 0.8), rel=0.02)   # 71 tok/s
+    assert trainer_module.RATE_WINDOW == 20
+
+
+def test_the_loss_plot_draws_evaluations_only_where_they_were_measured(tmp_path, monkeypatch):
+    """Batch losses (every step) are a line; evaluations (every eval_interval steps) are markers alone: a line
+    from the untrained evaluation at step 0 to the first one would draw losses never measured."""
+    from matplotlib.axes import Axes
+
+    drawn, plot = [], Axes.plot
+    monkeypatch.setattr(Axes, "plot", lambda axes, *args, **kwargs: drawn.append((args, kwargs)) or plot(axes, *args,
+                                                                                                          **kwargs))
+    trainer = tiny_trainer(eval_interval=3)
+    first = trainer.evaluate()
+    trainer.history["eval"].append([0, first["train"], first["val"]])    # as the train command records it
+    trainer.fit()
+    trainer.plot(tmp_path / "loss.png")
+    by_label = {kwargs["label"]: (args, kwargs) for args, kwargs in drawn}
+    assert by_label["batch loss"][0][0] == list(range(1, 7))
+    for label in ("validation", "train (2 batches)"):
+        args, kwargs = by_label[label]
+        assert list(args[0]) == [0, 3, 6]                               # the measured steps only
+        fmt = args[2] if len(args) > 2 else ""
+        assert "-" not in fmt and kwargs.get("linestyle", kwargs.get("ls")) in ("none", "None", "", " "), (
+            f"{label} is drawn with a line between its measurements: {args[2:]}, {kwargs}")
+    values = dict(zip(*by_label["validation"][0][:2]))
+    assert values[0] == first["val"] and values[6] == trainer.history["eval"][-1][2]
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(eval_interval=0), "TrainConfig.eval_interval must be a whole number >= 1, got 0"),
+    (dict(eval_batches=0), "TrainConfig.eval_batches must be a whole number >= 1, got 0"),
+    (dict(batch_size=0, workers=0), "TrainConfig.batch_size must be a whole number >= 1, got 0"),
+    (dict(max_steps=-1), "TrainConfig.max_steps must be a whole number >= 0, got -1"),
+    (dict(block_size=100), "val_data has 100 tokens, fewer than one window of block_size \\+ 1 = 101"),
+])
+def test_a_trainer_refuses_a_config_it_cannot_run(changes, message, monkeypatch):
+    """Found before the model is built (0.2: a ZeroDivisionError after the first step, NaN losses, ...)."""
+    import minitransformer.training.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "build_model", lambda *args: pytest.fail("a model was built"))
+    with pytest.raises(ValueError, match=message):
+        tiny_trainer(**changes)

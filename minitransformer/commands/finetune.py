@@ -4,21 +4,30 @@ The task is generated (tasks.majority_task): strings of 12 symbols over
 {a, b, c}, labelled 1 when "a" occurs more often than "b". Pre-training is
 plain next-token prediction on unlabelled strings of the same kind (L1 only);
 fine-tuning adds the classification head on the last position (survey note §4).
+
+The options are checked before the model is built (one `error: ...` line, exit
+status 2): sizes must be positive, step counts and lambda at least 0
+(`--pretrain-steps 0` fine-tunes from random weights, `--steps 0` evaluates
+without fine-tuning), and strings need 2 symbols or more for the LM loss.
 """
 
 import time
+
+from .errors import UsageError, non_negative_float, non_negative_int, positive_int
 
 HELP = "pre-train a small GPT, fine-tune it for classification with L3 = L2 + lambda*L1, print held-out accuracy"
 
 
 def add_arguments(parser):
-    parser.add_argument("--pretrain-steps", type=int, default=200)
-    parser.add_argument("--steps", type=int, default=400, help="fine-tuning steps")
-    parser.add_argument("--lm-weight", type=float, default=0.5, help="lambda, the weight of the auxiliary LM loss")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--length", type=int, default=12, help="symbols per string")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pretrain-steps", type=non_negative_int, default=200,
+                        help="next-token pre-training steps (0: fine-tune from random weights)")
+    parser.add_argument("--steps", type=non_negative_int, default=400, help="fine-tuning steps (0: evaluate only)")
+    parser.add_argument("--lm-weight", type=non_negative_float, default=0.5,
+                        help="lambda, the weight of the auxiliary LM loss")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="strings per step")
+    parser.add_argument("--lr", type=non_negative_float, default=1e-3, help="peak learning rate (after warm-up)")
+    parser.add_argument("--length", type=positive_int, default=12, help="symbols per string, at least 2")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the weights and the strings")
 
 
 def _train(objective, batches, steps, lr, log_every, what):
@@ -46,6 +55,9 @@ def run(args):
     from ..training.objectives import FineTuningObjective, LanguageModelObjective
     from ..training.tasks import majority_task
 
+    if args.length < 2:
+        raise UsageError(f"--length must be at least 2: the language-model loss predicts each symbol from the ones "
+                         f"before it, and a string of {args.length} has no next symbol to predict")
     rng = np.random.default_rng(args.seed)
     gpt = GPT(vocab_size=6, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=args.length, dtype=np.float32,
               rng=args.seed + 1)

@@ -6,9 +6,18 @@ characters; ids 0-3 are [PAD], [MASK], [CLS], [SEP]. Each example is
 [CLS] chunk_a [SEP] chunk_b [SEP]; with `--nsp`, chunk_b follows chunk_a in the
 text half of the time and is a random chunk otherwise, and a second head
 predicts which (the Kumar slides' second objective).
+
+The options and the text are checked before the model is built: a missing,
+binary or too short --text, a size that is not positive, or a --d-model that 4
+heads do not divide is one `error: ...` line with exit status 2. `--steps 0`
+evaluates the untrained model.
 """
 
 import time
+
+from .errors import UsageError, non_negative_float, non_negative_int, positive_int, read_text_file
+
+N_HEADS = 4
 
 HELP = "train a small BERT-style masked language model on characters; print the loss and filled-in masks"
 
@@ -17,17 +26,19 @@ PAD, MASK, CLS, SEP = range(4)
 
 
 def add_arguments(parser):
-    parser.add_argument("--text", default=None, help="training text file (default: CPython's pydoc help text)")
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--chunk", type=int, default=8, help="characters per half-example")
-    parser.add_argument("--d-model", type=int, default=64)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--text", default=None, metavar="FILE",
+                        help="UTF-8 training text file (default: CPython's pydoc help text)")
+    parser.add_argument("--steps", type=non_negative_int, default=1500, help="training steps (0: evaluate only)")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="examples per step")
+    parser.add_argument("--chunk", type=positive_int, default=8, help="characters per half-example")
+    parser.add_argument("--d-model", type=positive_int, default=64, help=f"model width, a multiple of {N_HEADS} (heads)")
+    parser.add_argument("--layers", type=positive_int, default=2, help="encoder blocks")
+    parser.add_argument("--lr", type=non_negative_float, default=1e-3, help="peak learning rate (after warm-up)")
     parser.add_argument("--norm", choices=("post", "pre"), default="post", help="post-norm (BERT) or pre-norm")
-    parser.add_argument("--positional", choices=("learned", "sinusoidal"), default="learned")
+    parser.add_argument("--positional", choices=("learned", "sinusoidal"), default="learned",
+                        help="position table")
     parser.add_argument("--nsp", action="store_true", help="also train the next-sentence head")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the weights, batches and masks")
 
 
 class CharCorpus:
@@ -45,6 +56,17 @@ class CharCorpus:
         train, test = train_val_split(ids)
         self.parts = {"train": train, "test": test}
         self.chunk, self.rng = chunk, rng
+
+    def check_length(self, where):
+        """Raise UsageError naming `where` unless both parts hold one example: 2 chunks and a token more."""
+        needed = 2 * self.chunk + 1
+        short = {part: len(data) for part, data in self.parts.items() if len(data) < needed}
+        if short:
+            part, length = next(iter(short.items()))
+            share = "the first 90%" if part == "train" else "the last 10%"
+            raise UsageError(f"{where} is too short for --chunk {self.chunk}: its {part} part ({share} of the text) "
+                             f"holds {length} characters, and one example needs {needed} (2 chunks + 1); give a "
+                             f"text of about {10 * needed + 10} characters or more, or a smaller --chunk")
 
     def batch(self, size, part="train"):
         """ids (size, 2 chunk + 3) and NSP labels (size,): 1 when chunk_b really follows chunk_a."""
@@ -74,10 +96,15 @@ def run(args):
     from ..training.schedules import linear_rate
     from ..training.step import train_step
 
+    if args.d_model % N_HEADS:
+        raise UsageError(f"--d-model must be a multiple of {N_HEADS} (the number of heads), got {args.d_model}")
     rng = np.random.default_rng(args.seed)
-    text = default_corpus() if args.text is None else open(args.text, encoding="utf-8").read()
+    text = default_corpus() if args.text is None else read_text_file(args.text)
+    if not text:
+        raise UsageError(f"--text {args.text} is empty")
     corpus = CharCorpus(text, args.chunk, rng)
-    model = BertMLM(corpus.vocab_size, args.d_model, 4, args.layers, 4 * args.d_model, 2 * args.chunk + 3,
+    corpus.check_length("the default corpus" if args.text is None else f"--text {args.text}")
+    model = BertMLM(corpus.vocab_size, args.d_model, N_HEADS, args.layers, 4 * args.d_model, 2 * args.chunk + 3,
                     pad_id=PAD, nsp=args.nsp, norm=args.norm, positional=args.positional, dtype=np.float32,
                     rng=args.seed + 1)
     print(f"{model!r}: {model.num_parameters():,} parameters, {corpus.vocab_size} tokens, "

@@ -2,29 +2,66 @@
 
 On a shared machine, run with OMP_NUM_THREADS=1: the matrices are small and
 BLAS threads competing for busy cores make each step several times slower.
+
+The options are checked before the model is built (one `error: ...` line, exit
+status 2): sizes must be positive, --heads must divide --d-model (and the width
+be even, for the sinusoidal positions), --min-len <= --max-len, and the
+held-out set may take at most half of the distinct strings there are, so that
+training strings remain to be drawn (otherwise drawing them would never end).
+`--steps 0` evaluates the untrained model.
 """
 
 import time
+
+from .errors import UsageError, non_negative_float, non_negative_int, positive_int
 
 HELP = "train an encoder-decoder Transformer on string reversal; print held-out exact match, BLEU and examples"
 
 
 def add_arguments(parser):
-    parser.add_argument("--steps", type=int, default=1000, help="training steps (batches)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (after warm-up)")
-    parser.add_argument("--d-model", type=int, default=64)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--layers", type=int, default=2, help="encoder blocks, and as many decoder blocks")
+    parser.add_argument("--steps", type=non_negative_int, default=1000, help="training steps (batches; 0: evaluate only)")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="strings per step")
+    parser.add_argument("--lr", type=non_negative_float, default=1e-3, help="peak learning rate (after warm-up)")
+    parser.add_argument("--d-model", type=positive_int, default=64, help="model width, even and divisible by --heads")
+    parser.add_argument("--heads", type=positive_int, default=4, help="attention heads")
+    parser.add_argument("--layers", type=positive_int, default=2, help="encoder blocks, and as many decoder blocks")
     parser.add_argument("--norm", choices=("post", "pre"), default="post", help="post-norm (the paper) or pre-norm")
     parser.add_argument("--no-share", action="store_true", help="separate source/target/output tables")
-    parser.add_argument("--symbols", type=int, default=10, help="alphabet size")
-    parser.add_argument("--min-len", type=int, default=3)
-    parser.add_argument("--max-len", type=int, default=8)
-    parser.add_argument("--test-size", type=int, default=1000, help="held-out sources, never seen in training")
-    parser.add_argument("--beam", type=int, default=4, help="beam size for the beam-search evaluation (0: skip)")
-    parser.add_argument("--examples", type=int, default=5, help="decoded test examples to print")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--symbols", type=positive_int, default=10, help="alphabet size")
+    parser.add_argument("--min-len", type=positive_int, default=3, help="shortest string")
+    parser.add_argument("--max-len", type=positive_int, default=8, help="longest string")
+    parser.add_argument("--test-size", type=positive_int, default=1000, help="held-out sources, never seen in training")
+    parser.add_argument("--beam", type=non_negative_int, default=4, help="beam size for the beam-search evaluation (0: skip)")
+    parser.add_argument("--examples", type=non_negative_int, default=5, help="decoded test examples to print")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the weights, the task and the batches")
+
+
+def count_sources(symbols, min_len, max_len, enough):
+    """The number of distinct strings of min_len..max_len symbols, or `enough` once it reaches that.
+
+    Stops early so that a huge alphabet or length never builds a huge integer.
+    """
+    total = 0
+    for length in range(min_len, max_len + 1):
+        total += symbols ** length if length * symbols.bit_length() < 64 else enough
+        if total >= enough:
+            return enough
+    return total
+
+
+def check_options(args):
+    """Raise UsageError for options that cannot make a run, before the model is built."""
+    if args.d_model % args.heads:
+        raise UsageError(f"--heads must divide --d-model, got --d-model {args.d_model} and --heads {args.heads}")
+    if args.d_model % 2:
+        raise UsageError(f"--d-model must be even (sinusoidal positions come in sin/cos pairs), got {args.d_model}")
+    if args.min_len > args.max_len:
+        raise UsageError(f"--min-len must be at most --max-len, got --min-len {args.min_len} and --max-len {args.max_len}")
+    possible = count_sources(args.symbols, args.min_len, args.max_len, enough=2 * args.test_size)
+    if possible < 2 * args.test_size:
+        raise UsageError(f"--test-size {args.test_size} is more than half of the {possible} distinct strings of "
+                         f"{args.min_len}-{args.max_len} symbols over {args.symbols}: training strings must remain "
+                         f"(lower --test-size or raise --symbols or --max-len)")
 
 
 def run(args):
@@ -35,6 +72,7 @@ def run(args):
     from ..training.encdec import evaluate_seq2seq, train_seq2seq
     from ..training.tasks import PAD, ReverseTask
 
+    check_options(args)
     task = ReverseTask(args.symbols, args.min_len, args.max_len, n_test=args.test_size, rng=args.seed)
     share = not args.no_share
     model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, args.d_model, args.heads, args.layers,

@@ -137,10 +137,26 @@ class Module:
                 raise RuntimeError(f"{self!r}: backward() called before forward() (nothing cached in `{name}`)")
 
     def _check_features(self, x, d, what="input"):
-        """Raise unless `x` is an array whose last axis has size `d`."""
+        """Raise unless `x` is an array of real floats (`_check_float`) whose last axis has size `d`."""
+        self._check_float(x, what)
         shape = np.shape(x)
         if len(shape) == 0 or shape[-1] != d:
             raise ValueError(f"{self!r} expected {what} (..., {d}), got {shape}")
+
+    def _check_float(self, x, what="input"):
+        """Raise a TypeError naming this layer unless the array `x` holds real floating-point numbers.
+
+        Every layer that takes activations calls this in its public `forward` (directly or through
+        `_check_features` and the attention layers' shape checks, which their fast forms call too).
+        Complex and object arrays would flow through NumPy silently (LayerNorm of a complex array
+        gives complex garbage); integer and bool arrays would make the fast forms, which compute in
+        the input's dtype, disagree with the plain ones. Token ids are integers and go through
+        `layers.embedding.check_token_ids` instead. Only the dtype is read: no pass over the data.
+        """
+        dtype = np.asarray(x).dtype if not isinstance(x, np.ndarray) else x.dtype
+        if not np.issubdtype(dtype, np.floating):
+            raise TypeError(f"{self!r} expected {what} of a real floating-point dtype (float32 or float64), "
+                            f"got dtype {dtype}")
 
     def _check_dout(self, dout, expected_shape):
         """Raise unless the upstream gradient has exactly the output's shape (no broadcasting)."""

@@ -31,6 +31,7 @@ class FastGELU(GELU):
         The gate 0.5 (1 + t) is kept for the backward pass, and y = x * gate.
         """
         x = np.asarray(x)
+        self._check_float(x)                        # the plain layer's dtype check
         self.x = x
         y, self.gate = by_row_blocks(self._forward_rows, [x], n_outputs=2)
         return y

@@ -70,9 +70,7 @@ class FastSoftmax(Softmax):
 
     def forward(self, x):
         """x (...) -> y (...), each slice along `axis` positive and summing to 1."""
-        x = np.asarray(x)
-        if x.ndim == 0:
-            raise ValueError(f"{self!r} expected an array with at least one axis, got a scalar")
+        x = self._check_input(x)                            # the plain layer's checks (dtype, a scalar)
         self.y = softmax(x, self.axis)
         return self.y
 

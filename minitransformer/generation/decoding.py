@@ -23,9 +23,40 @@ Left out: sampling from an encoder-decoder, n-best lists, early stopping of beam
 once no unfinished beam can win.
 """
 
+import math
+import numbers
+
 import numpy as np
 
 from .kv_cache import KVCache
+
+
+def _is_integer(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_decoding_options(where, model, bos_id, eos_id, pad_id, max_len, beam_size=1, length_penalty=0.0):
+    """Raise naming `where` unless the options make sense, before the model runs.
+
+    Token ids must be integers in [0, V) of the target vocabulary (NumPy would wrap a negative one
+    to the end of the table); max_len and beam_size integers >= 1; eos_id must differ from pad_id
+    (pad is never chosen before EOS, so the rows would never finish); length_penalty finite.
+    """
+    vocab_size = getattr(model, "tgt_vocab_size", None)
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        if not _is_integer(value):
+            raise TypeError(f"{where} expected {name} an integer token id, got {value!r}")
+        if value < 0 or (vocab_size is not None and value >= vocab_size):
+            raise IndexError(f"{where} expected {name} in [0, {vocab_size}), got {value}")
+    if eos_id == pad_id:
+        raise ValueError(f"{where} expected eos_id different from pad_id (pad is never chosen before EOS), "
+                         f"got both {eos_id}")
+    for name, value in (("max_len", max_len), ("beam_size", beam_size)):
+        if not _is_integer(value) or value < 1:
+            raise ValueError(f"{where} expected {name} an integer >= 1, got {value!r}")
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, numbers.Real) \
+            or not math.isfinite(length_penalty):
+        raise ValueError(f"{where} expected length_penalty a finite number, got {length_penalty!r}")
 
 
 def _log_softmax(logits):
@@ -82,13 +113,16 @@ def greedy_decode(model, src_ids, bos_id, eos_id, max_len, pad_id=0, use_cache=T
         model: a Seq2SeqTransformer (switched to eval mode while decoding, then back).
         src_ids: int (B, S) padded sources.
         bos_id, eos_id: start and end tokens of the target side.
-        max_len: the most tokens to generate (EOS included).
+        max_len: the most tokens to generate (EOS included), an integer >= 1.
         pad_id: written after a row's EOS, never chosen before it (the uncached path
             would hide a pad token from attention, the cached one would not).
         use_cache: reuse keys/values (True) or recompute the prefix (False).
     Returns:
         int (B, <= max_len): generated tokens without BOS; each row ends at its EOS, then pad_id.
+    Raises:
+        IndexError for a bos/eos/pad id outside [0, V); ValueError for max_len < 1 or eos_id == pad_id.
     """
+    _check_decoding_options("greedy_decode", model, bos_id, eos_id, pad_id, max_len)
     src_ids = np.asarray(src_ids)
     B = len(src_ids)
     with model.evaluating():
@@ -112,13 +146,14 @@ def beam_search(model, src_ids, bos_id, eos_id, max_len, beam_size=4, pad_id=0, 
 
     Args:
         as greedy_decode, plus
-        beam_size: K.
-        length_penalty: alpha; finished hypotheses are ranked by logp / len^alpha
+        beam_size: K, an integer >= 1.
+        length_penalty: alpha, finite; finished hypotheses are ranked by logp / len^alpha
             (0 ranks by total log-probability).
     Returns:
         (tokens int (B, <= max_len), scores float (B,)): the best hypothesis of each source
         (ending at EOS, then pad_id) and its total log-probability.
     """
+    _check_decoding_options("beam_search", model, bos_id, eos_id, pad_id, max_len, beam_size, length_penalty)
     src_ids = np.asarray(src_ids)
     B, K = len(src_ids), beam_size
     with model.evaluating():

@@ -23,6 +23,8 @@ class ReLU(Module):
 
     def forward(self, x):
         """x (...) -> y (...)."""
+        x = np.asarray(x)
+        self._check_float(x)
         self.positive = x > 0
         return np.maximum(x, 0)                     # max(0, -inf) = 0; a NaN stays NaN
 
@@ -34,6 +36,9 @@ class ReLU(Module):
         return dout * self.positive
         ### END SOLUTION
 
+    def __repr__(self):
+        return "ReLU()"
+
 
 class GELU(Module):
     """y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). Shapes: x (...) -> y (...)."""
@@ -41,6 +46,7 @@ class GELU(Module):
     def forward(self, x):
         """x (...) -> y (...)."""
         x = np.asarray(x)
+        self._check_float(x)                                    # the fast form calls it too
         self.x = x
         ### BEGIN SOLUTION gelu.forward
         u = SQRT_2_OVER_PI * (x + GELU_CUBIC * x ** 3)          # 1. (...)
@@ -67,3 +73,6 @@ class GELU(Module):
         dy_dx = 0.5 * (1 + self.t) + 0.5 * self.x * (1 - self.t ** 2) * du_dx       # undo 3 and 2. (...)
         return dout * dy_dx
         ### END SOLUTION
+
+    def __repr__(self):
+        return "GELU()"            # the fast form too: errors name the layer, not the tier

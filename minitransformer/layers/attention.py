@@ -139,6 +139,9 @@ class ScaledDotProductAttention(Module):
         return allowed
 
     def _check_shapes(self, q, k, v):
+        """Real floats, and shapes that fit together; the fast form calls this too."""
+        for name, array in (("q", q), ("k", k), ("v", v)):
+            self._check_float(array, name)
         if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
             raise ValueError(f"{self!r} expected q (..., Tq, dk), k (..., Tk, dk), v (..., Tk, dv) "
                              f"with the same number of axes, got {q.shape}, {k.shape}, {v.shape}")

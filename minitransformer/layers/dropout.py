@@ -36,6 +36,7 @@ class Dropout(Module):
     def forward(self, x):
         """x (...) -> y (...)."""
         x = np.asarray(x)
+        self._check_float(x)
         self.shape = x.shape
         if not self.training or self.p == 0.0:
             self.scaled_mask = 1.0                              # identity: nothing to remember or copy

@@ -30,6 +30,23 @@ def check_token_ids(ids, vocab_size, where):
     return ids
 
 
+def check_token_batch(ids, vocab_size, where, what="token ids"):
+    """Return `ids` as an integer (B, T) array with B >= 1 and T >= 1 and ids in [0, vocab_size), or raise naming `where`.
+
+    The one rule of every model (GPT, encoder, BERT, encoder-decoder, GPT classifier) for an empty
+    batch or sequence: it is refused with a ValueError. Nothing useful comes out of one (no position
+    to predict from, no last position to classify), and a clear refusal beats NumPy's reshape error
+    from deep inside attention.
+    """
+    ids = check_token_ids(ids, vocab_size, where)
+    if ids.ndim != 2:
+        raise ValueError(f"{where} expected {what} (B, T), got shape {ids.shape}")
+    if 0 in ids.shape:
+        raise ValueError(f"{where} expected {what} (B, T) with B >= 1 and T >= 1 (an empty batch or sequence "
+                         f"is refused), got shape {ids.shape}")
+    return ids
+
+
 class Embedding(Module):
     """out[..., :] = weight[ids[...], :].
 

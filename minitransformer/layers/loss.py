@@ -31,6 +31,7 @@ class CrossEntropyLoss(Module):
         """logits (..., V), targets int (...) -> scalar loss (a 0-d float of the logits' dtype)."""
         logits = np.asarray(logits)
         targets = np.asarray(targets)
+        self._check_float(logits, "logits")
         if logits.ndim == 0 or logits.shape[:-1] != targets.shape:
             raise ValueError(f"{self!r} expected logits (..., V) and targets (...) with the same leading shape, "
                              f"got logits {logits.shape} and targets {targets.shape}")

@@ -215,8 +215,11 @@ class MultiHeadAttention(Module):
         return allowed
 
     def _check_input(self, x, what):
+        self._check_float(x, what)
         if x.ndim != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"{self!r} expected {what} (B, T, {self.d_model}), got {x.shape}")
+        if 0 in x.shape[:2]:        # NumPy's reshape into heads fails on an empty batch or sequence: say so
+            raise ValueError(f"{self!r} expected {what} (B, T, {self.d_model}) with B >= 1 and T >= 1, got {x.shape}")
 
     def __repr__(self):
         extras = "" if self.n_kv_heads == self.n_heads else f", n_kv_heads={self.n_kv_heads}"

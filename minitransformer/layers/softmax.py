@@ -64,11 +64,17 @@ class Softmax(Module):
 
     def forward(self, x):
         """x (...) -> y (...), each slice along `axis` positive and summing to 1."""
-        x = np.asarray(x)
-        if x.ndim == 0:
-            raise ValueError(f"{self!r} expected an array with at least one axis, got a scalar")
+        x = self._check_input(x)
         self.y = softmax(x, self.axis)
         return self.y
+
+    def _check_input(self, x):
+        """x as an array of real floats with at least one axis, or a clear error (the fast form calls it too)."""
+        x = np.asarray(x)
+        self._check_float(x)
+        if x.ndim == 0:
+            raise ValueError(f"{self!r} expected an array with at least one axis, got a scalar")
+        return x
 
     def backward(self, dout):
         """dx = y * (dout - sum(dout * y)) along the axis (see `softmax_backward`)."""

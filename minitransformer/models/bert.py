@@ -22,7 +22,7 @@ import numpy as np
 from ..core.module import Module
 from ..core.random import as_generator
 from ..layers.activations import GELU
-from ..layers.embedding import check_token_ids
+from ..layers.embedding import check_token_batch, check_token_ids
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
@@ -83,7 +83,11 @@ class BertMLM(Module):
         self.nsp_head = Linear(d_model, 2, dtype=dtype, rng=rng) if nsp else None
 
     def forward(self, ids):
-        """ids int (B, T) -> MLM logits (B, T, V), or (MLM logits, NSP logits (B, 2)) when nsp."""
+        """ids int (B, T) -> MLM logits (B, T, V), or (MLM logits, NSP logits (B, 2)) when nsp.
+
+        An empty batch or sequence (B = 0 or T = 0) is refused with a ValueError, as by every model.
+        """
+        ids = check_token_batch(ids, self.vocab_size, repr(self))
         hidden = self.encoder(ids)                                               # (B, T, C)
         mlm_logits = self.head(self.ln(self.act(self.transform(hidden))))      # (B, T, V)
         if not self.nsp:

@@ -21,7 +21,7 @@ from ..core.module import Module
 from ..core.random import as_generator, dropout_generator, spawn_generator
 from ..layers.block import TransformerBlock
 from ..layers.dropout import Dropout
-from ..layers.embedding import Embedding, check_token_ids
+from ..layers.embedding import Embedding, check_token_batch, check_token_ids
 from ..layers.layernorm import LayerNorm
 from ..layers.padding import key_padding_mask
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
@@ -110,10 +110,11 @@ class TransformerEncoder(Module):
         return None if self.pad_id is None else key_padding_mask(ids, self.pad_id)
 
     def forward(self, ids):
-        """ids int (B, T) -> hidden states (B, T, C); rows at padded positions are computed but meaningless."""
-        ids = check_token_ids(ids, self.vocab_size, repr(self))
-        if ids.ndim != 2:
-            raise ValueError(f"{self!r} expected token ids (B, T), got shape {ids.shape}")
+        """ids int (B, T) -> hidden states (B, T, C); rows at padded positions are computed but meaningless.
+
+        An empty batch or sequence (B = 0 or T = 0) is refused with a ValueError, as by every model.
+        """
+        ids = check_token_batch(ids, self.vocab_size, repr(self))
         mask = self.padding_mask(ids)
         x = self.embed(ids)                                              # (B, T, C)
         for block in self.blocks:

@@ -33,7 +33,7 @@ from ..fast import check_kernels, use_kernels
 from ..interop import gpt2 as gpt2_interop
 from ..layers.block import TransformerBlock
 from ..layers.dropout import Dropout
-from ..layers.embedding import Embedding, check_token_ids
+from ..layers.embedding import Embedding, check_token_batch
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
@@ -117,6 +117,8 @@ class GPT(Module):
     def forward(self, ids, cache=None):
         """ids int (B, T) with T <= max_len (any T without a position table) -> logits (B, T, V).
 
+        An empty batch or sequence (B = 0 or T = 0) is refused with a ValueError, as by every model.
+
         With a `KVCache` (minitransformer/kv_cache.py) `ids` are the *new* tokens only, placed after
         the cache.length positions seen before; inference only.
         """
@@ -133,9 +135,7 @@ class GPT(Module):
         `forward` and the fine-tuning classifier (gpt_classifier.py) both build on it, so
         the checks of the ids, the cache and max_len live here.
         """
-        ids = check_token_ids(ids, self.vocab_size, repr(self))
-        if ids.ndim != 2:
-            raise ValueError(f"{self!r} expected token ids (B, T), got shape {ids.shape}")
+        ids = check_token_batch(ids, self.vocab_size, repr(self))      # (B, T), B, T >= 1, ids in [0, V)
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(f"{self!r} expected a KVCache of {len(self.blocks)} layers, got {len(cache)}")
         start = 0 if cache is None else cache.length

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..core.module import Module
 from ..core.random import as_generator
+from ..layers.embedding import check_token_batch
 from ..layers.linear import Linear
 from ..layers.loss import CrossEntropyLoss
 from .gpt import GPT
@@ -54,9 +55,11 @@ class GPTClassifier(Module):
         self.classifier = Linear(gpt.config["d_model"], n_classes, dtype=dtype, rng=as_generator(rng))
 
     def forward(self, ids):
-        """ids int (B, T) -> (lm_logits (B, T, V), class_logits (B, n_classes))."""
-        if np.ndim(ids) == 2 and np.shape(ids)[1] < 1:
-            raise ValueError(f"{self!r} expected token ids (B, T) with T >= 1, got shape {np.shape(ids)}")
+        """ids int (B, T) -> (lm_logits (B, T, V), class_logits (B, n_classes)).
+
+        An empty batch or sequence (B = 0 or T = 0) is refused with a ValueError, as by every model.
+        """
+        ids = check_token_batch(ids, self.gpt.vocab_size, repr(self))
         hidden = self.gpt.hidden(ids)                       # (B, T, C); the GPT checks ids and max_len
         return self.gpt.lm_head(hidden), self.classifier(hidden[:, -1])          # h_l^m, the last position
 

@@ -22,7 +22,7 @@ import numpy as np
 from ..core.module import Module
 from ..core.random import as_generator, spawn_generator
 from ..layers.decoder_block import DecoderBlock
-from ..layers.embedding import check_token_ids
+from ..layers.embedding import check_token_batch
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
@@ -76,6 +76,8 @@ class Seq2SeqTransformer(Module):
             tgt_ids: int (B, T) decoder input ([BOS] y_1 .. y_{T-1}), padded with pad_id.
         Returns:
             logits: (B, T, V_tgt); position t predicts y_{t+1}.
+
+        An empty batch or sequence (B = 0, S = 0 or T = 0) is refused with a ValueError, as by every model.
         """
         memory, memory_mask = self.encode(src_ids)
         return self.decode(tgt_ids, memory, memory_mask)
@@ -96,7 +98,8 @@ class Seq2SeqTransformer(Module):
     # ---------------------------------------------------------------- the two halves (forward, generation)
     def encode(self, src_ids):
         """src_ids (B, S) -> (memory (B, S, C), memory_mask (B, 1, 1, S) or None)."""
-        return self.encoder(src_ids), self.encoder.padding_mask(np.asarray(src_ids))
+        src_ids = check_token_batch(src_ids, self.encoder.vocab_size, repr(self), "source ids")
+        return self.encoder(src_ids), self.encoder.padding_mask(src_ids)
 
     def decode(self, tgt_ids, memory, memory_mask=None, cache=None):
         """The decoder half: target ids and the encoder's memory -> logits.
@@ -110,9 +113,7 @@ class Seq2SeqTransformer(Module):
         Returns:
             logits: (B, T, V_tgt).
         """
-        tgt_ids = check_token_ids(tgt_ids, self.tgt_vocab_size, repr(self))
-        if tgt_ids.ndim != 2:
-            raise ValueError(f"{self!r} expected target ids (B, T), got shape {tgt_ids.shape}")
+        tgt_ids = check_token_batch(tgt_ids, self.tgt_vocab_size, repr(self), "target ids")
         if cache is None:
             self_mask = None if self.pad_id is None else key_padding_mask(tgt_ids, self.pad_id)
             x = self.tgt_embed(tgt_ids)                                             # (B, T, C)

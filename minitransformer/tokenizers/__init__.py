@@ -3,11 +3,15 @@
 * `CharTokenizer` (`char.py`): one id per distinct character of the training text.
 * `BPETokenizer` (`bpe/`): byte-level byte-pair encoding, the lecture's merges.
 * `make_tokenizer` trains either kind; `tokenizer_from_config` rebuilds one from the
-  dictionary its `to_config()` wrote (checkpoints store it).
+  dictionary its `to_config()` wrote (checkpoints store it). The dictionary is untrusted
+  and checked first (`checks.py`); a malformed one raises `TokenizerConfigError`, a ValueError.
 """
 
 from .bpe import BPETokenizer
 from .char import CharTokenizer
+from .checks import TokenizerConfigError, short_repr
+
+__all__ = ["BPETokenizer", "CharTokenizer", "TokenizerConfigError", "make_tokenizer", "tokenizer_from_config"]
 
 
 def make_tokenizer(kind, text, vocab_size=None):
@@ -19,10 +23,21 @@ def make_tokenizer(kind, text, vocab_size=None):
     raise ValueError(f"unknown tokenizer {kind!r}; expected 'char' or 'bpe'")
 
 
-def tokenizer_from_config(config):
-    """Rebuild a tokenizer from its `to_config()` dictionary (stored in checkpoints)."""
+def tokenizer_from_config(config, source="tokenizer_from_config: the config"):
+    """Rebuild a tokenizer from its `to_config()` dictionary (stored in checkpoints).
+
+    Args:
+        config: the dictionary, untrusted (it comes from a checkpoint's JSON): checked before
+            anything is built from it (see `CharTokenizer.from_config`, `BPETokenizer.from_config`).
+        source: starts every error message, e.g. "checkpoint runs/1/checkpoint.json: field 'tokenizer'".
+    Raises:
+        TokenizerConfigError (a ValueError) naming the source and the field.
+    """
+    if not isinstance(config, dict):
+        raise TokenizerConfigError(f"{source}: expected a dict with 'kind' 'char' or 'bpe', "
+                                   f"got {type(config).__name__}")
     if config.get("kind") == "char":
-        return CharTokenizer(config["chars"])
+        return CharTokenizer.from_config(config, source)
     if config.get("kind") == "bpe":
-        return BPETokenizer.from_config(config)
-    raise ValueError(f"unknown tokenizer config {config.get('kind')!r}")
+        return BPETokenizer.from_config(config, source)
+    raise TokenizerConfigError(f"{source}: field 'kind' must be 'char' or 'bpe', got {short_repr(config.get('kind'))}")

@@ -2,41 +2,82 @@
 
 A checkpoint is a directory with two files:
 
-    checkpoint.json           model config, training config, tokenizer, step, loss history,
-                              the state of every random generator, and the name and SHA-256 of:
-    checkpoint-<sha>.npz      the parameters ("param.<name>") and optimizer state ("optim.<key>"),
-                              named after the first 16 hex digits of its SHA-256
+    checkpoint.json               model config, training config, tokenizer, step, loss history,
+                                  the state of every random generator, and the name and SHA-256 of:
+    checkpoint-<sha>-<rand>.npz   the parameters ("param.<name>") and optimizer state ("optim.<key>"),
+                                  named after the first 16 hex digits of its SHA-256 and a random
+                                  suffix, so that no two saves ever write the same name
 
 Arrays are stored as they are, so a save and a load round-trip bit for bit,
 and a resumed run produces the same losses as one that never stopped
-(tests/test_checkpoint.py). A save has one commit point: the arrays go to a
-new, content-named file, the JSON is written to a temporary name, and only the
-rename of the JSON makes the new checkpoint current; the previous arrays file
-is deleted after that. An interrupted save therefore leaves the previous
-checkpoint intact (at worst an unreferenced arrays file stays behind).
+(tests/test_checkpoint.py).
+
+A save has one commit point. The arrays and the JSON are written under unique
+temporary names (`.checkpoint-*.tmp`), the arrays renamed to their final name,
+and only the rename of the JSON onto `checkpoint.json` makes the new checkpoint
+current. After that the save removes one file: the arrays file that the
+checkpoint it replaced named (read before the commit), and only if it has a
+name that saves write, so a user's `checkpoint-best.npz` is never touched.
+Hence an interrupted save leaves the previous checkpoint intact, and several
+processes saving into one directory never fail because of each other: the last
+rename wins, and `checkpoint.json` always names a complete arrays file (a file
+a save deletes was named by a checkpoint that had already been replaced, and
+names are never reused; tests/test_checkpoint_safety.py). `save_checkpoint`
+replaces what is there; refusing to replace a run's checkpoint is the
+trainer's and the command's job (`Trainer(overwrite=...)`, `train --force`).
+Concurrent saves may leave an arrays file that no checkpoint names (two saves
+that both replaced the same checkpoint); it is never one that is current.
 
 Loading checks before it writes: a missing file, a truncated or altered array
-file (the checksum), or a model or optimizer whose configuration differs from
-the saved one raises `CheckpointError` with the reason, and nothing is loaded.
+file (the checksum), a `checkpoint.json` that is not what a save writes (a
+missing key, a wrong type), or a model or optimizer whose configuration differs
+from the saved one raises `CheckpointError` with the reason, and nothing is
+loaded. `check_training_meta` checks the fields the trainer and `sample` read.
 
-Left out: keeping several checkpoints, sharding, compression.
+Left out: keeping several checkpoints, sharding, compression, locking.
 """
 
+import dataclasses
 import hashlib
 import json
+import math
 import os
+import re
+import secrets
+import tempfile
 import zipfile
 
 import numpy as np
 
+from .config import TrainConfig
+
 JSON_NAME = "checkpoint.json"
-ARRAYS_PATTERN = "checkpoint-{}.npz"           # filled with the first 16 hex digits of the SHA-256
+ARRAYS_PATTERN = "checkpoint-{}-{}.npz"         # the first 16 hex digits of the SHA-256, 8 random hex digits
 LEGACY_ARRAYS_NAME = "checkpoint.npz"           # checkpoints written before content-named arrays files
 FORMAT_VERSION = 1
+# The arrays files a save may delete: names saves write (0.2's content-named ones and the legacy name included).
+SAVED_ARRAYS_NAME = re.compile(r"checkpoint(-[0-9a-f]{16}(-[0-9a-f]{8})?)?\.npz")
+# TrainConfig fields every checkpoint holds (0.2 wrote these); fields added since may be missing and take
+# their defaults (e.g. `kernels`, `worker_timeout`).
+TRAIN_CONFIG_FIELDS_0_2 = ("block_size", "batch_size", "n_layers", "n_heads", "d_model", "d_ff", "dropout", "dtype",
+                           "max_steps", "lr", "min_lr", "warmup_steps", "lr_decay_steps", "schedule", "weight_decay",
+                           "decay_embeddings", "beta1", "beta2", "grad_clip", "eval_interval", "eval_batches",
+                           "seed", "workers")
+
+TRAINER_KEYS = ("train_config", "tokenizer", "history", "rng")     # what `Trainer.save` adds to a checkpoint
 
 
 class CheckpointError(Exception):
     """A checkpoint could not be read or does not fit the model it is loaded into."""
+
+
+class CheckpointExistsError(CheckpointError):
+    """A fresh run was about to replace a checkpoint it did not write (see `Trainer(overwrite=...)`)."""
+
+
+def has_checkpoint(directory):
+    """True if `directory` holds a checkpoint (its `checkpoint.json`)."""
+    return os.path.isfile(os.path.join(directory, JSON_NAME))
 
 
 def _sha256(path):
@@ -65,23 +106,60 @@ def save_checkpoint(directory, model, optimizer, meta):
                 arrays[f"optim.{key}"] = value
             else:
                 optimizer_scalars[key] = value
-    temporary_arrays = os.path.join(directory, "checkpoint-arrays.tmp")
-    with open(temporary_arrays, "wb") as file:
-        np.savez(file, **arrays)
-    checksum = _sha256(temporary_arrays)
-    arrays_name = ARRAYS_PATTERN.format(checksum[:16])
-    os.replace(temporary_arrays, os.path.join(directory, arrays_name))   # a new name: nothing current changes
+    json_path = os.path.join(directory, JSON_NAME)
+    replaced = _arrays_name_of(json_path)               # read before the commit: see the module docstring
+    temporary = _temporary_file(directory)
+    try:
+        with open(temporary, "wb") as file:
+            np.savez(file, **arrays)
+        checksum = _sha256(temporary)
+        arrays_name = ARRAYS_PATTERN.format(checksum[:16], secrets.token_hex(4))     # unique, not a model's randomness
+        arrays_path = os.path.join(directory, arrays_name)
+        os.replace(temporary, arrays_path)                                # a new name: nothing current changes
+    except BaseException:
+        _remove_if_there(temporary)
+        raise
     document = dict(meta, format_version=FORMAT_VERSION, model_config=model.config,
                     optimizer=None if optimizer is None else {"type": type(optimizer).__name__, **optimizer_scalars},
                     arrays_file=arrays_name, arrays_sha256=checksum)
-    json_path = os.path.join(directory, JSON_NAME)
-    with open(json_path + ".tmp", "w") as file:
-        json.dump(document, file, indent=1)
-    os.replace(json_path + ".tmp", json_path)                             # the one commit point
-    for name in os.listdir(directory):                                    # arrays of earlier checkpoints
-        if name != arrays_name and (name == LEGACY_ARRAYS_NAME or
-                                    (name.startswith("checkpoint-") and name.endswith(".npz"))):
-            os.remove(os.path.join(directory, name))
+    temporary = _temporary_file(directory)
+    try:
+        with open(temporary, "w") as file:
+            json.dump(document, file, indent=1)
+        os.replace(temporary, json_path)                                  # the one commit point
+    except BaseException:
+        _remove_if_there(temporary)
+        _remove_if_there(arrays_path)                                     # named by no checkpoint
+        raise
+    if replaced is not None and replaced != arrays_name and SAVED_ARRAYS_NAME.fullmatch(replaced):
+        _remove_if_there(os.path.join(directory, replaced))               # the replaced checkpoint's arrays
+
+
+def _temporary_file(directory):
+    """A new, empty file with a unique name in `directory` (so concurrent saves never share one)."""
+    descriptor, path = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=directory)
+    os.close(descriptor)
+    return path
+
+
+def _remove_if_there(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:                   # another save into the same directory removed it first
+        pass
+
+
+def _arrays_name_of(json_path):
+    """The arrays file that the checkpoint.json at `json_path` names, or None (no file, or not a save's JSON)."""
+    try:
+        with open(json_path, encoding="utf-8") as file:
+            document = json.load(file)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(document, dict):
+        return None
+    name = document.get("arrays_file", LEGACY_ARRAYS_NAME)
+    return name if isinstance(name, str) and name == os.path.basename(name) else None
 
 
 def read_checkpoint(directory):
@@ -90,30 +168,152 @@ def read_checkpoint(directory):
     Returns:
         (meta dict, arrays dict name -> ndarray).
     Raises:
-        CheckpointError naming the problem (missing, truncated, altered, unreadable).
+        CheckpointError naming the problem (missing, truncated, altered, unreadable, not a save's JSON).
     """
     json_path = os.path.join(directory, JSON_NAME)
-    if not os.path.isfile(json_path):
-        raise CheckpointError(f"no checkpoint at {directory}: {JSON_NAME} is missing")
-    try:
-        with open(json_path) as file:
-            meta = json.load(file)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"checkpoint {json_path} is not valid JSON (truncated?): {error}") from None
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {directory} has format {meta.get('format_version')}, "
-                              f"this version reads format {FORMAT_VERSION}")
-    arrays_path = os.path.join(directory, os.path.basename(meta.get("arrays_file", LEGACY_ARRAYS_NAME)))
-    if not os.path.isfile(arrays_path):
-        raise CheckpointError(f"no checkpoint at {directory}: {os.path.basename(arrays_path)} is missing")
-    if _sha256(arrays_path) != meta.get("arrays_sha256"):
+    for attempt in range(3):
+        text = _read_json_text(directory, json_path)
+        meta = _parse_meta(text, json_path)
+        arrays_path = os.path.join(directory, os.path.basename(meta.get("arrays_file", LEGACY_ARRAYS_NAME)))
+        try:
+            return meta, _read_arrays(arrays_path, meta["arrays_sha256"])
+        except FileNotFoundError:
+            # A concurrent save may have replaced the checkpoint (and removed these arrays) since the JSON
+            # was read: then read the new one. If the JSON is unchanged, its arrays file is really missing.
+            if attempt == 2 or _read_json_text(directory, json_path) == text:
+                raise CheckpointError(f"no checkpoint at {directory}: "
+                                      f"{os.path.basename(arrays_path)} is missing") from None
+
+
+def _read_arrays(arrays_path, checksum):
+    """The arrays of the file at `arrays_path`, after checking its SHA-256 (FileNotFoundError if missing)."""
+    if _sha256(arrays_path) != checksum:
         raise CheckpointError(f"checkpoint {arrays_path} is truncated or altered (checksum mismatch)")
     try:
         with np.load(arrays_path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
+            return {name: archive[name] for name in archive.files}
+    except FileNotFoundError:
+        raise
     except (zipfile.BadZipFile, EOFError, ValueError, OSError) as error:
         raise CheckpointError(f"checkpoint {arrays_path} cannot be read: {error}") from None
-    return meta, arrays
+
+
+def _read_json_text(directory, json_path):
+    if not os.path.isfile(json_path):
+        raise CheckpointError(f"no checkpoint at {directory}: {JSON_NAME} is missing")
+    try:
+        with open(json_path, "rb") as file:
+            return file.read()
+    except OSError as error:
+        raise CheckpointError(f"checkpoint {json_path} cannot be read: {error.strerror or error}") from None
+
+
+def _parse_meta(text, json_path):
+    """checkpoint.json's bytes -> its dictionary, with the fields every checkpoint has checked."""
+    try:
+        meta = json.loads(text.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"checkpoint {json_path} is not valid JSON (truncated?): {error}") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"checkpoint {json_path} must hold a JSON object, got {_json_type(meta)}")
+    version = meta.get("format_version")
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint {json_path} has format {version!r}, "
+                              f"this version reads format {FORMAT_VERSION}")
+    arrays_file = meta.get("arrays_file", LEGACY_ARRAYS_NAME)
+    if not isinstance(arrays_file, str) or os.path.basename(arrays_file) in ("", ".", ".."):
+        raise CheckpointError(f"checkpoint {json_path}: 'arrays_file' must be a file name, got {arrays_file!r}")
+    checksum = meta.get("arrays_sha256")
+    if not isinstance(checksum, str) or not re.fullmatch(r"[0-9a-f]{64}", checksum):
+        raise CheckpointError(f"checkpoint {json_path}: 'arrays_sha256' must be 64 hex digits, got {checksum!r}")
+    if not isinstance(meta.get("model_config"), dict):
+        raise CheckpointError(f"checkpoint {json_path}: 'model_config' must be an object, "
+                              f"got {_json_type(meta.get('model_config'))}")
+    optimizer = meta.get("optimizer")
+    if optimizer is not None and not (isinstance(optimizer, dict) and isinstance(optimizer.get("type"), str)):
+        raise CheckpointError(f"checkpoint {json_path}: 'optimizer' must be null or an object with a 'type' "
+                              f"string, got {optimizer!r:.80}")
+    return meta
+
+
+def _json_type(value):
+    """The JSON name of a parsed value's type, for messages."""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def check_training_meta(meta, directory):
+    """Check the fields `Trainer.save` writes and `Trainer.resume` and `sample` read, before anything is built.
+
+    Args:
+        meta: the dictionary `read_checkpoint(directory)` returned.
+        directory: for messages.
+    Returns:
+        the TrainConfig the checkpoint was trained with.
+    Raises:
+        CheckpointError naming the first field that is missing or of the wrong type.
+    """
+    where = f"checkpoint {os.path.join(directory, JSON_NAME)}"
+
+    def require(value, expected, what, description):
+        if not expected(value):
+            raise CheckpointError(f"{where}: {what} must be {description}, got {value!r:.80}")
+        return value
+
+    def whole(value, floor=0):
+        return type(value) is int and value >= floor
+
+    def number(value):
+        return type(value) in (int, float) and math.isfinite(value)
+
+    require(meta.get("step"), whole, "'step'", "a whole number >= 0")
+    require(meta["model_config"].get("vocab_size"), lambda v: whole(v, 1), "model_config.vocab_size",
+            "a whole number >= 1")
+    config = require(meta.get("train_config"), lambda v: isinstance(v, dict), "'train_config'", "an object")
+    fields = {field.name: field for field in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(config) - set(fields))
+    if unknown:
+        raise CheckpointError(f"{where}: train_config has fields this version does not know: {', '.join(unknown)}")
+    missing = [name for name in TRAIN_CONFIG_FIELDS_0_2 if name not in config]
+    if missing:
+        raise CheckpointError(f"{where}: train_config lacks {', '.join(missing)}")
+    for name, value in config.items():
+        kind = fields[name].type
+        checks = {int: (whole, "a whole number >= 0"), float: (number, "a finite number"),
+                  str: (lambda v: isinstance(v, str), "a string"), bool: (lambda v: type(v) is bool, "true or false")}
+        if kind in checks:
+            require(value, checks[kind][0], f"train_config.{name}", checks[kind][1])
+    tokenizer = meta.get("tokenizer")
+    require(tokenizer, lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("kind"), str)),
+            "'tokenizer'", "null or an object with a 'kind' string")
+    history = require(meta.get("history"), lambda v: isinstance(v, dict), "'history'", "an object")
+    for key in ("step", "loss", "lr"):
+        require(history.get(key), lambda v: isinstance(v, list) and all(type(x) in (int, float) for x in v),
+                f"history.{key}", "a list of numbers")
+    require(history.get("eval"), lambda v: isinstance(v, list) and all(
+        isinstance(row, list) and len(row) == 3 and all(type(x) in (int, float) for x in row) for row in v),
+        "history.eval", "a list of [step, train loss, validation loss] rows")
+    rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
+    for key in ("data", "dropout"):
+        try:
+            np.random.PCG64().state = rng.get(key)
+        except (TypeError, ValueError, KeyError, OverflowError) as error:
+            raise CheckpointError(f"{where}: rng.{key} is not the state of a PCG64 generator ({error})") from None
+    return TrainConfig(**config)
+
+
+def checkpoint_tokenizer(meta, directory):
+    """The tokenizer a checkpoint of `Trainer.save` stores (after `check_training_meta`), or CheckpointError."""
+    from ..tokenizers import tokenizer_from_config
+
+    if meta["tokenizer"] is None:
+        raise CheckpointError(f"checkpoint {directory} holds no tokenizer (saved from a script without "
+                              "tokenizer_config?), so text cannot be encoded or decoded with it")
+    try:
+        return tokenizer_from_config(meta["tokenizer"], source=f"checkpoint {directory}: field 'tokenizer'")
+    except (ValueError, TypeError, KeyError) as error:      # the tokenizer's own checks of untrusted JSON
+        raise CheckpointError(f"its tokenizer cannot be rebuilt: {error}") from None
 
 
 def _config_differences(saved, current):
@@ -125,7 +325,8 @@ def _config_differences(saved, current):
 def load_checkpoint(directory, model, optimizer=None, contents=None):
     """Load parameters (and optimizer state) saved by `save_checkpoint` into existing objects.
 
-    Everything is checked first; on any error nothing has been changed.
+    Everything is checked first (names, shapes, dtypes, finite weights, the optimizer's state); on any
+    error nothing has been changed.
 
     Args:
         contents: what `read_checkpoint(directory)` returned, if the caller has already read it
@@ -134,6 +335,8 @@ def load_checkpoint(directory, model, optimizer=None, contents=None):
         the meta dictionary (step, rng states, history, ...).
     """
     meta, arrays = read_checkpoint(directory) if contents is None else contents
+    if any(key in meta for key in TRAINER_KEYS):            # a trainer's checkpoint: its fields too
+        check_training_meta(meta, directory)
     differences = _config_differences(meta["model_config"], model.config)
     if differences:
         raise CheckpointError(f"checkpoint {directory} is for a different model: " + "; ".join(differences))
@@ -142,6 +345,10 @@ def load_checkpoint(directory, model, optimizer=None, contents=None):
     if set(params) != set(current) or any(params[n].shape != p.shape or params[n].dtype != p.dtype
                                           for n, p in current.items()):
         raise CheckpointError(f"checkpoint {directory}: parameter names, shapes or dtypes differ from {model!r}")
+    for name, value in params.items():
+        if np.issubdtype(value.dtype, np.inexact) and not np.isfinite(value).all():
+            raise CheckpointError(f"checkpoint {directory}: parameter {name} holds NaN or infinite values "
+                                  "(written by a run that diverged?); nothing loaded")
     optimizer_state = None
     if optimizer is not None:
         saved = meta.get("optimizer")

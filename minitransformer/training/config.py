@@ -55,11 +55,13 @@ class TrainConfig:
     # speed
     workers: int = 1                # processes that split each batch (data parallel: parallel.py), e.g. 2 on 2 cores
     kernels: str = "fast"           # "fast" (minitransformer/fast/) or "plain" (the lecture's layers): same numbers
+    worker_timeout: float = 60.0    # seconds, > 0: the least a data-parallel step waits for a worker's answer before
+                                    # it kills the workers and fails (parallel.py: or 20 x the slowest step, if longer)
 
     # fields that may change when a run is resumed; all others must match the checkpoint
     # (another `workers` splits the batch differently: the losses then agree only up to float rounding,
     # and with dropout the masks differ too)
-    RESUMABLE = ("max_steps", "eval_interval", "eval_batches", "workers", "kernels")
+    RESUMABLE = ("max_steps", "eval_interval", "eval_batches", "workers", "kernels", "worker_timeout")
 
     def learning_rate(self, step):
         """The rate for 0-based `step`, from the schedule named by `self.schedule` (schedules.py)."""

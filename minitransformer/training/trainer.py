@@ -13,9 +13,18 @@ the config and the builders of the model and AdamW are in config.py.
 
 Every `eval_interval` steps (and at the end) the mean loss over `eval_batches`
 held-out batches is measured with dropout off, a checkpoint is written and the
-loss-curve PNG redrawn. The evaluation batches come from their own generator,
-seeded the same way at each evaluation, so evaluating never disturbs the
-training batches, and every evaluation compares the same windows.
+loss-curve PNG redrawn. A fresh `Trainer` never replaces a checkpoint it did not
+write: one already in `out_dir` is refused unless `overwrite=True` (or continued
+with `Trainer.resume`).
+
+Nothing non-finite is kept: a loss or gradient norm that is NaN or infinite
+(e.g. a learning rate far too large) stops training with `TrainingDiverged`
+naming the step, before anything is saved, so the last checkpoint stays as it
+was; the trainer then refuses to train on or save.
+
+The evaluation batches come from their own generator, seeded the same way at
+each evaluation, so evaluating never disturbs the training batches, and every
+evaluation compares the same windows.
 
 Reproducibility: the model's weights and dropout masks come from `seed`, the
 batches from a generator derived from it; a checkpoint stores both generators'
@@ -26,22 +35,37 @@ With `workers` > 1 each batch's forward and backward passes are split across
 processes, which then share the clipping norm and the AdamW update (data
 parallel, parallel.py); the numbers are the same up to float rounding.
 
-Left out: gradient accumulation, mixed precision.
+Left out: gradient accumulation, mixed precision, skipping a bad batch and going on.
 """
 
 import dataclasses
+import math
 import os
 import time
 
 import numpy as np
 
 from ..layers.loss import CrossEntropyLoss
-from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from .checkpoint import (
+    CheckpointError,
+    CheckpointExistsError,
+    check_training_meta,
+    has_checkpoint,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
 from .config import TrainConfig, build_model, build_optimizer, build_parameter_groups  # noqa: F401 (0.2 had them here)
 from .data import get_batch
 from .objectives import LanguageModelObjective
 from .parallel import DataParallel, TornUpdate
 from .step import train_step
+
+RATE_WINDOW = 20        # the progress bar's tokens/s: the mean over the last this many steps
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss, the gradient norm or the weights became NaN or infinite; the run stopped, nothing was saved."""
 
 
 def evaluation_batches(data, config, n_batches=None):
@@ -66,13 +90,33 @@ class Trainer:
         out_dir: where checkpoints and loss.png go (None: nowhere).
         tokenizer_config: stored in checkpoints so `sample` can decode (dict or None).
         progress: show a tqdm progress bar.
+        overwrite: if `out_dir` already holds a checkpoint, replace it (only its checkpoint files: the
+            JSON, the arrays file it names, loss.png) instead of refusing with CheckpointExistsError.
     """
 
-    def __init__(self, config, train_data, val_data, vocab_size, out_dir=None, tokenizer_config=None, progress=True):
+    def __init__(self, config, train_data, val_data, vocab_size, out_dir=None, tokenizer_config=None, progress=True,
+                 overwrite=False):
+        if out_dir is not None and not overwrite and has_checkpoint(out_dir):
+            raise CheckpointExistsError(
+                f"Trainer: out_dir {os.fspath(out_dir)} already holds a checkpoint, which a fresh run would "
+                f"replace; continue it with Trainer.resume({os.fspath(out_dir)!r}, ...), pass overwrite=True to "
+                "replace it, or choose another out_dir")
+        for name, floor in (("block_size", 1), ("batch_size", 1), ("eval_interval", 1), ("eval_batches", 1),
+                            ("max_steps", 0)):
+            value = getattr(config, name)
+            if type(value) is not int or value < floor:
+                raise ValueError(f"Trainer: TrainConfig.{name} must be a whole number >= {floor}, got {value!r}")
+        for split, data in (("train_data", train_data), ("val_data", val_data)):
+            if len(data) < config.block_size + 1:
+                raise ValueError(f"Trainer: {split} has {len(data)} tokens, fewer than one window of "
+                                 f"block_size + 1 = {config.block_size + 1}")
         if type(config.workers) is not int or not 1 <= config.workers <= config.batch_size:
             raise ValueError(f"Trainer: TrainConfig.workers must be an int from 1 to batch_size "
                              f"({config.batch_size}), got {config.workers!r} ({type(config.workers).__name__})")
         self.config, self.out_dir, self.progress = config, out_dir, progress
+        # directories whose checkpoint this trainer may replace: ones it wrote, resumed from, or was told to
+        self.replaceable = {os.path.realpath(out_dir)} if out_dir is not None and overwrite else set()
+        self.last_saved = None          # (step, directory) of the last checkpoint this trainer wrote
         self.train_data, self.val_data = np.asarray(train_data), np.asarray(val_data)
         self.tokenizer_config = tokenizer_config
         self.model = build_model(config, vocab_size)
@@ -85,6 +129,7 @@ class Trainer:
         self.step_times = []
         self.parallel = None            # DataParallel, started by the first step when config.workers > 1
         self.torn = None                # the TornUpdate that left the weights half updated, if one did
+        self.diverged = None            # the TrainingDiverged that stopped this run, if one did
 
     # ---------------------------------------------------------------- one step, evaluation
     def train_step(self):
@@ -93,24 +138,69 @@ class Trainer:
         config = self.config
         lr = config.learning_rate(self.step)
         x, y = get_batch(self.train_data, config.block_size, config.batch_size, self.data_rng)
-        if config.workers > 1:
-            if self.parallel is None or not self.parallel.alive:      # first step, or the last one failed
-                self.parallel = DataParallel(self.model, self.optimizer, config, self.model.vocab_size, self.loss_fn)
-            try:
-                loss = self.parallel.train_step(x, y, self.step, lr)    # the same step, split over processes
-            except TornUpdate as error:
-                self.torn = error
-                raise
-        else:
-            loss = train_step(self.objective, self.optimizer, (x, y), lr, config.grad_clip)   # step.py's
+        if config.workers > 1 and (self.parallel is None or not self.parallel.alive):   # first step, or a failed one
+            self.parallel = DataParallel(self.model, self.optimizer, config, self.model.vocab_size, self.loss_fn)
+        # NumPy's overflow warnings are left unsaid: _check_finite reports a non-finite loss or gradient norm
+        # by step, and stops the run
+        with np.errstate(over="ignore", invalid="ignore"):
+            if config.workers > 1:
+                try:
+                    loss = self.parallel.train_step(x, y, self.step, lr)    # the same step, split over processes
+                except TornUpdate as error:
+                    self.torn = error
+                    raise
+            else:
+                loss = train_step(self.objective, self.optimizer, (x, y), lr, config.grad_clip)   # step.py's
+        self._check_finite(loss, lr)
         self.step += 1
         self.history["step"].append(self.step)
         self.history["loss"].append(loss)
         self.history["lr"].append(lr)
         return loss
 
+    def _check_finite(self, loss, lr):
+        """Stop the run (TrainingDiverged) if this step's loss or gradient norm is not finite.
+
+        One process: the gradients are still in the optimizer's buffers after the step (the clipping factor
+        is folded into the update, so they are never rewritten), and their global norm is the one the step
+        clipped with: one dot product per buffer. Data parallel: the gradients are spread over the processes
+        and cleared, so the weights, which a non-finite gradient makes non-finite, are checked instead.
+        """
+        problem = None
+        if not math.isfinite(loss):
+            problem = f"the training loss is {loss}"
+        elif self.config.workers == 1:
+            norm = math.sqrt(sum(float(np.vdot(grad, grad)) for grad in self.optimizer.gradients()))
+            if not math.isfinite(norm):
+                problem = f"the gradient norm is {norm} (the loss was {loss:.4f})"
+        else:
+            name = self._first_non_finite_parameter()
+            if name is not None:
+                problem = f"the update made parameter {name} non-finite (the loss was {loss:.4f})"
+        if problem is not None:
+            self.diverged = TrainingDiverged(
+                f"training diverged at step {self.step + 1}: {problem}, at learning rate {lr:.3g}. Stopped "
+                f"before saving anything, so {self._last_checkpoint()} is as it was. A smaller learning rate "
+                "(TrainConfig.lr, train --lr) or gradient clipping (grad_clip) may help.")
+            raise self.diverged
+
+    def _first_non_finite_parameter(self):
+        for name, param in self.model.named_parameters():
+            if not np.isfinite(param.data).all():
+                return name
+        return None
+
+    def _last_checkpoint(self):
+        if self.last_saved is None:
+            return "no checkpoint was written by this run; any checkpoint there was"
+        step, directory = self.last_saved
+        return f"the last checkpoint (step {step}, in {os.fspath(directory)})"
+
     def _refuse_if_torn(self, action):
-        """A run whose weights a failed data-parallel update left half updated must not train on or be saved."""
+        """A run whose weights a failed data-parallel update left half updated, or whose loss became NaN or
+        infinite, must not train on or be saved."""
+        if self.diverged is not None:
+            raise TrainingDiverged(f"Trainer.{action}: this run stopped because {self.diverged}")
         if self.torn is not None:
             raise TornUpdate(f"Trainer.{action}: a data-parallel update failed half way at step {self.step + 1}, "
                              "so the weights are part updated; this run cannot go on or be saved. Resume it "
@@ -132,7 +222,7 @@ class Trainer:
         """Mean loss over `eval_batches` windows of the training and the validation data, dropout off."""
         config = self.config
         losses = {}
-        with self.model.evaluating():
+        with self.model.evaluating(), np.errstate(over="ignore", invalid="ignore"):    # fit checks the result
             for split, data in (("train", self.train_data), ("val", self.val_data)):
                 losses[split] = float(np.mean([float(self.loss_fn(self.model(x), y))
                                                for x, y in evaluation_batches(data, config)]))
@@ -152,50 +242,82 @@ class Trainer:
         config = self.config
         max_steps = config.max_steps if max_steps is None else max_steps
         tokens_per_step = config.batch_size * config.block_size
+        first_step = self.step
         losses = None
         bar = tqdm(total=max_steps, initial=self.step, disable=not self.progress, unit="step", dynamic_ncols=True)
-        while self.step < max_steps:
-            started = time.perf_counter()
-            loss = self.train_step()
-            elapsed = time.perf_counter() - started
-            self.step_times.append(elapsed)
-            bar.update(1)
-            bar.set_postfix_str(f"loss {loss:.3f}  lr {self.history['lr'][-1]:.2e}  "
-                                f"{tokens_per_step / elapsed:,.0f} tok/s", refresh=False)
-            if self.step % config.eval_interval == 0 or self.step == max_steps:
-                losses = self.evaluate()
-                self.history["eval"].append([self.step, losses["train"], losses["val"]])
-                bar.write(f"step {self.step:>5}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-                if self.out_dir is not None:
-                    self.save(self.out_dir)
-                    self.plot(os.path.join(self.out_dir, "loss.png"))
-                if on_eval is not None:
-                    on_eval(self, losses)
-        bar.close()
+        try:
+            while self.step < max_steps:
+                started = time.perf_counter()
+                loss = self.train_step()
+                self.step_times.append(time.perf_counter() - started)
+                recent = self.step_times[-RATE_WINDOW:]         # one slow step (a worker starting) does not jump
+                bar.set_postfix_str(f"loss {loss:.3f}  lr {self.history['lr'][-1]:.2e}  "
+                                    f"{tokens_per_step * len(recent) / max(sum(recent), 1e-9):,.0f} tok/s",
+                                    refresh=False)
+                shown = bar.update(1)                           # True if it drew: with the postfix just set
+                if self.step == first_step + 1 and not shown:
+                    bar.refresh()                               # the loss from the first step on
+                if self.step % config.eval_interval == 0 or self.step == max_steps:
+                    losses = self.evaluate()
+                    if not all(math.isfinite(value) for value in losses.values()):
+                        self.diverged = TrainingDiverged(
+                            f"training diverged at step {self.step}: the evaluation losses are {losses}. Stopped "
+                            f"before saving anything, so {self._last_checkpoint()} is as it was.")
+                        raise self.diverged
+                    self.history["eval"].append([self.step, losses["train"], losses["val"]])
+                    bar.write(f"step {self.step:>5}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                    if self.out_dir is not None:
+                        self.save(self.out_dir)
+                        self.plot(os.path.join(self.out_dir, "loss.png"))
+                    if on_eval is not None:
+                        on_eval(self, losses)
+        finally:
+            bar.close()
         return losses
 
     # ---------------------------------------------------------------- checkpoints and pictures
-    def save(self, directory):
-        """Write a checkpoint that `Trainer.resume` continues exactly."""
+    def save(self, directory, overwrite=False):
+        """Write a checkpoint that `Trainer.resume` continues exactly.
+
+        Args:
+            directory: created if missing. If it holds a checkpoint that this trainer did not write or resume
+                from (and was not told it may replace), the save is refused with CheckpointExistsError.
+            overwrite: replace such a checkpoint anyway.
+        Raises:
+            TrainingDiverged if a weight is NaN or infinite (the checkpoint there is left as it was).
+        """
         self._refuse_if_torn("save")
+        identity = os.path.realpath(directory)
+        if not overwrite and identity not in self.replaceable and has_checkpoint(directory):
+            raise CheckpointExistsError(f"Trainer.save: {os.fspath(directory)} already holds a checkpoint that this "
+                                        "run did not write; pass overwrite=True to replace it")
+        name = self._first_non_finite_parameter()
+        if name is not None:
+            raise TrainingDiverged(f"Trainer.save: parameter {name} holds NaN or infinite values; not saved, so "
+                                   f"{self._last_checkpoint()} is as it was")
         meta = {"step": self.step, "train_config": _config_dict(self.config), "tokenizer": self.tokenizer_config,
                 "history": self.history,
                 "rng": {"data": self.data_rng.bit_generator.state,
                         "dropout": self.model.dropout_rng.bit_generator.state}}
         save_checkpoint(directory, self.model, self.optimizer, meta)
+        self.replaceable.add(identity)
+        self.last_saved = (self.step, directory)
 
     @classmethod
-    def resume(cls, directory, train_data, val_data, config=None, out_dir=None, progress=True, contents=None):
+    def resume(cls, directory, train_data, val_data, config=None, out_dir=None, progress=True, contents=None,
+               overwrite=False):
         """Continue the run saved in `directory`.
 
         Args:
             config: optional TrainConfig; it may differ from the saved one only in
                 TrainConfig.RESUMABLE fields (e.g. a larger max_steps), else CheckpointError.
+            out_dir: where the continued run saves (None: nowhere); `directory` itself continues the
+                run in place, another directory holding a checkpoint is refused unless `overwrite`.
             contents: `read_checkpoint(directory)`'s result, if the caller has read it already.
         """
         contents = read_checkpoint(directory) if contents is None else contents
         meta = contents[0]
-        saved = TrainConfig(**meta["train_config"])
+        saved = check_training_meta(meta, directory)
         if config is not None:
             differences = [f"{field}: checkpoint {getattr(saved, field)!r}, now {getattr(config, field)!r}"
                            for field in _config_dict(saved)
@@ -204,8 +326,10 @@ class Trainer:
                 raise CheckpointError(f"checkpoint {directory} was trained with a different config: "
                                       + "; ".join(differences))
             saved = config
+        in_place = out_dir is not None and os.path.realpath(out_dir) == os.path.realpath(directory)
         trainer = cls(saved, train_data, val_data, meta["model_config"]["vocab_size"], out_dir=out_dir,
-                      tokenizer_config=meta.get("tokenizer"), progress=progress)
+                      tokenizer_config=meta.get("tokenizer"), progress=progress, overwrite=overwrite or in_place)
+        trainer.replaceable.add(os.path.realpath(directory))
         meta = load_checkpoint(directory, trainer.model, trainer.optimizer, contents=contents)
         trainer.step = meta["step"]
         trainer.history = meta["history"]
@@ -214,7 +338,7 @@ class Trainer:
         return trainer
 
     def plot(self, path):
-        """Save the loss curve: every step's training loss, and the evaluations.
+        """Save the loss curve: every step's training loss, and the evaluations (`loss_curve`).
 
         A bare `Figure` (no pyplot) draws straight to the file, so saving the
         curve never switches the backend of a notebook that calls this.
@@ -223,17 +347,33 @@ class Trainer:
 
         figure = Figure(figsize=(7, 4))
         axes = figure.subplots()
-        axes.plot(self.history["step"], self.history["loss"], color="0.75", linewidth=0.8, label="batch loss")
-        if self.history["eval"]:
-            steps, train, val = zip(*self.history["eval"])
-            axes.plot(steps, train, "o-", label=f"train ({self.config.eval_batches} batches)")
-            axes.plot(steps, val, "s-", label="validation")
+        for series in loss_curve(self.history, self.config.eval_batches):
+            axes.plot(series["steps"], series["losses"], **series["style"], label=series["label"])
         axes.set_xlabel("step")
         axes.set_ylabel("cross-entropy (nats per token)")
         axes.legend()
         axes.grid(alpha=0.3)
         figure.tight_layout()
         figure.savefig(path, dpi=100)
+
+
+def loss_curve(history, eval_batches):
+    """The series of the loss plot: [{"steps", "losses", "label", "style"}], each drawn with `axes.plot`.
+
+    The batch loss is measured at every step, so it is a line. The evaluations are measured only every
+    eval_interval steps (and at step 0 when the `train` command evaluates the untrained model first):
+    they are markers alone, since a line between two of them would draw a curve that was never measured
+    (the loss falls steeply between step 0 and the first evaluation, not in a straight line).
+    """
+    series = [{"steps": list(history["step"]), "losses": list(history["loss"]), "label": "batch loss",
+               "style": {"color": "0.75", "linewidth": 0.8}}]
+    if history["eval"]:
+        steps, train, val = (list(column) for column in zip(*history["eval"]))
+        series.append({"steps": steps, "losses": train, "label": f"train ({eval_batches} batches)",
+                       "style": {"marker": "o", "linestyle": "none"}})
+        series.append({"steps": steps, "losses": val, "label": "validation",
+                       "style": {"marker": "s", "linestyle": "none"}})
+    return series
 
 
 def _config_dict(config):

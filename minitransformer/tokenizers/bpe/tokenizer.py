@@ -23,6 +23,14 @@ unknown:
   ASCII reads as itself). `load` rebuilds the vocabulary from the merges and
   checks it against the file. `to_config` / `from_config` are the same
   dictionary, for checkpoints.
+* **Untrusted files.** A file (or a checkpoint's JSON) is checked before any merged
+  token is built: types, ids in range, at most `MAX_VOCAB_SIZE` ids and tokens of
+  at most `MAX_TOKEN_BYTES` bytes, and every token's length as the merges give it
+  (a sum of two integers, computed without building the token) equal to the
+  length of its string in the file. A "merge bomb", 48 merges each joining the
+  previous token with itself, would otherwise build a token of 2^48 bytes from a
+  712-byte file; it is refused at the first token longer than the bound. Errors
+  are `TokenizerConfigError` (a ValueError) naming the file and the field.
 
 Left out on purpose: special tokens (end of text, padding), GPT-2's split of
 letters, digits and punctuation into separate chunks, and any limit on the
@@ -31,9 +39,12 @@ chunk cache used by `encode`.
 
 import itertools
 import json
+import os
 import re
+import tempfile
 from collections import Counter
 
+from ..checks import TokenizerConfigError, check_decode_ids, is_token_id, short_repr
 from .fast import iter_merges_fast
 from .pair_merge import merge_pair_in_sequence
 
@@ -41,6 +52,52 @@ NUM_BYTES = 256
 CHUNK_PATTERN = re.compile(r"\S+ ?|\s+")
 FILE_FORMAT = "minitransformer-bpe"
 FILE_VERSION = 1
+MAX_VOCAB_SIZE = 1 << 18       # 262,144 ids: five times GPT-2's 50,257 (Gemma's 256,000 fits too)
+MAX_TOKEN_BYTES = 1024         # eight times GPT-2's longest token (128 bytes)
+
+
+def check_merges(merges, source):
+    """Check merges before any token is built; return them as (left, right) int pairs and every token's length.
+
+    Merge k must join two ids below 256 + k, no pair may repeat, there may be at most
+    MAX_VOCAB_SIZE - 256 merges, and no token may be longer than MAX_TOKEN_BYTES. The
+    lengths are sums of integers (length[256 + k] = length[left] + length[right]), so a
+    merge bomb costs a few integers, not 2^48 bytes.
+
+    Args:
+        merges: a list (or tuple) of pairs of ids, as read from JSON or learned.
+        source: starts every error message (the file, or the class).
+    Returns:
+        (list of (int, int), list of int token lengths in bytes, one per id).
+    Raises:
+        TokenizerConfigError (a ValueError) naming the merge.
+    """
+    if not isinstance(merges, (list, tuple)):
+        raise TokenizerConfigError(f"{source}: field 'merges' must be a list of [left, right] id pairs, "
+                                   f"got {type(merges).__name__}")
+    if NUM_BYTES + len(merges) > MAX_VOCAB_SIZE:
+        raise TokenizerConfigError(f"{source}: field 'merges' has {len(merges):,} merges; at most "
+                                   f"{MAX_VOCAB_SIZE - NUM_BYTES:,} are allowed (vocab_size <= {MAX_VOCAB_SIZE:,})")
+    lengths = [1] * NUM_BYTES
+    pairs, ranks = [], {}
+    for rank, pair in enumerate(merges):
+        limit = NUM_BYTES + rank
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2
+                and all((type(i) is int or is_token_id(i)) and 0 <= i < limit for i in pair)):   # fast path for int
+            raise TokenizerConfigError(f"{source}: field 'merges', merge {rank} must join two ids below {limit}, "
+                                       f"got {short_repr(pair)}")
+        left, right = int(pair[0]), int(pair[1])
+        if (left, right) in ranks:
+            raise TokenizerConfigError(f"{source}: field 'merges', merge {rank} repeats merge {ranks[left, right]}: "
+                                       f"{[left, right]}")
+        length = lengths[left] + lengths[right]
+        if length > MAX_TOKEN_BYTES:
+            raise TokenizerConfigError(f"{source}: field 'merges', merge {rank} would build a token of {length:,} "
+                                       f"bytes; at most {MAX_TOKEN_BYTES} are allowed")
+        ranks[left, right] = rank
+        pairs.append((left, right))
+        lengths.append(length)
+    return pairs, lengths
 
 
 def split_into_chunks(text):
@@ -62,7 +119,8 @@ class BPETokenizer:
     """Byte-level BPE tokenizer: ids 0..255 are bytes, id 256 + k is merge k.
 
     Args:
-        merges: list of (left id, right id); merge k may use only ids below 256 + k.
+        merges: list of (left id, right id); merge k may use only ids below 256 + k
+            (checked by `check_merges`, with the bounds on size and token length).
     Attributes:
         merges: list of (left id, right id), in the order learned.
         vocab: list of bytes, vocab[id] is what the id decodes to.
@@ -72,17 +130,14 @@ class BPETokenizer:
     kind = "bpe"  # the name `--tokenizer bpe` and checkpoints use
 
     def __init__(self, merges=()):
-        self.merges = []
-        self.merge_ranks = {}
+        self._build(check_merges(list(merges), "BPETokenizer")[0])   # all checked before any token is built
+
+    def _build(self, merges):
+        """Set the merges (int pairs that passed `check_merges`) and build the vocabulary from them."""
+        self.merges = merges
+        self.merge_ranks = {pair: rank for rank, pair in enumerate(merges)}
         self.vocab = [bytes([byte]) for byte in range(NUM_BYTES)]
-        for rank, pair in enumerate(merges):
-            if len(pair) != 2 or not all(isinstance(i, int) and 0 <= i < NUM_BYTES + rank for i in pair):
-                raise ValueError(f"BPETokenizer merge {rank} must join two ids below {NUM_BYTES + rank}, got {pair!r}")
-            left, right = pair
-            if (left, right) in self.merge_ranks:
-                raise ValueError(f"BPETokenizer merge {rank} repeats merge {self.merge_ranks[left, right]}: {pair!r}")
-            self.merges.append((left, right))
-            self.merge_ranks[left, right] = rank
+        for left, right in merges:
             self.vocab.append(self.vocab[left] + self.vocab[right])
         self.vocab_size = len(self.vocab)
         self.chunk_cache = {}
@@ -103,7 +158,8 @@ class BPETokenizer:
         Returns:
             BPETokenizer with `vocab_size` ids.
         Raises:
-            ValueError if the text has too few frequent pairs to reach `vocab_size`.
+            ValueError if the text has too few frequent pairs to reach `vocab_size`, or if a merge
+            would build a token longer than MAX_TOKEN_BYTES.
         """
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < NUM_BYTES:
             raise ValueError(f"BPETokenizer.train vocab_size must be an int >= {NUM_BYTES} (bytes), got {vocab_size!r}")
@@ -120,7 +176,11 @@ class BPETokenizer:
                     f"{min_count} times, so vocab_size can be at most {NUM_BYTES + len(merges)}; got {vocab_size}"
                 )
             merges.append(pair)
-        return cls(merges)
+        try:
+            return cls(merges)
+        except TokenizerConfigError as error:       # a token longer than MAX_TOKEN_BYTES (a very long repeated run)
+            raise ValueError(f"BPETokenizer.train: {str(error).split(', ', 1)[-1]}; the text repeats a run of "
+                             f"over {MAX_TOKEN_BYTES} bytes without a space: use a smaller vocab_size") from None
 
     def encode_chunk(self, chunk):
         """Token ids of one chunk (see `split_into_chunks`), merging the earliest-learned pair first."""
@@ -160,13 +220,11 @@ class BPETokenizer:
             ids: iterable of ints in 0..V-1 (Python or NumPy integers).
         Returns:
             str.
+        Raises:
+            TypeError for an id that is not an integer, ValueError for one outside 0..V-1.
         """
-        pieces = []
-        for token_id in ids:
-            if not 0 <= token_id < self.vocab_size:
-                raise ValueError(f"BPETokenizer.decode expected ids in 0..{self.vocab_size - 1}, got {token_id}")
-            pieces.append(self.vocab[token_id])
-        data = b"".join(pieces)
+        data = b"".join(self.vocab[token_id] for token_id in check_decode_ids(ids, self.vocab_size,
+                                                                               "BPETokenizer.decode"))
         try:
             return data.decode("utf-8", "surrogatepass")
         except UnicodeDecodeError:
@@ -187,35 +245,85 @@ class BPETokenizer:
 
     @classmethod
     def from_config(cls, config, source="BPETokenizer.from_config: the config"):
-        """Rebuild a tokenizer from `to_config()`, checking it; `source` starts every error message."""
+        """Rebuild a tokenizer from `to_config()`, checking it first; `source` starts every error message.
+
+        The config is untrusted (a file, a checkpoint's JSON). In order, each check cheap and none
+        building a merged token: the format fields; the merges (`check_merges`: types, ids in range,
+        no repeats, the bounds MAX_VOCAB_SIZE and MAX_TOKEN_BYTES); `vocab_size`; `vocab`, a list of
+        one string per id whose lengths are the merges' token lengths. Only then are the tokens built
+        (about as many bytes as the file holds) and compared with `vocab`.
+
+        Raises:
+            TokenizerConfigError (a ValueError) naming the source and the field.
+        """
         expected = {"format": FILE_FORMAT, "version": FILE_VERSION, "chunk_pattern": CHUNK_PATTERN.pattern}
         if not isinstance(config, dict) or any(config.get(key) != value for key, value in expected.items()):
-            found = {key: config.get(key) for key in expected} if isinstance(config, dict) else type(config).__name__
-            raise ValueError(f"{source} is not a tokenizer file: expected {expected}, got {found}")
-        try:
-            tokenizer = cls([tuple(pair) for pair in config["merges"]])
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{source} has no valid merges: {error}") from None
-        if config.get("vocab") != tokenizer.to_config()["vocab"] or config.get("vocab_size") != tokenizer.vocab_size:
-            raise ValueError(
-                f"{source} vocabulary does not match its merges "
-                f"(expected {tokenizer.vocab_size} tokens, it says {config.get('vocab_size')})"
-            )
+            found = ({key: short_repr(config.get(key)) for key in expected} if isinstance(config, dict)
+                     else type(config).__name__)
+            raise TokenizerConfigError(f"{source} is not a tokenizer file: expected {expected}, got {found}")
+        if "merges" not in config:
+            raise TokenizerConfigError(f"{source} has no field 'merges'")
+        merges, lengths = check_merges(config["merges"], source)
+        vocab_size, vocab = config.get("vocab_size"), config.get("vocab")
+        if not is_token_id(vocab_size) or vocab_size != len(lengths):
+            raise TokenizerConfigError(f"{source} vocabulary does not match its merges (expected {len(lengths)} "
+                                       f"tokens, field 'vocab_size' says {short_repr(vocab_size)})")
+        if not isinstance(vocab, list) or len(vocab) != len(lengths):
+            found = f"{len(vocab)} entries" if isinstance(vocab, list) else type(vocab).__name__
+            raise TokenizerConfigError(f"{source} vocabulary does not match its merges (expected field 'vocab' "
+                                       f"to list {len(lengths)} tokens, got {found})")
+        for token_id, (token, length) in enumerate(zip(vocab, lengths)):
+            if not isinstance(token, str) or len(token) != length:
+                raise TokenizerConfigError(f"{source} vocabulary does not match its merges (field 'vocab', token "
+                                           f"{token_id}: expected a string of {length} characters, got "
+                                           f"{short_repr(token)})")
+        tokenizer = cls.__new__(cls)
+        tokenizer._build(merges)                     # checked above; its size is now bounded by the file's own
+        built = tokenizer.to_config()["vocab"]
+        if vocab != built:
+            token_id = next(i for i, (a, b) in enumerate(zip(vocab, built)) if a != b)
+            raise TokenizerConfigError(f"{source} vocabulary does not match its merges (field 'vocab', token "
+                                       f"{token_id} is {short_repr(vocab[token_id])}, its merge builds "
+                                       f"{short_repr(tokenizer.vocab[token_id].decode('latin-1'))})")
         return tokenizer
 
     def save(self, path):
-        """Write the tokenizer to `path` as JSON (merges and vocabulary)."""
-        with open(path, "w", encoding="utf-8") as file:
-            json.dump(self.to_config(), file, ensure_ascii=True, indent=0)
+        """Write the tokenizer to `path` as JSON (merges and vocabulary).
+
+        The file is written under a temporary name in the same directory and renamed over `path`,
+        so an interrupted save never leaves a truncated tokenizer behind.
+        """
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        handle, temporary = tempfile.mkstemp(prefix=".tokenizer-", suffix=".json.tmp", dir=directory)
+        umask = os.umask(0)
+        os.umask(umask)
+        try:
+            os.chmod(temporary, 0o666 & ~umask)           # what open(path, "w") would have given, not mkstemp's 0600
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                json.dump(self.to_config(), file, ensure_ascii=True, indent=0)
+            os.replace(temporary, path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+            raise
 
     @classmethod
     def load(cls, path):
-        """Read a tokenizer written by `save`, with a clear error for a missing, truncated or foreign file."""
+        """Read a tokenizer written by `save`, with a clear error for a missing, truncated or foreign file.
+
+        Raises:
+            FileNotFoundError when there is no file; OSError when it cannot be read (a directory, no
+            permission); TokenizerConfigError (a ValueError) when it is not a valid tokenizer file.
+        """
         try:
             with open(path, encoding="utf-8") as file:
                 config = json.load(file)
         except FileNotFoundError:
             raise FileNotFoundError(f"BPETokenizer.load: no tokenizer file at {path}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"BPETokenizer.load: {path} is not a complete JSON file (truncated?): {error}") from None
+        except OSError as error:
+            raise type(error)(f"BPETokenizer.load: cannot read {path}: {error.strerror or error}") from None
+        except (ValueError, RecursionError) as error:   # JSONDecodeError, UnicodeDecodeError, nesting too deep
+            raise TokenizerConfigError(f"BPETokenizer.load: {path} is not a complete JSON file (truncated?): "
+                                       f"{short_repr(str(error))}") from None
         return cls.from_config(config, source=f"BPETokenizer.load: {path}")

@@ -1,0 +1,77 @@
+"""`python -m minitransformer sample`: bad options and malformed checkpoints are one `error:` line with exit
+status 2 (options before any model is built); without --checkpoint it samples the newest run."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from test_checkpoint_safety import MALFORMED
+from test_train_command import assert_one_error_line, cli, refuse_models
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GREEDY = ["--prompt", "it was the ", "--max-new-tokens", "10", "--temperature", "0"]
+
+
+@pytest.fixture()
+def checkpoint(tmp_path):
+    """A copy of the checkpoint 0.2 wrote (tests/fixtures/checkpoint_0_2), which must still load."""
+    target = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / "checkpoint_0_2", target)
+    return target
+
+
+@pytest.fixture()
+def no_model(monkeypatch):
+    refuse_models(monkeypatch)
+
+
+OPTION_ERRORS = {
+    "max-new-tokens negative": (["--max-new-tokens", "-3"], "argument --max-new-tokens: expected a whole number >= 0"),
+    "temperature nan": (["--temperature", "nan"], "argument --temperature: expected a finite number >= 0, got 'nan'"),
+    "temperature inf": (["--temperature", "inf"], "argument --temperature"),
+    "temperature negative": (["--temperature", "-0.5"], "argument --temperature"),
+    "top-k 0": (["--top-k", "0"], "argument --top-k: expected a positive whole number, got 0"),
+    "top-k negative": (["--top-k", "-2"], "argument --top-k"),
+    "num-samples 0": (["--num-samples", "0"], "argument --num-samples"),
+    "seed negative": (["--seed", "-1"], "argument --seed"),
+    "prompt not in the vocabulary": (["--prompt", "xyz"], "--prompt 'xyz' cannot be encoded"),
+    "prompt empty": (["--prompt", ""], "--prompt is empty"),
+}
+
+
+@pytest.mark.parametrize("case", list(OPTION_ERRORS))
+def test_a_bad_option_is_one_line_exit_2_before_any_model(case, checkpoint, capsys, no_model):
+    options, message = OPTION_ERRORS[case]
+    code, out, err = cli(["sample", "--checkpoint", str(checkpoint), *options], capsys)
+    assert code == 2 and not out
+    assert_one_error_line(err, message)
+
+
+@pytest.mark.parametrize("case", [case for case in MALFORMED if case != "wrong optimizer shape"])   # sample loads no optimizer
+def test_a_malformed_checkpoint_is_one_line_exit_2(case, checkpoint, capsys):
+    MALFORMED[case][0](checkpoint)
+    code, out, err = cli(["sample", "--checkpoint", str(checkpoint), *GREEDY], capsys)
+    assert code == 2 and not out
+    assert_one_error_line(err, "checkpoint")
+
+
+def test_a_missing_checkpoint_and_no_runs_are_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(["sample", "--checkpoint", str(tmp_path / "nowhere")], capsys)
+    assert code == 2
+    assert_one_error_line(err, "no checkpoint at")
+    code, _, err = cli(["sample"], capsys)
+    assert code == 2
+    assert_one_error_line(err, "no --checkpoint given and no run under runs/")
+
+
+def test_without_checkpoint_it_samples_the_newest_run(checkpoint, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    expected = cli(["sample", "--checkpoint", str(checkpoint), *GREEDY], capsys)
+    assert expected[0] == 0
+    shutil.copytree(checkpoint, tmp_path / "runs" / "latest")              # 0.2's runs/latest, a real directory
+    assert cli(["sample", *GREEDY], capsys) == expected
+    shutil.move(tmp_path / "runs" / "latest", tmp_path / "runs" / "run-007")  # a numbered run, no link
+    assert cli(["sample", *GREEDY], capsys) == expected
+    (tmp_path / "runs" / "run-003").mkdir()                                  # an older run
+    assert cli(["sample", *GREEDY], capsys) == expected

@@ -1,0 +1,316 @@
+"""`python -m minitransformer train`: where runs go, what it refuses (one `error:` line, exit 2, before any model
+is built), a NaN run (exit 1, the checkpoint kept), --max-steps 0, and --help showing every default."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from test_checkpoint import TEXT
+from test_checkpoint_safety import MALFORMED, _files, _finite_weights
+
+import minitransformer.training.config
+import minitransformer.training.trainer
+from minitransformer.__main__ import main
+from minitransformer.training.checkpoint import read_checkpoint
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TINY = ["--block-size", "8", "--batch-size", "4", "--n-layers", "1", "--n-heads", "2", "--d-model", "16",
+        "--d-ff", "32", "--eval-interval", "2", "--eval-batches", "1", "--no-progress", "--sample-tokens", "0"]
+
+
+def cli(argv, capsys):
+    """(exit status, stdout, stderr) of `python -m minitransformer <argv>` run in this process."""
+    try:
+        code = main(argv)
+    except SystemExit as exit:                  # argparse's own errors and --help
+        code = exit.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(err, *phrases):
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for phrase in phrases:
+        assert phrase in lines[0], (phrase, lines[0])
+
+
+@pytest.fixture()
+def text_file(tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text(TEXT)
+    return path
+
+
+def refuse_models(monkeypatch):
+    """Any model built from here on fails the test: the error must be found before."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was built before the error was found")
+    monkeypatch.setattr(minitransformer.training.trainer, "build_model", refuse)
+    monkeypatch.setattr(minitransformer.training.config, "build_model", refuse)
+
+
+@pytest.fixture()
+def no_model(monkeypatch):
+    refuse_models(monkeypatch)
+
+
+def train(text_file, *options, steps=2):
+    return ["train", "--text", str(text_file), "--max-steps", str(steps), *TINY, *options]
+
+
+# ---------------------------------------------------------------- never lose a run
+def test_an_out_holding_a_checkpoint_is_refused_before_a_model_is_built(tmp_path, text_file, capsys, monkeypatch):
+    out = tmp_path / "run"
+    assert cli(train(text_file, "--out", str(out)), capsys)[0] == 0
+    before = _files(out)
+    refuse_models(monkeypatch)
+    code, _, err = cli(train(text_file, "--out", str(out), "--seed", "5"), capsys)
+    assert code == 2
+    assert_one_error_line(err, f"--out {out} already holds a checkpoint", "--resume", "--force")
+    assert _files(out) == before
+
+
+def test_force_replaces_the_checkpoint_and_nothing_else(tmp_path, text_file, capsys):
+    out = tmp_path / "run"
+    assert cli(train(text_file, "--out", str(out)), capsys)[0] == 0
+    old_arrays = read_checkpoint(out)[0]["arrays_file"]
+    (out / "notes.txt").write_text("mine")
+    (out / "checkpoint-best.npz").write_bytes(b"my best weights")
+    assert cli(train(text_file, "--out", str(out), "--seed", "5", "--force"), capsys)[0] == 0
+    assert read_checkpoint(out)[0]["train_config"]["seed"] == 5
+    assert not (out / old_arrays).exists()
+    assert (out / "notes.txt").read_text() == "mine" and (out / "checkpoint-best.npz").read_bytes() == b"my best weights"
+    code, _, err = cli(train(text_file, "--out", str(out), "--force", "--resume"), capsys)
+    assert code == 2 and "not allowed with argument" in err
+    assert_one_error_line(err)
+
+
+def test_without_out_every_run_gets_a_new_directory_and_latest_names_the_newest(tmp_path, text_file, capsys,
+                                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli(train(text_file), capsys)[0] == 0                # the README's main command, twice
+    first = _files(tmp_path / "runs" / "run-001")
+    code, out, _ = cli(train(text_file, "--seed", "5"), capsys)
+    assert code == 0 and "checkpoint: runs/run-002" in out
+    assert _files(tmp_path / "runs" / "run-001") == first      # the first run untouched
+    latest = tmp_path / "runs" / "latest"
+    if latest.is_symlink():                                     # where the OS allows symlinks
+        assert os.readlink(latest) == "run-002"
+    assert read_checkpoint(latest)[0]["train_config"]["seed"] == 5
+    code, out, _ = cli(train(text_file, "--resume", steps=4), capsys)   # --resume alone: the newest run
+    assert code == 0 and "resuming at step 2 (runs/run-002)" in out
+    assert read_checkpoint(tmp_path / "runs" / "run-002")[0]["step"] == 4
+    assert _files(tmp_path / "runs" / "run-001") == first
+
+
+def test_a_real_runs_latest_directory_from_0_2_is_kept(tmp_path, text_file, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(FIXTURES / "checkpoint_0_2", tmp_path / "runs" / "latest")
+    kept = _files(tmp_path / "runs" / "latest")
+    code, out, err = cli(train(text_file), capsys)
+    assert code == 0 and "checkpoint: runs/run-001" in out
+    assert "runs/latest is a directory" in err and "left as it is" in err
+    assert not (tmp_path / "runs" / "latest").is_symlink() and _files(tmp_path / "runs" / "latest") == kept
+    code, out, _ = cli(train(text_file, "--resume", steps=4), capsys)   # the newest run is the numbered one
+    assert code == 0 and "(runs/run-001)" in out
+
+
+def test_resume_of_a_malformed_checkpoint_is_one_error_line(tmp_path, text_file, capsys):
+    out = tmp_path / "run"
+    assert cli(train(text_file, "--out", str(out)), capsys)[0] == 0
+    saved = _files(out)
+    for case in ("a list at the top", "step a string", "train_config missing", "history.loss a dict",
+                 "arrays file missing", "NaN weights"):
+        for name in os.listdir(out):
+            os.remove(out / name)
+        for name, data in saved.items():
+            (out / name).write_bytes(data)
+        MALFORMED[case][0](out)
+        code, _, err = cli(train(text_file, "--out", str(out), "--resume", steps=4), capsys)
+        assert code == 2, case
+        assert_one_error_line(err, "checkpoint")
+
+
+# ---------------------------------------------------------------- a run that diverges
+def test_a_nan_run_exits_1_naming_the_step_and_keeps_the_last_checkpoint(tmp_path, text_file, capsys, monkeypatch):
+    out = tmp_path / "run"
+    snapshots = []
+    save = minitransformer.training.trainer.save_checkpoint
+
+    def save_and_remember(directory, *args):
+        save(directory, *args)
+        snapshots.append({name: data for name, data in _files(Path(directory)).items() if name != "loss.png"})
+    monkeypatch.setattr(minitransformer.training.trainer, "save_checkpoint", save_and_remember)
+    code, _, err = cli(train(text_file, "--out", str(out), "--lr", "1e6", "--eval-interval", "1", steps=50), capsys)
+    assert code == 1
+    assert_one_error_line(err, "training diverged at step", "is nan")
+    step = int(err.split("at step ")[1].split(":")[0])
+    assert snapshots and read_checkpoint(out)[0]["step"] == step - 1
+    checkpoint = {name: data for name, data in _files(out).items() if name != "loss.png"}   # redrawn after a save
+    assert checkpoint == snapshots[-1]                          # the last good checkpoint, byte for byte
+    assert _finite_weights(out)
+
+
+# ---------------------------------------------------------------- user errors: one line, exit 2, no model
+def _write(name, data):
+    def make(tmp_path):
+        path = tmp_path / name
+        path.write_bytes(data)
+        return ["--text", str(path)]
+    return make
+
+
+def _options(*options):
+    return lambda tmp_path: list(options)
+
+
+def _a_directory(tmp_path):
+    return ["--text", str(tmp_path)]
+
+
+def _out_is_a_file(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    return ["--out", str(tmp_path / "a-file")]
+
+
+USER_ERRORS = {
+    "text missing": (_options("--text", "/nonexistent/text.txt"), "--text /nonexistent/text.txt: no such file"),
+    "text a directory": (_a_directory, "is a directory, expected a UTF-8 text file"),
+    "text binary": (_write("binary.bin", b"\x00\x01\x02" * 100), "looks binary"),
+    "text not UTF-8": (_write("latin1.txt", "café ".encode("latin-1") * 100), "is not UTF-8 text: byte 0xe9"),
+    "text empty": (_write("empty.txt", b""), "is empty"),
+    "text too short": (_write("short.txt", b"abcdefg"), "fewer than one window of --block-size + 1 = 9 tokens"),
+    "validation too short": (_write("short.txt", b"abcdefghij" * 7), "validation (last 10 %) part has 7"),
+    "block size 0": (_options("--block-size", "0"), "argument --block-size: expected a positive whole number, got 0"),
+    "batch size 0": (_options("--batch-size", "0"), "argument --batch-size"),
+    "eval interval 0": (_options("--eval-interval", "0"), "argument --eval-interval"),
+    "eval batches 0": (_options("--eval-batches", "0"), "argument --eval-batches"),
+    "layers 0": (_options("--n-layers", "0"), "argument --n-layers"),
+    "d_model negative": (_options("--d-model", "-16"), "argument --d-model"),
+    "d_ff not a number": (_options("--d-ff", "wide"), "argument --d-ff: expected a positive whole number, got 'wide'"),
+    "max steps negative": (_options("--max-steps", "-1"), "argument --max-steps: expected a whole number >= 0"),
+    "sample tokens negative": (_options("--sample-tokens", "-3"), "argument --sample-tokens"),
+    "temperature nan": (_options("--temperature", "nan"), "argument --temperature: expected a finite number >= 0"),
+    "temperature negative": (_options("--temperature", "-1"), "argument --temperature"),
+    "top-k 0": (_options("--top-k", "0"), "argument --top-k"),
+    "lr nan": (_options("--lr", "nan"), "argument --lr"),
+    "lr negative": (_options("--lr", "-0.1"), "argument --lr"),
+    "grad clip inf": (_options("--grad-clip", "inf"), "argument --grad-clip"),
+    "dropout 1": (_options("--dropout", "1"), "argument --dropout: expected a probability 0 <= p < 1"),
+    "seed negative": (_options("--seed", "-1"), "argument --seed"),
+    "workers 0": (_options("--workers", "0"), "argument --workers"),
+    "workers above the batch": (_options("--workers", "5"), "--workers 5 must be at most the batch size 4"),
+    "heads do not divide": (_options("--n-heads", "3"), "--d-model 16 must be divisible by --n-heads 3"),
+    "vocab size 0": (_options("--tokenizer", "bpe", "--vocab-size", "0"), "argument --vocab-size"),
+    "out a file": (_out_is_a_file, "is a file, expected a directory"),
+    "prompt not in the vocabulary": (_options("--sample-tokens", "5", "--prompt", "ß"), "--prompt 'ß' cannot be encoded"),
+    "prompt empty": (_options("--sample-tokens", "5", "--prompt", ""), "--prompt is empty"),
+    "resume without a checkpoint": (lambda tmp_path: ["--resume", "--out", str(tmp_path)], "no checkpoint at"),
+    "resume with no run at all": (_options("--resume"), "--resume: no run to continue"),
+    "resume and force": (_options("--resume", "--force"), "not allowed with argument"),
+}
+
+
+@pytest.mark.parametrize("case", list(USER_ERRORS))
+def test_a_user_error_is_one_line_exit_2_before_any_model(case, tmp_path, text_file, capsys, monkeypatch, no_model):
+    monkeypatch.chdir(tmp_path)                                 # no runs/ here
+    make, message = USER_ERRORS[case]
+    extra = make(tmp_path)
+    argv = train(text_file, *extra)
+    code, out, err = cli(argv, capsys)
+    assert code == 2, (out, err)
+    assert_one_error_line(err, message)
+    assert not (tmp_path / "runs").exists()                     # nothing made
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads any file")
+def test_an_unreadable_text_is_one_error_line(tmp_path, text_file, capsys, no_model):
+    text_file.chmod(0)
+    try:
+        code, _, err = cli(train(text_file), capsys)
+    finally:
+        text_file.chmod(0o644)
+    assert code == 2
+    assert_one_error_line(err, "cannot be read")
+
+
+def test_max_steps_0_evaluates_and_samples_without_training_or_saving(tmp_path, text_file, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    options = [option for option in TINY if option != "--sample-tokens"]
+    options.remove("0")
+    code, out, err = cli(["train", "--text", str(text_file), "--max-steps", "0", *options, "--sample-tokens", "5",
+                          "--prompt", "the"], capsys)
+    assert code == 0, err
+    assert "untrained: val loss" in out and "sample before training" in out
+    assert "nothing trained, nothing saved" in out and "nothing to do" not in out
+    assert not (tmp_path / "runs").exists()
+
+
+# ---------------------------------------------------------------- --help shows every default
+def _help_entries(command, capsys):
+    """{option: its help paragraph, whitespace collapsed} of `python -m minitransformer <command> --help`."""
+    code, out, _ = cli([command, "--help"], capsys)
+    assert code == 0
+    entries, current = {}, None
+    for line in out.splitlines():
+        stripped = line.strip()
+        if line.startswith("  -"):                              # an option (its help continues indented deeper)
+            current = stripped.split()[0].rstrip(",")
+            entries[current] = stripped
+        elif current and line.startswith("    ") and stripped:
+            entries[current] += " " + stripped
+        else:
+            current = None
+    return {option: " ".join(text.split()) for option, text in entries.items()}
+
+
+FLAGS = {"-h", "--no-progress", "--resume", "--force"}
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("train", {"--lr": "(default: 0.001)", "--eval-interval": "(default: 250)", "--out": "runs/run-NNN",
+               "--temperature": "(default: 0.8)", "--max-steps": "(default: 2000)", "--block-size": "(default: 64)",
+               "--top-k": "(default: all tokens)", "--warmup-steps": "(default: 100)"}),
+    ("sample", {"--max-new-tokens": "(default: 300)", "--temperature": "(default: 0.8)", "--top-k": "all tokens",
+                "--checkpoint": "runs/latest", "--seed": "(default: 0)", "--num-samples": "(default: 1)"}),
+])
+def test_help_shows_every_default(command, expected, capsys):
+    entries = _help_entries(command, capsys)
+    for option, text in expected.items():
+        assert text in entries[option], (option, entries[option])
+    for option, text in entries.items():
+        if option not in FLAGS:
+            assert "default" in text, f"{command} --help: {option} shows no default: {text!r}"
+
+
+
+def test_without_symlinks_the_newest_run_is_the_highest_number(tmp_path, text_file, capsys, monkeypatch):
+    """Where the OS refuses symlinks (Windows without the privilege) there is no runs/latest, and --resume and
+    sample take the highest-numbered run."""
+    def no_symlinks(*args, **kwargs):
+        raise OSError("symbolic links are not allowed here")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "symlink", no_symlinks)
+    for _ in range(2):
+        assert cli(train(text_file), capsys)[0] == 0
+    assert sorted(os.listdir(tmp_path / "runs")) == ["run-001", "run-002"]
+    code, out, _ = cli(train(text_file, "--resume", steps=4), capsys)
+    assert code == 0 and "(runs/run-002)" in out
+    assert cli(["sample", "--max-new-tokens", "3", "--prompt", "the"], capsys)[0] == 0
+
+
+@pytest.mark.parametrize("failure", ["WorkerTimeout", "TornUpdate"])
+def test_a_frozen_or_dead_worker_is_one_error_line_exit_1_naming_resume(tmp_path, text_file, capsys, monkeypatch,
+                                                                      failure):
+    """The deadline itself is tested in test_parallel_deadline.py; here: what the command makes of its error."""
+    import minitransformer.training.parallel as parallel
+
+    def fit(self):
+        raise getattr(parallel, failure)("worker 1 (pid 4242) did not answer step 3 within 60 s")
+    monkeypatch.setattr(minitransformer.training.trainer.Trainer, "fit", fit)
+    out = tmp_path / "run"
+    code, _, err = cli(train(text_file, "--out", str(out)), capsys)
+    assert code == 1
+    assert_one_error_line(err, "worker 1 (pid 4242)", "--resume")
