@@ -2,7 +2,15 @@
 
 Each source is a Python file in the "percent" format: a line `# %%` starts a
 code cell, a line `# %% [markdown]` starts a markdown cell whose lines are
-written as comments (`# text`). The committed `.ipynb` files are what readers
+written as comments (`# text`). Two more headers make exercise cells that an
+nbgrader course can release and autograde (nbgrader's cell metadata, schema 3):
+
+    # %% [solution] layernorm_forward_steps    the student's cell; its answer sits between
+                                               the markers `### BEGIN SOLUTION` / `### END SOLUTION`
+    # %% [check 2] check_layernorm_forward     an autograded, locked test cell worth 2 points
+
+The word after the header is the cell's nbgrader `grade_id` (letters, digits, `_`, `-`; unique).
+`exercises make --notebooks` blanks the solution regions in student copies. The committed `.ipynb` files are what readers
 open; they are stored WITHOUT outputs (clean diffs; the test suite executes
 every one of them), and `tests/test_notebooks.py` checks that each committed
 notebook is exactly what this script builds from its source.
@@ -13,6 +21,7 @@ notebook is exactly what this script builds from its source.
 
 import argparse
 import pathlib
+import re
 import sys
 
 import nbformat
@@ -20,29 +29,55 @@ import nbformat
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = HERE / "_src"
 KERNEL = {"display_name": "Python 3", "language": "python", "name": "python3"}
+_HEADER = re.compile(r"^# %%(?:\s+\[(?P<kind>markdown|solution|check(?:\s+(?P<points>\d+(?:\.\d+)?))?)\]"
+                     r"(?:\s+(?P<grade_id>[A-Za-z0-9_-]+))?)?\s*$")
 
 
-def _cell(kind, lines):
+def _nbgrader(kind, points, grade_id, where):
+    """nbgrader's cell metadata (schema 3) for a solution or check cell, None for a plain one."""
+    if kind in (None, "markdown"):
+        return None
+    if not grade_id:
+        raise ValueError(f"{where}: a [{kind}] cell needs a grade_id after the header")
+    check = kind.startswith("check")
+    metadata = {"grade": check, "grade_id": grade_id, "locked": check, "schema_version": 3, "solution": not check}
+    if check:
+        metadata["points"] = float(points) if points and "." in points else int(points or 1)
+    return metadata
+
+
+def _cell(kind, lines, nbgrader=None):
     while lines and not lines[-1].strip():
         lines.pop()
     if kind == "markdown":
         text = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines)
         return nbformat.v4.new_markdown_cell(text)
-    return nbformat.v4.new_code_cell("\n".join(lines))
+    cell = nbformat.v4.new_code_cell("\n".join(lines))
+    if nbgrader:
+        cell.metadata["nbgrader"] = nbgrader
+    return cell
 
 
 def build(source_path):
     """Return the notebook (a NotebookNode, no outputs) described by one percent-format source."""
-    cells, kind, lines = [], None, []
-    for line in pathlib.Path(source_path).read_text(encoding="utf-8").splitlines():
+    cells, kind, lines, nbgrader, grade_ids = [], None, [], None, set()
+    for number, line in enumerate(pathlib.Path(source_path).read_text(encoding="utf-8").splitlines(), 1):
         if line.startswith("# %%"):
+            header = _HEADER.match(line)
+            if header is None:
+                raise ValueError(f"{source_path}:{number}: unknown cell header {line!r}")
             if kind is not None:
-                cells.append(_cell(kind, lines))
-            kind, lines = ("markdown" if "[markdown]" in line else "code"), []
+                cells.append(_cell(kind, lines, nbgrader))
+            kind, lines = ("markdown" if header.group("kind") == "markdown" else "code"), []
+            nbgrader = _nbgrader(header.group("kind"), header.group("points"), header.group("grade_id"),
+                                 f"{source_path}:{number}")
+            if nbgrader and nbgrader["grade_id"] in grade_ids:
+                raise ValueError(f"{source_path}:{number}: grade_id {nbgrader['grade_id']} is used twice")
+            grade_ids |= {nbgrader["grade_id"]} if nbgrader else set()
         elif kind is not None:
             lines.append(line)
     if kind is not None:
-        cells.append(_cell(kind, lines))
+        cells.append(_cell(kind, lines, nbgrader))
     for index, cell in enumerate(cells):       # stable ids, so a rebuild gives the same file
         cell["id"] = f"cell-{index:02d}"
     notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": KERNEL,

@@ -10,6 +10,7 @@ import pytest
 from minitransformer.__main__ import main
 from minitransformer.exercises.catalogue import EXERCISES
 from minitransformer.exercises.grade import grade_copy, score_table
+from minitransformer.exercises.isolation import Limits
 from minitransformer.exercises.make import make_student_copy, reference_package, select_regions
 from minitransformer.exercises.notebook import student_notebook
 from minitransformer.exercises.regions import find_regions, package_regions, replace_regions
@@ -129,9 +130,23 @@ def test_make_refuses_a_non_empty_directory(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the grader
 
+def assign(copy, regions=None, seed=19):
+    """Write the instructor's assignment beside `copy`, as `exercises make` does; returns the Assignment.
+
+    regions: the graded regions (default: those the copy blanked).
+    """
+    from minitransformer.exercises.assignment import default_path, new_assignment, write_assignment
+
+    regions = json.loads((copy / "exercises.json").read_text())["regions"] if regions is None else regions
+    assignment = new_assignment(regions, REFERENCE, seed=seed)
+    write_assignment(default_path(copy), assignment)
+    return assignment
+
+
 def test_grading_every_exercise_fails_exactly_the_chosen_ones(copy_of, tmp_path, capsys):
     copy = copy_of("layernorm", "softmax")
-    assert main(["exercises", "grade", str(copy), "--only", "all", "--json", str(tmp_path / "grades.json")]) == 1
+    assign(copy, sorted(REGIONS))               # the instructor grades every exercise; the copy blanked two
+    assert main(["exercises", "grade", str(copy), "--json", str(tmp_path / "grades.json")]) == 1
     table = capsys.readouterr().out
     assert "layernorm: not implemented" in table and "softmax: not implemented" in table
     grades = json.loads((tmp_path / "grades.json").read_text())["exercises"]
@@ -140,11 +155,18 @@ def test_grading_every_exercise_fails_exactly_the_chosen_ones(copy_of, tmp_path,
     assert all(g["points"] == g["max_points"] for g in grades if g["exercise"] not in ("layernorm", "softmax"))
 
 
-def test_putting_the_reference_bodies_back_gives_full_marks(copy_of, tmp_path):
-    copy = copy_of("layernorm", "softmax", "attention.backward")
+def test_putting_the_reference_bodies_back_gives_full_marks(tmp_path, capsys):
+    copy = tmp_path / "student"                 # made and graded as an instructor does, on the command line
+    assert main(["exercises", "make", str(copy), "--only", "layernorm,softmax,attention.backward"]) == 0
+    assignment = tmp_path / "student.assignment.json"
+    assert f"wrote the instructor's assignment to {assignment}" in capsys.readouterr().out
+    seed = str(json.loads(assignment.read_text())["seed"])
+    assert (assignment.stat().st_mode & 0o777) == 0o600
+    assert not any(seed in path.read_text(errors="replace") for path in copy.rglob("*") if path.is_file()), \
+        "the inputs' seed stays on the instructor's side"
     put_bodies(copy, {name: reference_body(name) for name in REGIONS})
     report = tmp_path / "grades.json"
-    assert main(["exercises", "grade", str(copy), "--json", str(report)]) == 0
+    assert main(["exercises", "grade", str(copy), "--json", str(report)]) == 0    # the assignment beside it
     result = json.loads(report.read_text())
     assert (result["points"], result["max_points"], result["full_marks"]) == (5, 5, True)   # one per region
     assert [e["exercise"] for e in result["exercises"]] == ["softmax", "layernorm", "attention"]
@@ -164,7 +186,7 @@ def test_layernorm_backward_without_the_mean_term_is_caught_and_located(copy_of)
     gradcheck = copy / "minitransformer/gradcheck/checker.py"
     gradcheck.write_text(gradcheck.read_text().replace("def rel_error(analytic, numeric):",
                                                        "def rel_error(analytic, numeric):\n    return 0.0"))
-    (grade,) = grade_copy(copy)
+    (grade,) = grade_copy(copy, assign(copy))
     assert (grade.exercise, grade.status, grade.forward_ok, grade.points, grade.max_points) == (
         "layernorm", "wrong", True, 1, 2)
     assert grade.backward_error > 1e-3
@@ -176,7 +198,7 @@ def test_layernorm_backward_without_the_mean_term_is_caught_and_located(copy_of)
 def test_attention_is_graded_with_the_reference_softmax(copy_of):
     copy = copy_of("softmax", "attention")
     put_bodies(copy, {name: reference_body(name) for name in ("attention.forward", "attention.backward")})
-    softmax, attention = grade_copy(copy)
+    softmax, attention = grade_copy(copy, assign(copy))
     assert (softmax.points, attention.points) == (0, 2)
 
 
@@ -191,11 +213,11 @@ def test_hanging_crashing_and_unmarked_answers_are_reported(copy_of):
     embedding = copy / "minitransformer/layers/embedding.py"              # the student deleted the markers
     embedding.write_text("".join(line for line in embedding.read_text().splitlines(keepends=True)
                                  if "SOLUTION" not in line))
-    linear, relu, gelu, embedding, crossentropy = grade_copy(copy, timeout=3)
+    linear, relu, gelu, embedding, crossentropy = grade_copy(copy, assign(copy), limits=Limits(timeout=3))
     assert (gelu.status, gelu.forward_ok, gelu.points, gelu.backward_error) == ("wrong", True, 1, 1.0)   # forward right
     assert (linear.status, relu.status, embedding.status) == ("timed out", "crashed", "markers missing")
     assert "exit code 3" in relu.problems[0] and "embedding.backward" in embedding.problems[0]
-    assert crossentropy.status == "crashed" and "SyntaxError" in crossentropy.problems[0]
+    assert crossentropy.status == "error" and "SyntaxError" in crossentropy.problems[0]
     assert "(at layers/loss.py:" in crossentropy.problems[0]
     assert linear.points == relu.points == embedding.points == crossentropy.points == 0
 

@@ -1,7 +1,6 @@
-"""`python -m minitransformer exercises make|grade`: student copies with blanked regions, and their grader."""
+"""`python -m minitransformer exercises make|check|grade|gradescope-bundle`: student copies, their grader, Gradescope."""
 
-import json
-import sys
+from . import exercises_grading as instructor
 
 HELP = "for instructors: write a student copy with chosen backward/forward passes blanked, or grade one"
 
@@ -16,13 +15,15 @@ def add_arguments(parser):
     make.add_argument("--notebooks", nargs="?", const="", default=None, metavar="DIR",
                       help="also write student notebooks (outputs stripped, solution cells cleared), "
                            "from DIR (default: notebooks/ of the reference)")
-    grade = actions.add_parser("grade", help="grade a student copy; exit code 1 below full marks")
-    grade.add_argument("directory", help="the student copy (the directory holding minitransformer/)")
-    grade.add_argument("--only", default=None, help="comma-separated exercises to grade, or all "
-                                                    "(default: those in the copy's exercises.json, else all)")
-    grade.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON to FILE")
-    grade.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per exercise")
-    grade.add_argument("--seed", type=int, default=0, help="seed of the test inputs")
+    instructor.add_make_arguments(make)                    # --assignment, --force: the instructor's assignment
+    check = actions.add_parser("check", help="for students: check your exercises in this copy (exit code 1 until right)")
+    check.add_argument("names", nargs="?", default=None, metavar="NAMES",
+                       help="comma-separated exercises, e.g. layernorm,softmax, or all "
+                            "(default: the exercises assigned in this copy's exercises.json)")
+    instructor.add_grade_arguments(actions.add_parser(
+        "grade", help="grade a student copy by the instructor's assignment; exit code 1 below full marks"))
+    instructor.add_bundle_arguments(actions.add_parser(
+        "gradescope-bundle", help="write the Gradescope autograder zip that grades submissions by an assignment"))
 
 
 def _names(text):
@@ -30,9 +31,18 @@ def _names(text):
 
 
 def run(args):
+    if args.action == "check":
+        from ..exercises.check import run_check
+        from .errors import UsageError
+
+        try:
+            return run_check(args.names)
+        except ValueError as error:                    # an unknown exercise, a copy without expected outputs
+            raise UsageError(str(error)) from None
     if args.action == "make":
         from ..exercises.make import make_student_copy
 
+        assignment = instructor.assignment_path_for(args)  # checked before anything is written
         try:
             manifest = make_student_copy(args.out, only=_names(args.only), notebooks=args.notebooks is not None,
                                          notebooks_dir=args.notebooks or None)
@@ -45,26 +55,18 @@ def run(args):
         for layer, needs in manifest["unavailable_layers"].items():
             names = needs[0] if len(needs) == 1 else f"{', '.join(needs[:-1])} and {needs[-1]} are"
             print(f"  {layer} raises NotImplementedError until {names}{' is' if len(needs) == 1 else ''} done")
+        for layer, repeats in manifest.get("left_out_layers", {}).items():
+            print(f"  {layer} is left out of the copy: its code repeats the answer to {', '.join(repeats)}")
+        for entry in manifest.get("left_out", []):
+            print(f"  left out: {entry['path']}: {entry['what']} ({entry['exercises']})")
         for notebook in manifest["notebooks"]:
             print(f"  notebooks/{notebook['notebook']}: {notebook['exercise_cells']} exercise cells cleared")
         if args.notebooks is not None and not manifest["notebooks"]:
             print("  no notebooks found")
         print("  every layer not listed above works as in the reference")
+        instructor.write_assignment_for(assignment, manifest, args.force)
         return 0
 
-    from ..exercises.grade import grade_copy, grades_json, score_table, version_warning
-
-    try:
-        warning = version_warning(args.directory)
-        if warning:
-            print(warning, file=sys.stderr)
-        grades = grade_copy(args.directory, only=_names(args.only), timeout=args.timeout, seed=args.seed)
-    except (KeyError, FileNotFoundError, ValueError, RuntimeError) as error:
-        print(f"exercises grade: {error.args[0]}")
-        return 2
-    print(score_table(grades))
-    result = grades_json(grades)
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(result, handle, indent=2)
-    return 0 if result["full_marks"] else 1
+    if args.action == "gradescope-bundle":
+        return instructor.run_bundle(args)
+    return instructor.run_grade(args)

@@ -1,36 +1,56 @@
-"""Grade a student copy: forward outputs and gradient checks, one subprocess per exercise.
+"""Grade a student copy by the instructor's assignment, the verdict out of the student's reach.
 
-For each exercise the grader
+For each exercise of the assignment (`assignment.py`: which regions, how many points, the seed of
+the inputs, the reference's hashes), the grader
 
-1. reads the student's answer from between the SOLUTION markers of that
-   exercise's regions (code elsewhere in the student copy is never run);
-2. builds a temporary package: the reference package with those regions
-   replaced by the student's, so building blocks and composites are the
-   reference's (the attention exercise is graded with the reference softmax);
-3. runs `runner.py` in a new Python process on it, with a time limit, which
-   evaluates the forward output of every gradient-check case of the exercise's
-   layers and runs the project's gradient checker on each;
-4. compares those outputs, passed back in a .npz file, with the installed
-   reference package's outputs on the same inputs, computed here.
+1. checks the reference package against the assignment's hashes (a submission that wrote to it,
+   or another installed version, stops the grading with an error: one submission cannot change
+   another's grade);
+2. reads the student's answer from between the SOLUTION markers of the assigned regions (code
+   elsewhere in the copy is never run; the copy's own exercises.json is not read);
+3. builds a temporary package: the reference package as a student copy for this one exercise
+   would hold it (the exercise's regions blank, its fast form and every place repeating its answer
+   left out, `make._copy_package`), then the student's answer put in. Building blocks and
+   composites are the reference's, so attention is graded with the reference softmax;
+4. computes, in this process, the reference's numbers for the exercise's gradient-check cases on
+   inputs drawn from the assignment's seed (`verdict.py`): forward outputs, and gradients of the
+   *reference* forward by finite differences, cross-checked by the reference backward;
+5. runs `runner.py` contained (`isolation.py`: bubblewrap, else a process group with limits),
+   which builds each case's layer in the temporary package, puts the given inputs and parameter
+   values in, and hands back forward outputs and the gradients of `backward(G)` as arrays;
+6. reads those arrays as untrusted (bounded, no pickles, exact shapes) and compares them here.
 
-A hang, a crash or an exception costs that exercise its points and is
-reported; it never stops the grading. Each assigned region is worth one
-point: a `.forward` region when the forward output equals the reference's
-(relative error <= the tolerance) in every case, a `.backward` region when
-every gradient check passes.
+A `.forward` region earns its points when every case's output is within the tolerance
+(`rel_error`), a `.backward` region when every gradient of every case is. A hang, a crash, an
+exception or arrays that are not what a runner writes cost that exercise its points and are
+reported; they never stop the grading.
 
-Left out: a sandbox. The separate process protects the grading from a hang or
-a crash, not the machine from a malicious answer (it may read files and open
-sockets as the instructor's user can); grade untrusted submissions inside a
-container. Also left out: partial credit inside one layer.
+What this cannot catch:
+
+* an answer that computes the right numbers another way: a backward that takes finite
+  differences of the forward (in float64 it passes to ~1e-10), or that calls another correct
+  piece of the package (attention's backward through `MultiHeadAttention`'s, when only one is
+  assigned), or a solution copied from a classmate or the internet. The grader checks numbers,
+  not authorship;
+* with the `process` fallback, an answer that reads world-readable files: the installed reference
+  among them (under root the answer runs as `nobody`, which cannot read the grader's /proc entries
+  nor write the reference; as another user, it can do what that user can). Grade untrusted
+  submissions where bubblewrap works;
+* answers that are right on the catalogue's cases only: the cases are small and few (they are the
+  gradient checker's), though the inputs are drawn afresh from the assignment's seed;
+* time and memory beyond the limits an honest answer needs: an answer over them scores 0 even
+  when right.
+
+Left out: partial credit inside one region.
 """
 
+import atexit
+import compileall
+import hashlib
 import json
 import os
-import re
+import py_compile
 import shutil
-import subprocess
-import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,61 +58,64 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..gradcheck.cases import all_cases
-from ..gradcheck.checker import DEFAULT_TOLERANCE, rel_error
-from .catalogue import EXERCISES, exercise_named, exercise_of
+from .assignment import Assignment, ReferenceChanged, read_assignment, verify_reference
+from .isolation import Limits, choose_isolation, count_processes, new_workdir, open_for_student, run_contained, scratch
 from .make import check_is_reference, read_manifest, reference_package
 from .regions import find_regions, package_regions, replace_regions
+from .verdict import OutputRefused, expected_shapes, judge, read_arrays, read_records, reference_cases, task_inputs
 
-_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
-         "from minitransformer.exercises.runner import main; sys.exit(main(sys.argv[2]))")
+RUNNER = Path(__file__).resolve().with_name("runner.py")
 
 
 @dataclass
 class ExerciseGrade:
     exercise: str
     layers: list
-    regions: list                      # the assigned regions, one point each
+    regions: list                      # the graded regions
     status: str = "ok"                 # ok, wrong, not implemented, error, timed out, crashed, markers missing
     forward_ok: bool = False
     backward_error: float = None       # worst relative error over the cases, None if never computed
-    points: int = 0
-    max_points: int = 0
+    points: float = 0
+    max_points: float = 0
+    region_points: dict = field(default_factory=dict)    # region -> points earned
+    region_max: dict = field(default_factory=dict)       # region -> points it is worth
     problems: list = field(default_factory=list)
     cases: list = field(default_factory=list)
 
 
 def student_package(directory):
-    """The `minitransformer` package inside a student copy (or the directory itself if it is the package)."""
-    directory = Path(directory)
-    for candidate in (directory / "minitransformer", directory):
-        if (candidate / "__init__.py").is_file() and candidate.name == "minitransformer":
-            return candidate
-    raise FileNotFoundError(f"exercises grade: no minitransformer package in {directory}")
+    """The `minitransformer` package inside a student copy (or the directory itself if it is the package).
 
-
-def exercises_to_grade(directory, region_names, only=None):
-    """What to grade: a list of (Exercise, its assigned region names).
-
-    Args:
-        directory: the student copy; its `exercises.json` says which regions were assigned.
-        region_names: every region name of the reference.
-        only: exercise names, or ["all"]; default: the exercises of the manifest (all without one).
-    An exercise not in the manifest counts all its regions.
+    A copy handed in inside one folder (`submission/student/minitransformer/`) is found too; a package that
+    is a symbolic link is refused (it could point at the reference).
     """
-    manifest = read_manifest(directory)
-    assigned = set(manifest["regions"]) if manifest else set()
-    if only == ["all"] or (not only and not assigned):
-        chosen = list(EXERCISES)
-    elif only:
-        chosen = [exercise_named(name) for name in only]
-    else:
-        chosen = [e for e in EXERCISES if any(exercise_of(name) == e.name for name in assigned)]
-    graded = []
-    for exercise in chosen:
-        own = sorted(name for name in region_names if exercise_of(name) == exercise.name)
-        graded.append((exercise, [name for name in own if name in assigned] or own))
-    return graded
+    directory = Path(directory)
+    candidates = [directory / "minitransformer", directory]
+    if directory.is_dir():
+        candidates += sorted(p.parent for p in directory.glob("*/minitransformer/__init__.py"))[:1]
+    for candidate in candidates:
+        if (candidate / "__init__.py").is_file() and candidate.name == "minitransformer":
+            if candidate.is_symlink() or candidate.parent.is_symlink() and candidate.parent != directory:
+                raise FileNotFoundError(f"{candidate} is a symbolic link; hand in the copy itself")
+            return candidate
+    raise FileNotFoundError(f"no minitransformer package in {directory} (hand in the student copy: the folder "
+                            f"that holds minitransformer/)")
+
+
+SOURCE_LIMIT = 2**20                  # bytes of a student's source file the grader reads
+
+
+def _check_plain(student_pkg, relative):
+    """Raise LookupError unless `relative` is a plain file of the copy: no symbolic link on the way (one could
+    point at the reference's own file, or at a file of the grader's), and not larger than SOURCE_LIMIT."""
+    path = student_pkg
+    for part in Path(relative).parts:
+        path = path / part
+        if path.is_symlink():
+            raise LookupError(f"{Path(relative).as_posix()}: {path.relative_to(student_pkg).as_posix()} is a "
+                              f"symbolic link; hand in the files themselves")
+    if path.stat().st_size > SOURCE_LIMIT:
+        raise LookupError(f"{Path(relative).as_posix()} is larger than {SOURCE_LIMIT} bytes")
 
 
 def _student_bodies(student_pkg, names, reference_regions):
@@ -104,8 +127,11 @@ def _student_bodies(student_pkg, names, reference_regions):
         path = student_pkg / relative
         if not path.is_file():
             raise LookupError(f"{relative} is missing from the student copy")
+        _check_plain(student_pkg, relative)
         try:
-            found = {r.name: r for r in find_regions(path.read_text(), relative)}
+            found = {r.name: r for r in find_regions(path.read_text(encoding="utf-8"), relative)}
+        except UnicodeDecodeError:
+            raise LookupError(f"{relative} is not UTF-8 text") from None
         except ValueError as error:
             raise LookupError(f"the SOLUTION markers are broken: {error}") from None
         for name in wanted:
@@ -116,87 +142,69 @@ def _student_bodies(student_pkg, names, reference_regions):
     return bodies
 
 
-def _hybrid_package(root, reference, bodies, reference_regions):
-    """Copy the reference package to root/minitransformer and put the student's region bodies in."""
-    target = root / "minitransformer"
-    shutil.copytree(reference, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for relative in {reference_regions[name][0] for name in bodies}:
+_BLANK = {}         # (reference, its hash, regions) -> (a one-exercise student copy's package, its files' hash)
+
+
+def _tree_hash(package):
+    """One sha256 over every file under `package` (sources and byte code)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(package).rglob("*") if p.is_file()):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _blank_package(reference, names, reference_regions, reference_hash):
+    """The reference as a student copy with only `names` assigned holds it; made once per grader process.
+
+    Byte code is compiled for it once ("checked hash" .pyc: a file the student's answer changes is
+    compiled afresh at import, every other one loads at once; the student's process starts ~0.25 s
+    sooner). It lives in a directory of the grader's own (mode 0700) and is checked against the hash
+    it had when made before each use: nothing a student's process did can have changed it unseen.
+    """
+    from .make import _copy_package
+
+    key = (str(reference), reference_hash, tuple(names))
+    if key in _BLANK:
+        package, files_hash = _BLANK[key]
+        if package.is_dir() and _tree_hash(package) == files_hash:
+            return package
+        raise ReferenceChanged(f"the grader's blanked copy of the reference in {package} changed while grading: "
+                               f"refusing to go on")
+    root = Path(tempfile.mkdtemp(prefix="grader-blank-", dir=scratch()))
+    atexit.register(shutil.rmtree, root, True)
+    package = root / "minitransformer"
+    _copy_package(reference, package, list(names), reference_regions)
+    compileall.compile_dir(package, quiet=2, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    _BLANK[key] = package, _tree_hash(package)
+    return package
+
+
+def _build_package(target, reference, bodies, reference_regions, reference_hash):
+    """The temporary package: the reference as a one-exercise student copy holds it, with the student's answer in."""
+    shutil.copytree(_blank_package(reference, sorted(bodies), reference_regions, reference_hash), target)
+    for relative in sorted({reference_regions[name][0] for name in bodies}):
         path = target / relative
         path.write_text(replace_regions(path.read_text(), bodies, relative))
-    return target
 
 
-def reference_outputs(layers, seed):
-    """Forward output of every catalogue case of `layers`, from the installed reference package."""
-    outputs = {}
-    for index, case in enumerate(c for c in all_cases() if c.layer in layers):
-        module, inputs, forward = case.build(np.random.default_rng(seed))
-        forward = module.forward if forward is None else forward
-        outputs[f"case{index}"] = np.asarray(forward(*inputs), dtype=np.float64)
-    return outputs
+def _error_of_crash(stderr):
+    """The last line of what a crashed process wrote on stderr (the exception, usually)."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no message"
 
 
-def _run(workdir, hybrid, timeout):
-    """Run the runner; return None on success, else what went wrong."""
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    env.pop("PYTHONPATH", None)
-    try:
-        done = subprocess.run([sys.executable, "-c", _BOOT, str(hybrid.parent), str(workdir)], cwd=workdir, env=env,
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return "timed out", f"stopped after the time limit of {timeout:g} s (an endless loop?)"
-    if done.returncode != 0 or not (workdir / "result.json").is_file():
-        return "crashed", f"the grading process ended with exit code {done.returncode}: {_last_error(done.stderr, hybrid)}"
-    return None
-
-
-def _last_error(stderr, package):
-    """The last line of a traceback, with the deepest file and line inside `package` (a SyntaxError's place)."""
-    lines = stderr.strip().splitlines() or ["no message"]
-    places = [re.match(r'\s*File "(.+)", line (\d+)', line) for line in lines]
-    places = [m for m in places if m and m.group(1).startswith(str(package))]
-    if not places:
-        return lines[-1]
-    relative = Path(places[-1].group(1)).relative_to(package).as_posix()
-    return f"{lines[-1]} (at {relative}:{places[-1].group(2)})"
-
-
-def _finite(error):
-    """A relative error, with NaN (a backward or forward that produced NaN) counted as the worst, 1."""
-    return float(error) if np.isfinite(error) else 1.0
-
-
-def _score(grade, records, student, reference, tolerance):
-    """Fill forward_ok, backward_error, points, status and problems from the runner's records."""
-    forward_ok, backward_ok, worst = True, True, 0.0
-    for record in records:
-        key, case = record["key"], record["case"]
-        if record["forward_error"]:
-            forward_ok = backward_ok = False
-            grade.problems.append(f"{case}: forward {record['forward_error']}")
-            continue
-        error = _finite(rel_error(student[key], reference[key]) if student[key].shape == reference[key].shape else 1.0)
-        record["output_error"] = error
-        if error > tolerance:
-            forward_ok = False
-            grade.problems.append(f"{case}: forward output differs from the reference "
-                                  f"(shape {student[key].shape} vs {reference[key].shape}, rel_error {error:.2e})")
-        if record["backward_error"]:
-            backward_ok = False
-            grade.problems.append(f"{case}: backward {record['backward_error']}")
-            continue
-        for comparison_error, description in record["failures"]:
-            comparison_error = _finite(comparison_error)
-            worst = max(worst, comparison_error)
-            if comparison_error > tolerance:
-                backward_ok = False
-                grade.problems.append(f"{case}: {description}")
-    computed = [r for r in records if r["input_error"] is not None]
-    grade.backward_error = worst if computed else None
-    grade.forward_ok = forward_ok and bool(records)
-    backward_ok = backward_ok and len(computed) == len(records) > 0
-    grade.points = sum(grade.forward_ok if name.endswith(".forward") else backward_ok for name in grade.regions)
-    raised = [r[side] for r in records for side in ("forward_error", "backward_error") if r[side]]
+def _score(grade, verdicts, points):
+    """Fill forward_ok, backward_error, points, status and problems from the case verdicts."""
+    grade.cases = [asdict(v) for v in verdicts]
+    grade.forward_ok = bool(verdicts) and all(v.forward_ok for v in verdicts)
+    backward_ok = bool(verdicts) and all(v.backward_ok for v in verdicts)
+    computed = [v.backward_error for v in verdicts if v.backward_error is not None]
+    grade.backward_error = max(computed) if computed else None
+    for name, worth in points.items():
+        grade.region_points[name] = worth if (grade.forward_ok if name.endswith(".forward") else backward_ok) else 0
+    grade.points = sum(grade.region_points.values())
+    grade.problems += [problem for v in verdicts for problem in v.problems]
+    raised = [message for v in verdicts for message in v.raised]
     if grade.points == grade.max_points:
         grade.status = "ok"
     elif any(message.startswith("not implemented") for message in raised):
@@ -205,29 +213,71 @@ def _score(grade, records, student, reference, tolerance):
         grade.status = "error" if raised else "wrong"
 
 
-def grade_exercise(exercise, assigned, student_pkg, reference, reference_regions, timeout=60.0, seed=0,
-                   tolerance=DEFAULT_TOLERANCE):
-    """Grade one exercise of the student package, `assigned` being its region names; returns an ExerciseGrade."""
-    grade = ExerciseGrade(exercise.name, list(exercise.layers), list(assigned), max_points=len(assigned))
-    names = sorted(n for n in reference_regions if exercise_of(n) == exercise.name)
+def _task(isolation, workdir, cases, specs, limits):
+    paths = isolation.paths(workdir)
+    uid = isolation.user[0] if isolation.user else os.geteuid()
+    count = count_processes(uid) if uid != 0 else None       # RLIMIT_NPROC never holds for root
+    nproc = None if count is None else count + limits.processes
+    return {"package_root": paths["package_root"], "site": paths["site"], "cases": specs,
+            "user": list(isolation.user) if isolation.user else None, "nproc": nproc, "preload": isolation.preload(),
+            "limits": {"memory_mb": limits.memory_mb, "file_mb": limits.file_mb}}
+
+
+def grade_exercise(exercise, points, student_pkg, reference, reference_regions, assignment, limits, isolation,
+                   seed=None):
+    """Grade one exercise of the student package; `points` maps its graded regions to their points.
+
+    Returns:
+        ExerciseGrade.
+    """
+    grade = ExerciseGrade(exercise.name, list(exercise.layers), sorted(points), max_points=sum(points.values()),
+                          region_points=dict.fromkeys(points, 0), region_max=dict(points))
     try:
-        bodies = _student_bodies(student_pkg, names, reference_regions)
+        bodies = _student_bodies(student_pkg, sorted(points), reference_regions)
     except LookupError as error:
         grade.status, grade.problems = "markers missing", [str(error)]
         return grade
-    with tempfile.TemporaryDirectory(prefix=f"grade-{exercise.name}-") as tmp:
-        workdir = Path(tmp)
-        hybrid = _hybrid_package(workdir / "package", reference, bodies, reference_regions)
-        (workdir / "task.json").write_text(json.dumps({"layers": grade.layers, "seed": seed, "package": str(hybrid)}))
-        failure = _run(workdir, hybrid, timeout)
-        if failure:
-            grade.status, grade.problems = failure[0], [failure[1]]
+    verify_reference(reference, assignment)                 # before each exercise: nobody changed it since
+    seed = assignment.seed if seed is None else seed
+    cases = reference_cases(tuple(exercise.layers), seed, assignment.tolerance)
+    workdir = new_workdir(isolation, f"grade-{exercise.name}-")
+    try:
+        _build_package(workdir / "pkg" / "minitransformer", reference, bodies, reference_regions,
+                       assignment.reference["sha256"])
+        shutil.copy2(RUNNER, workdir / "harness" / "runner.py")
+        arrays, specs = task_inputs(cases)
+        np.savez(workdir / "task" / "inputs.npz", **arrays)
+        (workdir / "task" / "task.json").write_text(json.dumps(_task(isolation, workdir, cases, specs, limits)))
+        if isolation.user:
+            open_for_student(workdir)
+        private = workdir / "private"
+        result_fd = os.open(private / "result.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        arrays_fd = os.open(private / "arrays.npz", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            outcome = run_contained(isolation, workdir, [isolation.paths(workdir)["task"], str(result_fd),
+                                                         str(arrays_fd)],
+                                    limits, (result_fd, arrays_fd), private / "stdout.txt", private / "stderr.txt")
+        finally:
+            os.close(result_fd)
+            os.close(arrays_fd)
+        if outcome.timed_out:
+            grade.status = "timed out"
+            grade.problems = [f"stopped after the time limit of {limits.timeout:g} s (an endless loop?)"]
             return grade
-        records = json.loads((workdir / "result.json").read_text())
-        with np.load(workdir / "student_outputs.npz") as student:
-            student = {key: student[key] for key in student.files}
-    _score(grade, records, student, reference_outputs(set(exercise.layers), seed), tolerance)
-    grade.cases = records
+        if outcome.returncode != 0:
+            grade.status = "crashed"
+            grade.problems = [f"the grading process ended with exit code {outcome.returncode}: "
+                              f"{_error_of_crash(outcome.stderr)}"]
+            return grade
+        try:
+            records = read_records(private / "result.json", {case.key for case in cases})
+            student = read_arrays(private / "arrays.npz", expected_shapes(cases))
+        except OutputRefused as error:
+            grade.status, grade.problems = "crashed", [f"refused what the student's process handed back: {error}"]
+            return grade
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    _score(grade, judge(cases, records, student, assignment.tolerance), points)
     return grade
 
 
@@ -245,16 +295,65 @@ def version_warning(directory):
             f"regions whose surroundings changed in between may fail here (make the copy with this version)")
 
 
-def grade_copy(directory, only=None, timeout=60.0, seed=0, tolerance=DEFAULT_TOLERANCE):
-    """Grade the student copy in `directory`; returns a list of ExerciseGrade, one per exercise."""
-    student_pkg = student_package(directory)
-    reference = reference_package()
-    if student_pkg.resolve() == reference.resolve():
-        raise ValueError("exercises grade: that is the reference package itself; give the student copy's directory")
+def manifest_note(directory, assignment):
+    """A note when the copy's exercises.json lists other regions than the assignment (it is not used), else None."""
+    listed = read_manifest(directory).get("regions")
+    if listed is None or sorted(listed) == sorted(assignment.points):
+        return None
+    return (f"note: the copy's exercises.json lists {', '.join(sorted(map(str, listed))) or 'nothing'}; graded are "
+            f"the assignment's {', '.join(sorted(assignment.points))} (the copy's list is not used)")
+
+
+def select_exercises(assignment, only=None):
+    """The (Exercise, {region: points}) of the assignment to grade: all, or those named in `only`.
+
+    KeyError naming the assignment's exercises for a name it does not grade.
+    """
+    chosen = assignment.exercises()
+    if only and only != ["all"]:
+        known = [exercise.name for exercise, _ in chosen]
+        unknown = [name for name in only if name not in known]
+        if unknown:
+            raise KeyError(f"--only {', '.join(unknown)}: not in the assignment, whose exercises are "
+                           f"{', '.join(known)}")
+        chosen = [(exercise, points) for exercise, points in chosen if exercise.name in only]
+    return chosen
+
+
+def grade_copy(directory, assignment, only=None, limits=None, isolation="auto", reference=None, seed=None):
+    """Grade the student copy in `directory` by `assignment`; returns a list of ExerciseGrade, one per exercise.
+
+    Args:
+        directory: the student copy (or a folder holding it, or its minitransformer/ package).
+        assignment: the instructor's assignment: a path (`exercises make` wrote it) or an Assignment.
+        only: exercise names to grade, all of the assignment's by default ("all" too).
+        limits: isolation.Limits (time, memory, processes, file size).
+        isolation: "auto", "bubblewrap", "process", or an Isolation from `choose_isolation`.
+        reference: the reference package directory (default: the installed package this runs from).
+        seed: the inputs' seed, instead of the assignment's (the assignment's keeps a regrade identical).
+    """
+    limits = Limits() if limits is None else limits
+    reference = Path(reference or reference_package()).resolve()
+    if not isinstance(assignment, Assignment):
+        assignment = read_assignment(assignment)
+    verify_reference(reference, assignment)                 # first: nothing is read from a changed reference
+    if reference != reference_package().resolve():
+        verify_reference(reference_package(), assignment)   # the numbers are computed by the installed package
     regions = package_regions(reference)
     check_is_reference(regions)
-    return [grade_exercise(exercise, assigned, student_pkg, reference, regions, timeout, seed, tolerance)
-            for exercise, assigned in exercises_to_grade(directory, regions, only)]
+    assignment.check_regions(regions)
+    student_pkg = student_package(directory)
+    if student_pkg.resolve() == reference:
+        raise ValueError("that is the reference package itself; give the student copy's directory")
+    chosen = select_exercises(assignment, only)
+    if isinstance(isolation, str):
+        isolation = choose_isolation(isolation, reference)
+    return [grade_exercise(exercise, points, student_pkg, reference, regions, assignment, limits, isolation, seed)
+            for exercise, points in chosen]
+
+
+def _number(value):
+    return f"{value:g}"
 
 
 def score_table(grades):
@@ -263,9 +362,10 @@ def score_table(grades):
     for g in grades:
         backward = "-" if g.backward_error is None else f"{g.backward_error:.1e}"
         forward = "yes" if g.forward_ok else "no"
-        rows.append((g.exercise, ", ".join(g.layers), forward, backward, f"{g.points}/{g.max_points}"))
+        rows.append((g.exercise, ", ".join(g.layers), forward, backward,
+                     f"{_number(g.points)}/{_number(g.max_points)}"))
     total, best = sum(g.points for g in grades), sum(g.max_points for g in grades)
-    rows.append(("total", "", "", "", f"{total}/{best}"))
+    rows.append(("total", "", "", "", f"{_number(total)}/{_number(best)}"))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]:>{widths[3]}}  {r[4]:>{widths[4]}}"
              for r in rows]
@@ -277,11 +377,11 @@ def score_table(grades):
     return "\n".join(lines)
 
 
-def grades_json(grades, tolerance=DEFAULT_TOLERANCE):
-    """The same results as a JSON-ready dict, for a learning platform."""
+def grades_json(grades, tolerance, isolation=""):
+    """The same results as a JSON-ready dict, for the instructor's records."""
     total, best = sum(g.points for g in grades), sum(g.max_points for g in grades)
     return _json_safe({"points": total, "max_points": best, "full_marks": total == best, "tolerance": tolerance,
-                       "exercises": [asdict(g) for g in grades]})
+                       "isolation": isolation, "exercises": [asdict(g) for g in grades]})
 
 
 def _json_safe(value):

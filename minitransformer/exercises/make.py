@@ -1,14 +1,23 @@
 """Write a student copy of the project: the chosen solution regions replaced by hints.
 
 The copy holds the package (every region not chosen keeps the reference
-code, so every layer that does not use an assigned exercise works), the tests,
-the packaging files (it installs with `pip install -e .`), an `exercises.json`
-manifest for the grader, a README listing the exercises (the reference README
-quotes backward passes), and, on request, student versions of the notebooks.
+code, so every layer that does not use an assigned exercise works), the tests
+and benchmarks, the packaging files (it installs with `pip install -e .`), an
+`exercises.json` manifest, a README listing the exercises (the reference
+README quotes backward passes), the self-check's expected outputs
+(`check.py`), and, on request, student versions of the notebooks.
+
+No assigned answer stays anywhere in the copy: besides the regions, every
+place that repeats one of their non-trivial lines is blanked (`leaks.py`: a
+variant layer's method, a test of a near-solution, a notebook cell), the fast
+form of an assigned layer is left out (`Exercise.fast_files`), and the copy
+is scanned once more before `make` returns (a RuntimeError names what is left).
 
 Left out of the copy on purpose: byte-compiled files (`__pycache__` would hold
-the reference solutions), this feature's own tests, version control and
-virtual environments.
+the reference solutions), the tests of the exercise mode itself and of the
+reference's recorded numbers (`_INSTRUCTOR_TESTS`), the notebooks' sources
+(`notebooks/_src` holds the notebook exercises' solutions), version control
+and virtual environments.
 """
 
 import json
@@ -18,16 +27,27 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from .. import __version__
 from ..gradcheck.cases import all_cases
 from .catalogue import EXERCISES, exercise_named, exercise_of
+from .check import CHECK_SEED, EXPECTED_FILE, compute_expected
+from .leaks import LEFT_OUT, leaks_in, package_secrets, replace_lines, strip_tests, stub_functions
 from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
-_ROOT_FOLDERS = ("tests", "data")
+_ROOT_FOLDERS = ("tests", "data", "benchmarks")
 _ROOT_FILES = ("setup.cfg", "pyproject.toml", "LICENSE", ".gitignore")
-_NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis",
-                                     "test_exercises.py")
+_NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis")
+# tests of the exercise mode itself (they need the reference and hold answers to grade) and of the
+# reference's recorded numbers (tests/fixtures, to 1e-9: a right answer computed in another order may differ)
+_INSTRUCTOR_TESTS = ("test_exercises.py", "test_student_copy.py", "test_nbgrader.py", "*grading*",
+                     "test_compatibility.py", "make_compatibility_fixtures.py")
+# single tests that pin the reference's float bits (recorded losses): a right answer summed in another order,
+# or the plain layer standing in for a left-out fast form, rounds differently
+_REFERENCE_BITS = {"tests/test_train_step.py": ("test_the_trainers_first_losses_are_those_recorded_before_the_shared_step",)}
+_BITS_REASON = "it pins the reference's float bits, which a right answer need not reproduce"
 
 
 def read_manifest(directory):
@@ -65,29 +85,69 @@ def select_regions(region_names, only=None):
 
 
 def check_is_reference(regions):
-    """Raise when a region of the installed package is already blank: it is itself a student copy."""
+    """Raise when the installed package is itself a student copy (a blank region, or a copy's manifest beside it)."""
     blank = sorted(name for name, (_, region) in regions.items() if region.is_blank())
     if blank:
         raise RuntimeError(f"the installed minitransformer is a student copy (blank regions: {', '.join(blank)}); "
                            f"run the exercises commands from the reference package")
+    package = reference_package()
+    if (package.parent / MANIFEST).is_file() or EXPECTED_FILE.is_file():
+        raise RuntimeError(f"the installed minitransformer is a student copy ({package.parent / MANIFEST} is beside it); "
+                           f"run the exercises commands from the reference package")
 
 
 def _copy_package(package, target, selected, regions):
-    """Copy the package to `target` with the regions named in `selected` blanked."""
+    """Copy the package to `target` with the regions named in `selected` blanked, and every other answer.
+
+    Returns:
+        list of what was left out: {"path", "what", "exercises"} (fast files and stubbed functions).
+    """
     shutil.copytree(package, target, ignore=_NOT_COPIED, dirs_exist_ok=True)
     for relative in sorted({regions[name][0] for name in selected}):
         path = target / relative
         path.write_text(blank_regions(path.read_text(), set(selected), relative))
+    left_out = []
     for exercise in _exercises(selected):                  # fast forms of assigned layers would be answers
         for name in exercise_named(exercise).fast_files:
-            (target / "fast" / f"{name}.py").unlink(missing_ok=True)
+            if (target / "fast" / f"{name}.py").is_file():
+                (target / "fast" / f"{name}.py").unlink()
+                left_out.append({"path": f"{package.name}/fast/{name}.py", "what": f"the fast form ({name})",
+                                 "exercises": exercise})
+    secrets = package_secrets(package, regions, selected)
+    for path in sorted(target.rglob("*.py")):
+        if path.parent.name == "exercises" and path.parent.parent == target:
+            continue                                       # the exercise mode: it talks about markers only
+        relative = path.relative_to(target.parent).as_posix()
+        text, stubbed = stub_functions(path.read_text(), secrets, relative)
+        if stubbed:
+            path.write_text(text)
+            left_out += [{"path": relative, "what": name, "exercises": exercises} for name, exercises in stubbed]
+    return left_out
+
+
+_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from minitransformer.gradcheck.cases import all_cases
+found = {}
+for case in all_cases():
+    try:
+        module, inputs, forward = case.build(np.random.default_rng(0))
+        out = (module.forward if forward is None else forward)(*inputs)
+        module.backward(np.ones(np.shape(out)) if np.ndim(out) else 1.0)
+    except NotImplementedError as error:
+        found.setdefault(case.layer, "left out" if str(error).startswith(sys.argv[2]) else "exercise")
+    except Exception:                  # not caused by a blank region (the reference behaves the same): not ours
+        pass
+print(json.dumps(found))
+"""
 
 
 def _probe(root):
-    """Layers of the gradient-check catalogue that raise NotImplementedError in the package under `root`."""
-    boot = "import sys; sys.path.insert(0, sys.argv[1]); from minitransformer.exercises.runner import probe; sys.exit(probe())"
-    done = subprocess.run([sys.executable, "-c", boot, str(Path(root).resolve())], cwd=root, capture_output=True,
-                          text=True, timeout=600)
+    """{catalogue layer: "exercise" or "left out"} for the layers that raise NotImplementedError under `root`."""
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(Path(root).resolve()), LEFT_OUT], cwd=root,
+                          capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"a copy with blank regions does not run: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout)
@@ -97,20 +157,25 @@ def unavailable_layers(package, selected, regions):
     """Which layers each assigned exercise disables, found by running the catalogue once per exercise.
 
     For each exercise a scratch copy of the package with only that exercise's
-    regions blank runs every gradient-check case forward and backward once (in
-    a subprocess); the layers that raise wait for that exercise.
+    regions blank (and the places that repeat them) runs every gradient-check
+    case forward and backward once, in a subprocess; a layer that raises a
+    hint waits for that exercise, a layer that raises LEFT_OUT is left out of
+    the copy for good.
     Returns:
-        dict catalogue layer -> list of the exercises it waits for (layers that work are not listed).
+        (waiting, left_out): dicts catalogue layer -> list of exercises (layers that work are in neither).
     """
-    waiting = {}
+    waiting, left_out = {}, {}
     for exercise in _exercises(selected):
         with tempfile.TemporaryDirectory(prefix=f"probe-{exercise}-") as tmp:
             names = [name for name in selected if exercise_of(name) == exercise]
             _copy_package(package, Path(tmp) / package.name, names, regions)
-            for layer in _probe(tmp):
-                waiting.setdefault(layer, []).append(exercise)
+            for layer, kind in _probe(tmp).items():
+                (left_out if kind == "left out" else waiting).setdefault(layer, []).append(exercise)
     order = list(dict.fromkeys(case.layer for case in all_cases()))
-    return dict(sorted(waiting.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
+
+    def ordered(layers):
+        return dict(sorted(layers.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
+    return ordered(waiting), ordered(left_out)
 
 
 def _exercises(selected):
@@ -137,36 +202,104 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     regions = package_regions(package)
     check_is_reference(regions)
     selected = select_regions(regions, only)
+    secrets = package_secrets(package, regions, selected)
 
-    _copy_package(package, out / package.name, selected, regions)
+    left_out = _copy_package(package, out / package.name, selected, regions)
     source_root = package.parent
     for folder in _ROOT_FOLDERS:
         if (source_root / folder).is_dir():
-            shutil.copytree(source_root / folder, out / folder, ignore=_NOT_COPIED)
+            shutil.copytree(source_root / folder, out / folder,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis",
+                                                          *_INSTRUCTOR_TESTS))
     for name in _ROOT_FILES:
         if (source_root / name).is_file():
             shutil.copy2(source_root / name, out / name)
+    for folder in _ROOT_FOLDERS:
+        left_out += _blank_outside_package(out, out / folder, secrets)
+    left_out += _without_a_fast_tier(out / package.name, out / "tests")
 
     written_notebooks = []
     if notebooks:
         from .notebook import write_student_notebooks
 
-        written_notebooks = write_student_notebooks(Path(notebooks_dir or source_root / "notebooks"), out / "notebooks",
-                                                    set(selected))
+        written_notebooks, blanked = write_student_notebooks(
+            Path(notebooks_dir or source_root / "notebooks"), out / "notebooks", set(selected), secrets)
+        left_out += blanked
+
+    expected = compute_expected([e.name for e in EXERCISES], CHECK_SEED)
+    np.savez(out / package.name / EXPECTED_FILE.relative_to(package), **expected)
+    waiting, left_out_layers = unavailable_layers(package, selected, regions)
     manifest = {
         "minitransformer": __version__,
         "exercises": _exercises(selected),
         "regions": selected,
-        "unavailable_layers": unavailable_layers(package, selected, regions),
+        "unavailable_layers": waiting,
+        "left_out_layers": left_out_layers,
+        "left_out": left_out,
         "notebooks": written_notebooks,
+        "self_check": {"seed": CHECK_SEED, "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()},
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    (out / "README.md").write_text(student_readme(manifest, regions))
+    reference_readme = source_root / "README.md"
+    (out / "README.md").write_text(student_readme(manifest, regions,
+                                                  reference_readme.read_text() if reference_readme.is_file() else ""))
+    remaining = leaks_in(out, secrets)
+    if remaining:                    # a place none of the rules above knows: the copy (ours, just made) must not stay
+        shutil.rmtree(out)
+        raise RuntimeError("no student copy written: it would give answers away (a bug of exercises make, "
+                           "please report it): " + "; ".join(remaining[:5]))
     return manifest
 
 
-def student_readme(manifest, regions):
-    """The copy's README: what to implement, where, and how to check it (the reference README shows solutions)."""
+def _without_a_fast_tier(package, tests):
+    """Leave out the fast tier's own tests (`tests/test_fast*.py`) when every fast form is left out.
+
+    They prove fast forms equal to their plain parents, and that kernels="fast" switches to them; with
+    no fast form left there is nothing to prove, and the switch test would fail on a complete copy.
+    """
+    from ..fast import FORM_MODULES
+
+    if any((package / "fast" / f"{name}.py").is_file() for name in FORM_MODULES) or not tests.is_dir():
+        return []
+    removed = sorted(tests.glob("test_fast*.py"))
+    for path in removed:
+        path.unlink()
+    return [{"path": path.relative_to(tests.parent).as_posix(), "what": "the fast tier's tests",
+             "exercises": "every fast form is left out"} for path in removed]
+
+
+def _blank_outside_package(root, folder, secrets):
+    """Blank what gives an answer away in a copied folder (tests, benchmarks): returns the left-out records."""
+    left_out = []
+    if not folder.is_dir():
+        return left_out
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(root).as_posix()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if path.suffix == ".py":
+            new, removed = strip_tests(text, secrets, relative,
+                                       {name: _BITS_REASON for name in _REFERENCE_BITS.get(relative, ())})
+            left_out += [{"path": relative, "what": name, "exercises": why} for name, why in removed]
+        else:
+            new, count = replace_lines(text, secrets)
+            if count:
+                left_out.append({"path": relative, "what": f"{count} lines", "exercises": "see the notes there"})
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+    return left_out
+
+
+_README_SECTIONS = ("## The gradient checker",)      # taken over from the reference README: they show no answer
+
+
+def student_readme(manifest, regions, reference_readme=""):
+    """The copy's README: what to implement, where, and how to check it (the reference README shows solutions).
+
+    The reference README's sections named in `_README_SECTIONS` follow (the copy's tests run their examples).
+    """
     lines = ["# minitransformer: exercises", "",
              "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy",
              "with `pip install -e .`, then fill in each place below, between its `### BEGIN SOLUTION` and",
@@ -175,9 +308,28 @@ def student_readme(manifest, regions):
     for name in manifest["regions"]:
         relative, region = regions[name]
         lines.append(f"- `{name}`: `minitransformer/{relative}`, in `{region.where}`")
-    lines += ["", "Check your work with the gradient checker and the tests, e.g.", "",
-              "```bash", "python -m minitransformer gradcheck --only LayerNorm", "python -m pytest tests", "```"]
+    notebooks = [n["notebook"] for n in manifest["notebooks"] if n["exercise_cells"]]
+    if notebooks:
+        lines += ["", f"Notebook exercises, in {', '.join(f'`notebooks/{name}`' for name in notebooks)}: each "
+                      "exercise cell is followed by a check cell; run the notebook to check your answers."]
+    first = manifest["exercises"][0] if manifest["exercises"] else "layernorm"
+    commands = [(f"python -m minitransformer exercises check {first}", "one exercise (or: all, or several: a,b)"),
+                (f"python -m pytest -m {first}", "the same check, as tests"),
+                (f"python -m minitransformer gradcheck --only {first}", "the gradient checker's table"),
+                ("python -m pytest", "everything: it fails only where your work is missing")]
+    width = max(len(command) for command, _ in commands) + 2
+    lines += ["", "Check your work as you go. Each check runs your own code: the forward against outputs shipped",
+              "with this copy, the backward against finite differences of your forward (float64); a failure",
+              "names the case, the input or parameter, the worst index and the relative error.", "", "```bash"]
+    lines += [f"{command:<{width}}# {comment}" for command, comment in commands] + ["```"]
     if manifest["unavailable_layers"]:
         lines += ["", "Until your exercises are done, these layers raise `NotImplementedError`, because they use them:", ""]
         lines += [f"- {layer}: needs {', '.join(needs)}" for layer, needs in manifest["unavailable_layers"].items()]
+    if manifest.get("left_out_layers"):
+        lines += ["", f"{LEFT_OUT}, because their code repeats an answer (their tests skip):", ""]
+        lines += [f"- {layer}: repeats {', '.join(needs)}" for layer, needs in manifest["left_out_layers"].items()]
+    for heading in _README_SECTIONS:
+        if heading in reference_readme:
+            section = reference_readme.split(heading, 1)[1].split("\n## ", 1)[0]
+            lines += ["", heading + section.rstrip("\n")]
     return "\n".join(lines) + "\n"

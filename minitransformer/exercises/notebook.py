@@ -9,15 +9,25 @@ A cell is an exercise when
 Every code cell loses its outputs and execution count, so no result computed
 by the reference code reaches the students. A named region in a notebook is
 cleared only when its name is among the assigned regions (as in the package);
-an unnamed region or a tagged cell is always cleared.
+an unnamed region or a tagged cell is always cleared. The hint names the
+exercise by the cell's nbgrader `grade_id` when it has one.
 
-Left out: grading notebooks (nbgrader's autograded test cells); the grader
-grades the package, which the notebooks import.
+A cell that still shows an assigned answer of the package (a line of an
+assigned region, `leaks.py`) is replaced by a LEFT_OUT note. The notebooks'
+markdown files (errata) are copied with such lines replaced.
+
+nbgrader: the cells keep their `nbgrader` metadata (solution cells,
+autograded check cells with points, locked cells), so a notebook released
+this way can be collected and autograded by an nbgrader course whose source
+is the reference notebook (see notebooks/_build.py for how the reference
+notebooks declare them). Our hint replaces nbgrader's stub
+(`raise NotImplementedError()`), and the markers stay, as in the package.
 """
 
 from pathlib import Path
 
-from .regions import Region, find_regions, hint
+from .leaks import LEFT_OUT, replace_lines
+from .regions import HINT_MARK, Region, find_leaks, find_regions, hint
 
 SOLUTION_TAG = "solution"
 _MARKDOWN_HINT = "*Your answer here.*\n"
@@ -33,17 +43,41 @@ def _hint(cell, region):
     """What replaces a solution in this cell: a sentence in markdown, the `raise` hint in code."""
     if cell["cell_type"] == "markdown":
         return [_MARKDOWN_HINT]
-    region.where = "this cell"
-    return [hint(region)]
+    if region.name is not None:                      # a package region shown in a notebook: the package's hint
+        region.where = "this cell"
+        return [hint(region)]
+    name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    return [f'{region.indent}{HINT_MARK}{" " + name if name else ""}: write the missing code in this cell between '
+            f'the SOLUTION markers (keep them); the text above the cell says what to compute")\n']
 
 
-def student_cell(cell, selected=None):
-    """Clear one cell in place; return True if it was an exercise cell.
+def _exercise_names(leaks):
+    return ", ".join(sorted({name.split(".")[0] for _, name, _ in leaks}))
+
+
+def student_cell(cell, selected=None, secrets=None):
+    """Clear one cell in place.
 
     Args:
         cell: an nbformat cell (dict-like).
         selected: assigned region names; None clears every named region too.
+        secrets: the assigned regions' secrets (`leaks.package_secrets`); a cell still showing one
+            afterwards is replaced by a LEFT_OUT note.
+    Returns:
+        (True if it was an exercise cell, True if it was replaced by a note).
     """
+    exercise = _clear_solutions(cell, selected)
+    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    leaks = find_leaks(source, secrets) if secrets else []
+    if leaks:
+        note = f"{LEFT_OUT}: this cell shows the answer to exercise {_exercise_names(leaks)}."
+        cell["source"] = (f"*{note}*\n" if cell["cell_type"] != "code"
+                          else f'# {note}\nraise NotImplementedError("{note}")\n')
+    return exercise, bool(leaks)
+
+
+def _clear_solutions(cell, selected):
+    """Clear the solution regions (or the whole solution cell) in place; True if there were any."""
     if cell["cell_type"] == "code":
         cell["outputs"], cell["execution_count"] = [], None
     source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
@@ -61,25 +95,42 @@ def student_cell(cell, selected=None):
     return False
 
 
-def student_notebook(notebook, selected=None):
-    """Return the number of exercise cells after clearing `notebook` (an nbformat node) in place."""
+def student_notebook(notebook, selected=None, secrets=None, left_out=None):
+    """Return the number of exercise cells after clearing `notebook` (an nbformat node) in place.
+
+    `left_out`, a list, receives the indices of the cells replaced by a LEFT_OUT note.
+    """
     notebook.get("metadata", {}).pop("widgets", None)
-    return sum(student_cell(cell, selected) for cell in notebook["cells"])
+    results = [student_cell(cell, selected, secrets) for cell in notebook["cells"]]
+    if left_out is not None:
+        left_out += [index for index, (_, replaced) in enumerate(results) if replaced]
+    return sum(exercise for exercise, _ in results)
 
 
-def write_student_notebooks(source_dir, out_dir, selected=None):
-    """Write a student version of every `*.ipynb` in `source_dir` to `out_dir`.
+def write_student_notebooks(source_dir, out_dir, selected=None, secrets=None):
+    """Write a student version of every `*.ipynb` in `source_dir` to `out_dir`, and its `*.md` files.
 
     Returns:
-        list of {"notebook": file name, "exercise_cells": count}.
+        (list of {"notebook": file name, "exercise_cells": count, "left_out_cells": [cell indices]},
+         list of left-out records {"path", "what", "exercises"} for the manifest).
     """
     import nbformat
 
-    written = []
+    written, left_out = [], []
+    out_dir = Path(out_dir)
     for path in sorted(Path(source_dir).glob("*.ipynb")):
         notebook = nbformat.read(path, as_version=4)
-        count = student_notebook(notebook, selected)
+        cells = []
+        count = student_notebook(notebook, selected, secrets, cells)
         out_dir.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, out_dir / path.name)
-        written.append({"notebook": path.name, "exercise_cells": count})
-    return written
+        written.append({"notebook": path.name, "exercise_cells": count, "left_out_cells": cells})
+        left_out += [{"path": f"notebooks/{path.name}", "what": f"cell {index}", "exercises": "see the note there"}
+                     for index in cells]
+    for path in sorted(Path(source_dir).glob("*.md")):
+        text, count = replace_lines(path.read_text(encoding="utf-8"), secrets or {})
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / path.name).write_text(text, encoding="utf-8")
+        if count:
+            left_out.append({"path": f"notebooks/{path.name}", "what": f"{count} lines", "exercises": "see the notes"})
+    return written, left_out

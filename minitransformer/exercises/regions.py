@@ -13,6 +13,17 @@ answer back from between the same markers.
 
 Left out: nesting, and regions without a name in Python files (notebook cells
 may use unnamed regions; see `notebook.py`).
+
+Secrets. A student copy must not hold an assigned answer anywhere else either
+(a test that pins it, a variant layer that repeats it, a notebook cell). Lines
+are compared normalised (`normalise`: comments, whitespace and `self.` dropped,
+so `self.alpha = softmax(s)` and `alpha = softmax(s)` are one line). A region
+line is a *secret* unless it is trivial: a block header (`def backward(...):`,
+`if self.bias is not None:`), a line without any operation (`return dx`,
+`C = self.d`), or a line its own file shows outside the regions anyway (a
+reshape the forward does too). `find_leaks` reports every line of a
+text that contains a secret, or the right-hand side of one that does at least
+two operations (`t = np.tanh(<the GELU forward's right-hand side>)`).
 """
 
 import re
@@ -109,6 +120,78 @@ def blank_regions(text, selected, source="<text>"):
     """Return `text` with every region whose name is in `selected` replaced by its hint."""
     regions = find_regions(text, source)
     return replace_regions(text, {r.name: [hint(r)] for r in regions if r.name in selected}, source)
+
+
+_COMMENT = re.compile(r"#.*$")
+_OPERATION = re.compile(r"\*\*|==|!=|<=|>=|[-+*/@%<>]|[\w\])]\(|[\w\])]\[")
+_NEGATIVE_LITERAL = re.compile(r"(?<![\w)\]])-(?=\d)")
+_ASSIGNED = re.compile(r"^(?:return|[\w.,\[\]]+(?:\*\*|//|[-+*/@%])?=(?!=))(?P<rhs>.+)$")
+
+
+def normalise(line):
+    """A line as secrets are compared: comment, whitespace and every `self.` removed."""
+    return re.sub(r"\s+", "", _COMMENT.sub("", line)).replace("self.", "")
+
+
+def operations(code):
+    """How many operators, calls and subscripts a normalised line does (a negative literal is none)."""
+    return len(_OPERATION.findall(_NEGATIVE_LITERAL.sub("", code)))
+
+
+def secret_keys(line, given=frozenset()):
+    """The normalised strings of one region line whose presence elsewhere gives the line away.
+
+    Args:
+        line: a line of a region's body.
+        given: normalised lines the region's own file shows outside its regions (never secret).
+    Returns:
+        set of str: empty for a trivial line; else the whole line, and its right-hand side when
+        that does two operations or more.
+    """
+    code = normalise(line)
+    if not code or code.endswith(":") or operations(code) == 0 or code in given:
+        return set()
+    keys = {code}
+    assigned = _ASSIGNED.match(code)
+    if assigned and operations(assigned.group("rhs")) >= 2:
+        keys.add(assigned.group("rhs"))
+    return keys
+
+
+def region_secrets(text, names, source="<text>"):
+    """dict region name -> {secret key: the region line} for the regions of `text` named in `names`."""
+    regions = find_regions(text, source)
+    inside = {i for r in regions for i in range(r.begin, r.end + 1)}
+    given = {normalise(line) for i, line in enumerate(text.splitlines()) if i not in inside}
+    secrets = {}
+    for region in regions:
+        if region.name in names:
+            for line in region.body:
+                for key in secret_keys(line, given):
+                    secrets.setdefault(region.name, {})[key] = line.strip()
+    return secrets
+
+
+def find_leaks(text, secrets):
+    """Where `text` gives a secret away.
+
+    Args:
+        text: any text (a source file, a notebook cell, a README).
+        secrets: dict region name -> {key: region line}, as `region_secrets` returns.
+    Returns:
+        list of (0-based line index, region name, the region line it gives away).
+    """
+    codes = [normalise(line) for line in text.splitlines()]
+    joined = "\n".join(codes)                       # a key holds no newline: one search tells if any line has it
+    present = {name: {key: original for key, original in keys.items() if key in joined}
+               for name, keys in secrets.items()}
+    leaks = []
+    for index, code in enumerate(codes):
+        for name, keys in present.items():
+            hit = next((original for key, original in keys.items() if key in code), None)
+            if hit is not None:
+                leaks.append((index, name, hit))
+    return leaks
 
 
 def package_regions(package_dir):

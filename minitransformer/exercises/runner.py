@@ -1,111 +1,195 @@
-"""The grading subprocess: forward outputs and gradient checks of one exercise's layers.
+"""The student's side of grading: run one exercise's layers on given inputs, hand back the arrays.
 
-`grade.py` launches this in a fresh Python whose `sys.path` starts with a
-temporary package: the reference package with the student's regions of one
-exercise put in. Everything imported here (the layers, the checker, the case
-catalogue) therefore comes from that package, and the student's code runs only
-inside the layers it was written for.
+`grade.py` starts this file as a script, in a fresh Python (`python -I -S runner.py TASK RESULT_FD
+ARRAYS_FD`) inside the sandbox `isolation.py` sets up. It is the first code that process runs, and
+the only trusted code in it: it imports NumPy, drops to `nobody` when started as root, sets the
+limits, and only then imports the temporary package holding the student's answer (whose code may
+run at import). From there on nothing this process does is believed: it computes arrays, and the
+grader, a process that never imports student code, judges them.
 
-`exercises make` also runs `probe` here, in the new student copy, to find
-the layers that raise because they use an assigned exercise.
+Input, the directory TASK (read-only):
+    task.json   {"package_root", "site", "user", "limits", "nproc", "preload",
+                 "cases": [{"key", "index", "id", "params": [names], "inputs": n, "float_inputs": [i]}]}
+    inputs.npz  per case: "<key>.input<i>", "<key>.param<j>", "<key>.upstream"
+Output, written to the two descriptors (the grader opened the files; this process cannot open them):
+    RESULT_FD   JSON list, one record per case: {"key", "forward_error", "backward_error"} (messages or null)
+    ARRAYS_FD   .npz: "<key>.out" the forward output; "<key>.dinput<i>" the gradient of float input i;
+                "<key>.dparam<j>" parameter j's gradient, after `backward(upstream)` from zeroed gradients
 
-Input, in the work directory: `task.json` {"layers", "seed", "package"}.
-Output: `student_outputs.npz` (one forward output per case, key "case<i>") and
-`result.json` (one record per case), written even when cases fail; a crash or
-a hang leaves them missing, which the grader reports.
+Each case builds its module from the catalogue (`gradcheck.cases`), then puts the given parameter
+values and inputs in: the inputs come from the assignment's seed, which this process never sees.
+
+Only the standard library is imported at the top, before any privilege is dropped (under root the
+interpreter's own files may be unreadable for `nobody`, e.g. a Python under /root): NumPy and the
+package come from `sys.path` entries the task names.
 """
 
-import inspect
+import ctypes
+import importlib
 import json
+import os
+import resource
 import sys
 import traceback
+import zipfile  # noqa: F401  (np.savez needs it: imported while the interpreter's files are readable)
 from pathlib import Path
-
-import numpy as np
 
 
 def _located(error, package):
     """`raised ExceptionType: message (at layers/x.py:12 in f: source line)`, at the frame deepest in the package.
 
-    A hint left by `exercises make` becomes `not implemented (layers/x.py:12 in f)`.
+    A hint left by `exercises make` becomes `not implemented (layernorm.backward)`.
     """
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith(package)]
     message = f"raised {type(error).__name__}: {error}".strip()
+    if isinstance(error, SyntaxError) and str(error.filename or "").startswith(package):
+        relative = Path(error.filename).relative_to(package).as_posix()
+        return f"raised {type(error).__name__}: {error.msg} (at {relative}:{error.lineno})"[:500]
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith(package)]
     unfinished = isinstance(error, NotImplementedError) and str(error).startswith("Exercise ")
     if unfinished:
         message = f"not implemented ({str(error).split(':')[0].split()[-1]})"
     if not frames:
-        return message
+        return message[:500]
     frame = frames[-1]
     where = f"{Path(frame.filename).relative_to(package).as_posix()}:{frame.lineno} in {frame.name}"
-    return f"{message} at {where}" if unfinished else f"{message} (at {where}: {(frame.line or '').strip()})"
+    located = f"{message} at {where}" if unfinished else f"{message} (at {where}: {(frame.line or '').strip()})"
+    return located[:500]
 
 
-def _named(description, forward):
-    """"input 0: ..." -> "input 0 (x): ...", with the name of forward's argument."""
-    if not description.startswith("input "):
-        return description
-    index = int(description.split()[1].rstrip(":"))
-    names = list(inspect.signature(forward).parameters)
-    return description.replace(f"input {index}:", f"input {index} ({names[index]}):", 1) if index < len(names) else description
+def _drop_privileges(user):
+    """Become `user` (uid, gid) for good, with no way back to root and no setuid gain (Linux)."""
+    if user is None:
+        return
+    uid, gid = user
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise RuntimeError("could not drop to the unprivileged user")
+    _no_new_privileges()
 
 
-def run_cases(layers, seed, package):
-    """Run every catalogue case of `layers`; return (outputs dict, list of case records)."""
+def _no_new_privileges():
+    try:
+        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)                # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
+    except (OSError, AttributeError):
+        pass
+
+
+def _limit(limits, nproc):
+    """Set the address-space, file-size, core and process limits (soft = hard: they cannot be raised again)."""
+    mib = 2**20
+    settings = [(resource.RLIMIT_AS, limits["memory_mb"] * mib), (resource.RLIMIT_FSIZE, limits["file_mb"] * mib),
+                (resource.RLIMIT_CORE, 0)]
+    if nproc is not None:
+        settings.append((resource.RLIMIT_NPROC, nproc))
+    for which, value in settings:
+        resource.setrlimit(which, (value, value))
+
+
+def _float_array(value, np):
+    """`value` as a float64 array, or a message saying why it is not one."""
+    try:
+        array = np.asarray(value)
+    except Exception as error:                             # an object that refuses to become an array
+        return f"is not an array ({type(error).__name__})"
+    if array.dtype.kind not in "fiub":
+        return f"has dtype {array.dtype}, not a real number type"
+    return array.astype(np.float64)
+
+
+def run_cases(task, inputs, package):
+    """Run every case of the task; return (records, arrays)."""
+    import numpy as np
+
     from minitransformer.gradcheck.cases import all_cases
-    from minitransformer.gradcheck.checker import check_module
 
-    outputs, records = {}, []
-    for index, case in enumerate(c for c in all_cases() if c.layer in layers):
-        record = {"case": case.id, "key": f"case{index}", "forward_error": None, "backward_error": None,
-                  "input_error": None, "param_error": None, "failures": []}
+    catalogue = all_cases()
+    records, arrays = [], {}
+    for spec in task["cases"]:
+        key = spec["key"]
+        record = {"key": key, "forward_error": None, "backward_error": None}
         records.append(record)
         try:
-            module, inputs, forward = case.build(np.random.default_rng(seed))
+            case = catalogue[spec["index"]]
+            if case.id != spec["id"]:
+                raise RuntimeError(f"the catalogue's case {spec['index']} is {case.id}, the grader's {spec['id']}")
+            module, _, forward = case.build(np.random.default_rng(0))
             forward = module.forward if forward is None else forward
-            outputs[record["key"]] = np.asarray(forward(*inputs), dtype=np.float64)
-        except Exception as error:                     # the student's forward: report it, go on
+            params = module.named_parameters()
+            if [name for name, _ in params] != spec["params"]:
+                raise RuntimeError(f"{case.id}: parameters {[name for name, _ in params]}, expected {spec['params']}")
+            for j, (_, param) in enumerate(params):
+                param.data[...] = inputs[f"{key}.param{j}"]
+            given = [inputs[f"{key}.input{i}"].copy() for i in range(spec["inputs"])]
+            arrays[f"{key}.out"] = forward(*given)
+        except Exception as error:                         # the student's forward (or a broken package): report, go on
             record["forward_error"] = _located(error, package)
+            arrays.pop(f"{key}.out", None)
             continue
+        out = _float_array(arrays[f"{key}.out"], np)
+        if isinstance(out, str):
+            record["forward_error"] = f"the forward output {out}"
+            del arrays[f"{key}.out"]
+            continue
+        arrays[f"{key}.out"] = out
         try:
-            report = check_module(module, inputs, forward=forward, rng=seed)
+            upstream = inputs[f"{key}.upstream"]
+            module.zero_grad()
+            grads = module.backward(float(upstream) if upstream.ndim == 0 else upstream)
+            grads = grads if isinstance(grads, tuple) else (grads,)
+            one_per_input = len(grads) == spec["inputs"]   # as the gradient checker reads backward's result
+            for rank, i in enumerate(spec["float_inputs"]):
+                position = i if one_per_input else rank
+                if position < len(grads) and grads[position] is not None:
+                    grad = _float_array(grads[position], np)
+                    if isinstance(grad, str):
+                        raise TypeError(f"the gradient of input {i} {grad}")
+                    arrays[f"{key}.dinput{i}"] = grad
+            for j, (_, param) in enumerate(params):
+                arrays[f"{key}.dparam{j}"] = np.array(param.grad, dtype=np.float64)
         except Exception as error:
             record["backward_error"] = _located(error, package)
-            continue
-        record["input_error"], record["param_error"] = report.worst_input_error, report.worst_param_error
-        record["failures"] = [(c.error, _named(c.describe(), forward)) for c in report.inputs + report.params]
-    return outputs, records
+            for name in [name for name in arrays if name.startswith(f"{key}.d")]:
+                del arrays[name]
+    return records, arrays
 
 
-def probe():
-    """Print, as JSON, the catalogue layers whose forward or backward raises NotImplementedError."""
-    from minitransformer.gradcheck.cases import all_cases
+def main(argv):
+    task_dir, result_fd, arrays_fd = Path(argv[0]), int(argv[1]), int(argv[2])
+    task = json.loads((task_dir / "task.json").read_text())
+    sys.path[:0] = [task["package_root"], *task["site"]]
+    import numpy as np
 
-    raising = []
-    for case in all_cases():
+    for name in task["preload"]:                           # what the unprivileged user could not read
         try:
-            module, inputs, forward = case.build(np.random.default_rng(0))
-            out = (module.forward if forward is None else forward)(*inputs)
-            module.backward(np.ones(np.shape(out)) if np.ndim(out) else 1.0)
-        except NotImplementedError:
-            raising.append(case.layer)
-        except Exception:                  # not caused by a blank region (the reference behaves the same): not ours
+            importlib.import_module(name)
+        except Exception:
             pass
-    print(json.dumps(list(dict.fromkeys(raising))))
+    with np.load(task_dir / "inputs.npz", allow_pickle=False) as data:
+        inputs = {key: data[key] for key in data.files}
+    _drop_privileges(task["user"])
+    _limit(task["limits"], task["nproc"])
+    # ---- from here on, the student's code may run (the package's import runs the answer's module)
+    package = str(Path(task["package_root"], "minitransformer"))
+    try:
+        import minitransformer
+    except BaseException as error:                         # e.g. a SyntaxError in the answer
+        records = [{"key": spec["key"], "forward_error": _located(error, package), "backward_error": None}
+                   for spec in task["cases"]]
+        arrays = {}
+    else:
+        if not str(Path(minitransformer.__file__).resolve()).startswith(package):
+            print(f"the runner imported minitransformer from {minitransformer.__file__}, expected {package}",
+                  file=sys.stderr)
+            return 3
+        records, arrays = run_cases(task, inputs, package)
+    with os.fdopen(arrays_fd, "wb") as handle:
+        np.savez(handle, **arrays)
+    with os.fdopen(result_fd, "w") as handle:
+        json.dump(records, handle)
     return 0
 
 
-def main(workdir):
-    workdir = Path(workdir)
-    task = json.loads((workdir / "task.json").read_text())
-    import minitransformer
-
-    package = str(Path(task["package"]).resolve())
-    if not str(Path(minitransformer.__file__).resolve()).startswith(package):
-        print(f"grading runner imported minitransformer from {minitransformer.__file__}, expected {package}",
-              file=sys.stderr)
-        return 3
-    outputs, records = run_cases(set(task["layers"]), task["seed"], package)
-    np.savez(workdir / "student_outputs.npz", **outputs)
-    (workdir / "result.json").write_text(json.dumps(records))
-    return 0
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -5,17 +5,24 @@
 # §1.1 (`seeds/002`); LayerNorm as the notes (§1.3, footnote 9) and the Si Wu slides ("Layer Norm")
 # define it; attention as in the notes' §1.1 and the Kumar slides' "most important formula"
 # (`seeds/003`). None of the lectures derives a backward pass; this notebook does, one step at a time,
-# and checks each derivation against the package's gradient checker (`check_module`), which compares
-# `backward` with central differences.
+# and checks each derivation against central differences (`numerical_gradient`) and the package's
+# gradient checker (`check_module`).
 #
 # Convention: `dy` is the gradient of the loss with respect to a layer's output (the upstream
 # gradient); `backward(dy)` returns the gradient with respect to the input.
+#
+# **Exercises.** Each derivation is an exercise: a cell whose answer sits between the two solution
+# markers, followed by a locked check cell worth points, which compares the answer with central
+# differences. In this (reference) notebook the answers are filled in; in a student copy
+# (`python -m minitransformer exercises make --notebooks`, or an nbgrader release) they are blank and
+# the notebook runs up to the first one. The cells carry nbgrader's metadata, so an nbgrader course can
+# release and autograde them (7 points).
 
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
 
-from minitransformer import LayerNorm, ScaledDotProductAttention, Softmax, check_module, softmax
+from minitransformer import LayerNorm, ScaledDotProductAttention, Softmax, check_module, numerical_gradient, softmax
 from minitransformer.layers.softmax import softmax_backward
 
 rng = np.random.default_rng(0)
@@ -23,27 +30,42 @@ np.set_printoptions(precision=4, suppress=True)
 
 # %% [markdown]
 # ## 1. Softmax: the Jacobian, and why we never build it
-# With y = softmax(x), y_i = e^{x_i} / Σ_j e^{x_j}. Differentiating the quotient:
+# With y = softmax(x), y_i = e^{x_i} / Σ_j e^{x_j}. Both the numerator and the sum depend on x, so the
+# quotient rule has two cases: ∂y_i/∂x_i, where the numerator and the sum both move, and ∂y_i/∂x_j
+# for j ≠ i, where only the sum moves. Both can be written with the y's alone.
 #
-# * ∂y_i/∂x_i = y_i − y_i², (the numerator and the sum both move)
-# * ∂y_i/∂x_j = −y_i y_j for j ≠ i, (only the sum moves)
-#
-# i.e. J = diag(y) − y yᵀ, a symmetric matrix whose rows sum to 0 (adding a constant to every x
-# changes nothing). The backward pass needs only the product Jᵀ dy:
-#
-# dx = (diag(y) − y yᵀ) dy = y ⊙ (dy − (y · dy)),
-#
-# one multiply, one dot product and one subtraction, O(T) instead of the O(T²) matrix. That is the
-# package's `softmax_backward`.
+# **Exercise 1** (1 point). Write
+# * `J`, the T × T Jacobian, J[i, j] = ∂y_i/∂x_j, from `y` alone;
+# * `dx_softmax`, the backward pass Jᵀ dy, *without* building J: one multiply, one dot product and one
+#   subtraction, O(T) instead of O(T²). That is what the package's `softmax_backward` computes.
 
 # %%
 x = rng.standard_normal(5)
 y = softmax(x)
-J = np.diag(y) - np.outer(y, y)            # the full Jacobian, built only to check the shortcut
 dy = rng.standard_normal(5)
+
+# %% [solution] softmax_jacobian
+### BEGIN SOLUTION
+# dy_i/dx_i = y_i - y_i^2 and dy_i/dx_j = -y_i y_j (j != i): J = diag(y) - y y^T
+J = np.diag(y) - np.outer(y, y)
+# J^T dy = (diag(y) - y y^T) dy = y * (dy - (y . dy))
+dx_softmax = y * (dy - y @ dy)
+### END SOLUTION
+
+# %% [check 1] check_softmax_jacobian
+J_numeric = np.array([numerical_gradient(lambda i=i: softmax(x)[i], x) for i in range(len(x))])   # row i: dy_i/dx
+assert np.shape(J) == (5, 5), f"J has shape {np.shape(J)}, expected (5, 5)"
+assert np.allclose(J, J_numeric, atol=1e-8), f"J differs from central differences by {np.abs(J - J_numeric).max():.1e}"
+assert np.allclose(dx_softmax, J_numeric.T @ dy, atol=1e-8), "dx_softmax is not J^T dy"
+
+# %% [markdown]
+# J is symmetric and its rows sum to 0 (adding a constant to every x changes nothing). The package's
+# `softmax_backward` gives the same product, and the checker agrees with it on a batch of rows:
+
+# %%
 print("J\n", J)
 assert np.allclose(J, J.T) and np.allclose(J.sum(axis=1), 0)
-assert np.allclose(J.T @ dy, softmax_backward(y, dy))
+assert np.allclose(dx_softmax, softmax_backward(y, dy))
 report = check_module(Softmax(), [rng.standard_normal((3, 4, 6))])
 print(report.inputs[0].describe())
 report.assert_ok(1e-7)
@@ -54,40 +76,79 @@ report.assert_ok(1e-7)
 #
 # 1. μ = mean(x) 2. c = x − μ 3. σ² = mean(c²) 4. r = 1/√(σ² + ε) 5. x̂ = c r 6. y = γ x̂ + β
 #
-# Backward, undoing the steps in reverse:
-#
-# * 6 → dγ = Σ dy ⊙ x̂, dβ = Σ dy, and g := dL/dx̂ = dy ⊙ γ.
-# * 5 → x̂ depends on x through c (directly) and through r (via σ²): dc gets g r, and
-#   dr = Σ_j g_j c_j.
-# * 4, 3 → dσ² = dr · (−½) r³, and σ² = mean(c²) sends 2 c_j / C · dσ² back to c.
-# * 2, 1 → c = x − μ: dx = dc − mean(dc).
-#
-# Collecting the terms and writing them with x̂ gives the one-line form in the package's docstring:
-#
-# dx = r (g − mean(g) − x̂ · mean(g ⊙ x̂)).
-#
-# The cell below runs the step-by-step version, compares it with the one-liner inside `LayerNorm`, and
-# then lets the checker compare both with finite differences.
+# **Exercise 2a** (1 point). Compute the intermediate values `mu`, `c`, `var`, `r` and `xhat` of steps
+# 1 to 5 for the vector `x` below, one line per step; the backward needs them. The check compares
+# γ x̂ + β with the package's layer.
 
 # %%
 C, eps = 6, 1e-5
 layer = LayerNorm(C, eps=eps)
 layer.gamma.data[...] = rng.standard_normal(C)
+layer.beta.data[...] = rng.standard_normal(C)
+gamma, beta = layer.gamma.data, layer.beta.data
 x = rng.standard_normal(C)
-out = layer(x)
 dy = rng.standard_normal(C)
 
-mu = x.mean(); c = x - mu; var = (c * c).mean(); r = 1 / np.sqrt(var + eps); xhat = c * r
-g = dy * layer.gamma.data                      # undo 6
-dc = g * r                                     # undo 5, the direct path
-dr = np.sum(g * c)                             # undo 5, the path through r
-dvar = dr * (-0.5) * r**3                      # undo 4
-dc += 2 * c / C * dvar                         # undo 3
-dx_by_hand = dc - dc.mean()                    # undo 2 and 1
+# %% [solution] layernorm_forward_steps
+### BEGIN SOLUTION
+mu = x.mean()                          # 1.
+c = x - mu                             # 2.
+var = (c * c).mean()                   # 3.
+r = 1 / np.sqrt(var + eps)             # 4.
+xhat = c * r                           # 5.
+### END SOLUTION
+
+# %% [check 1] check_layernorm_forward_steps
+assert np.allclose(gamma * xhat + beta, layer(x)), "gamma * xhat + beta differs from the package's LayerNorm"
+assert np.isclose(np.mean(c), 0) and np.isclose(np.mean(xhat), 0), "c and xhat should have mean 0"
+
+# %% [markdown]
+# **Exercise 2b** (2 points). Undo the steps in reverse, one line per step. With g := ∂L/∂x̂:
+#
+# * undo 6: the parameter gradients `dgamma`, `dbeta`, and `g`;
+# * undo 5: x̂ depends on c directly and through r (which depends on σ², which depends on c):
+#   `dc_direct`, the direct path's share of ∂L/∂c, and `dr`, the gradient at r;
+# * undo 4: `dvar`, the gradient at σ²;
+# * undo 3: `dc`, the direct share plus the share σ² = mean(c²) sends back;
+# * undo 2 and 1: `dx_by_hand`, the gradient at x;
+# * then collect the terms into one expression in g, x̂ and r: `dx_one_line`.
+#
+# The check compares g, dr and dc_direct with central differences of the steps they undo, and
+# dgamma, dbeta, dx_by_hand and dx_one_line with central differences of the package's layer.
+
+# %% [solution] layernorm_backward_steps
+### BEGIN SOLUTION
+dgamma, dbeta = dy * xhat, dy          # undo 6: y = gamma xhat + beta (one vector: nothing to sum over)
+g = dy * gamma                         #         dL/dxhat
+dc_direct = g * r                      # undo 5: xhat = c r, the direct path to c
+dr = np.sum(g * c)                     #         and the path to r
+dvar = dr * (-0.5) * r ** 3            # undo 4: r = (var + eps)^(-1/2)
+dc = dc_direct + 2 * c / C * dvar      # undo 3: var = mean(c^2) sends 2 c / C * dvar back to c
+dx_by_hand = dc - dc.mean()            # undo 2 and 1: c = x - mean(x)
+dx_one_line = r * (g - g.mean() - xhat * np.mean(g * xhat))
+### END SOLUTION
+
+# %% [check 2] check_layernorm_backward_steps
+xhat_, r_, c_, x_ = xhat.copy(), np.array([r]), c.copy(), x.copy()        # copies for central differences
+assert np.allclose(g, numerical_gradient(lambda: np.sum(dy * (gamma * xhat_ + beta)), xhat_)), "g is wrong"
+assert np.allclose(dr, numerical_gradient(lambda: np.sum(dy * (gamma * c * r_[0] + beta)), r_)[0]), "dr is wrong"
+assert np.allclose(dc_direct, numerical_gradient(lambda: np.sum(dy * (gamma * c_ * r + beta)), c_)), "dc_direct is wrong"
+dx_numeric = numerical_gradient(lambda: np.sum(dy * layer(x_)), x_)
+assert np.allclose(dx_by_hand, dx_numeric), f"dx_by_hand is off by {np.abs(dx_by_hand - dx_numeric).max():.1e}"
+assert np.allclose(dx_one_line, dx_numeric), f"dx_one_line is off by {np.abs(dx_one_line - dx_numeric).max():.1e}"
+assert np.allclose(dgamma, numerical_gradient(lambda: np.sum(dy * layer(x)), layer.gamma.data)), "dgamma is wrong"
+assert np.allclose(dbeta, numerical_gradient(lambda: np.sum(dy * layer(x)), layer.beta.data)), "dbeta is wrong"
+
+# %% [markdown]
+# The package's `LayerNorm.backward` computes the one-line form on every row at once. The step-by-step
+# version agrees with it, and the checker compares the layer with finite differences on a batch:
+
+# %%
+layer.zero_grad()
+layer(x)
 dx_package = layer.backward(dy)
 print("step by step:", dx_by_hand, "\npackage:     ", dx_package)
-assert np.allclose(dx_by_hand, dx_package)
-assert np.allclose(dx_package, r * (g - g.mean() - xhat * np.mean(g * xhat)))
+assert np.allclose(dx_by_hand, dx_package) and np.allclose(dgamma, layer.gamma.grad)
 
 layernorm_report = check_module(LayerNorm(C), [rng.standard_normal((2, 3, C))])
 for comparison in layernorm_report.inputs + layernorm_report.params:
@@ -100,35 +161,50 @@ layernorm_report.assert_ok(1e-7)
 # 1. S = q kᵀ 2. S ← s · S (s = 1/√d_k) 3. masked entries ← −∞ 4. α = softmax(S) row by row
 # 5. out = α v.
 #
-# Backward:
-# * 5 → dα = d_out vᵀ, dv = αᵀ d_out (the two factors of a matrix product swap roles);
-# * 4 → dS = softmax's Jacobian-vector product, row by row: α ⊙ (dα − rowsum(dα ⊙ α));
-# * 3 → a masked entry has α = 0, so its dS is 0 already: the mask needs no code of its own;
-# * 2 → multiply by s;
-# * 1 → dq = dS k, dk = dSᵀ q.
+# **Exercise 3** (2 points). Undo the steps, one line each, with plain NumPy on the single sequence
+# below (`alpha` is the package's α for it):
+# * undo 5: `dalpha` and `dv` (the two factors of a matrix product swap roles);
+# * undo 4: `dS`, softmax's backward row by row (section 1);
+# * undo 3: a masked entry has α = 0, so its dS is 0 already: no code of its own;
+# * undo 2, then 1: scale `dS`, then `dq` and `dk`.
 #
-# The cell repeats these five lines with plain NumPy and compares them with the package, then asks the
-# checker about q, k and v, with and without the causal mask.
+# The check compares dalpha with central differences of step 5, and dq, dk, dv with central
+# differences of the package's attention (causal).
 
 # %%
 T, d_k, d_v = 4, 3, 2
 q, k, v = rng.standard_normal((T, d_k)), rng.standard_normal((T, d_k)), rng.standard_normal((T, d_v))
 attention = ScaledDotProductAttention(causal=True)
 attention(q, k, v)
-dout = rng.standard_normal((T, d_v))
-dq, dk, dv = attention.backward(dout)
-
 alpha, s = attention.alpha, 1 / np.sqrt(d_k)
-dalpha = dout @ v.T                                                  # undo 5
-dv_by_hand = alpha.T @ dout
-dS = alpha * (dalpha - np.sum(dalpha * alpha, axis=1, keepdims=True))   # undo 4 (and 3)
-dS *= s                                                              # undo 2
-dq_by_hand, dk_by_hand = dS @ k, dS.T @ q                            # undo 1
-assert np.allclose(dq, dq_by_hand) and np.allclose(dk, dk_by_hand) and np.allclose(dv, dv_by_hand)
-# under the causal mask the first query sees only the first key: its weight is 1 whatever the score,
-# so that score gets no gradient and neither does the first query
-print("dq of the first query:", dq[0])
-assert np.allclose(dq[0], 0) and not np.allclose(dq[1:], 0)
+dout = rng.standard_normal((T, d_v))
+
+# %% [solution] attention_backward_steps
+### BEGIN SOLUTION
+dalpha = dout @ v.T                                                      # undo 5
+dv = alpha.T @ dout
+dS = alpha * (dalpha - np.sum(dalpha * alpha, axis=1, keepdims=True))    # undo 4 (and 3)
+dS = dS * s                                                              # undo 2
+dq, dk = dS @ k, dS.T @ q                                                # undo 1
+### END SOLUTION
+
+# %% [check 2] check_attention_backward_steps
+alpha_ = alpha.copy()
+assert np.allclose(dalpha, numerical_gradient(lambda: np.sum((alpha_ @ v) * dout), alpha_)), "dalpha is wrong"
+for name, mine, array in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
+    numeric = numerical_gradient(lambda: np.sum(ScaledDotProductAttention(causal=True)(q, k, v) * dout), array)
+    assert np.allclose(mine, numeric, atol=1e-8), f"{name} is off by {np.abs(mine - numeric).max():.1e}"
+
+# %% [markdown]
+# The package agrees. Under the causal mask the first query sees only the first key: its weight is 1
+# whatever the score, so that score gets no gradient and neither does the first query. The checker
+# then compares the layer with finite differences on batches, with and without the mask.
+
+# %%
+dq_package, dk_package, dv_package = attention.backward(dout)
+assert np.allclose(dq, dq_package) and np.allclose(dk, dk_package) and np.allclose(dv, dv_package)
+print("dq of the first query:", dq_package[0])
+assert np.allclose(dq_package[0], 0) and not np.allclose(dq_package[1:], 0)
 
 attention_errors = {}
 for causal in (False, True):
@@ -146,25 +222,40 @@ print(attention_errors)
 # * LayerNorm without the variance path (forgetting that σ depends on x);
 # * softmax with dx = y ⊙ dy, forgetting the −y yᵀ part of the Jacobian.
 #
-# A correct backward scores a relative error around 1e-10 in float64; a wrong one is off by a
-# visible fraction, and the report names the input and the coordinate that is worst.
+# **Exercise 4** (1 point). Write the first: `LayerNormWithoutVariancePath`, a subclass of
+# `LayerNorm` whose `backward(dout)` (dout of shape (..., C)) accumulates the right `gamma.grad` and
+# `beta.grad` but returns the gradient at x *without* the x̂ · mean(g ⊙ x̂) term of section 2. The
+# check asserts the checker catches it, in the input and not in the parameters. The second mistake
+# is given.
 
-# %%
+# %% [solution] layernorm_without_variance_path
+### BEGIN SOLUTION
 class LayerNormWithoutVariancePath(LayerNorm):
     def backward(self, dout):
         g = dout * self.gamma.data
         self.gamma.grad += np.sum(dout * self.xhat, axis=tuple(range(dout.ndim - 1)))
         self.beta.grad += np.sum(dout, axis=tuple(range(dout.ndim - 1)))
-        return self.rstd * (g - g.mean(axis=-1, keepdims=True))          # the x̂ · mean(g x̂) term is missing
+        return self.rstd * (g - g.mean(axis=-1, keepdims=True))          # the xhat * mean(g xhat) term is missing
+### END SOLUTION
 
+# %% [check 1] check_layernorm_without_variance_path
+wrong_layernorm = check_module(LayerNormWithoutVariancePath(6), [rng.standard_normal((2, 3, 6))])
+assert [f.name for f in wrong_layernorm.failures(1e-7)] == ["input 0"], \
+    "the checker should fail the input only: the parameter gradients stay right"
+assert wrong_layernorm.worst_input_error > 1e-2
 
+# %% [markdown]
+# A correct backward scores a relative error around 1e-10 in float64; a wrong one is off by a
+# visible fraction, and the report names the input and the coordinate that is worst.
+
+# %%
 class SoftmaxWithDiagonalJacobian(Softmax):
     def backward(self, dout):
         return self.y * dout                                             # the − y (y · dout) term is missing
 
 
 wrong_reports = {
-    "LayerNorm without variance path": check_module(LayerNormWithoutVariancePath(6), [rng.standard_normal((2, 3, 6))]),
+    "LayerNorm without variance path": wrong_layernorm,
     "softmax, diagonal Jacobian only": check_module(SoftmaxWithDiagonalJacobian(), [rng.standard_normal((3, 6))]),
 }
 for name, report in wrong_reports.items():

@@ -1,0 +1,194 @@
+"""The instructor's assignment: what is graded, for how many points, on which inputs, against which reference.
+
+`exercises make` writes it beside the student copy, never into it (`<copy>.assignment.json` by
+default), and `exercises grade --assignment FILE` grades by it alone: a student who edits the
+copy's own `exercises.json` changes nothing. Keep the file on the instructor's side; its seed
+draws the inputs a submission is graded on, so a regrade gives the same verdict.
+
+The file (JSON):
+
+    {"format": "minitransformer-assignment/1",
+     "minitransformer": "0.2.0",              # the version that made it
+     "seed": 2718281828,                      # the inputs' seed (random unless chosen)
+     "tolerance": 1e-07,                      # largest relative error that passes
+     "exercises": [{"name": "layernorm", "points": {"layernorm.backward": 1, "layernorm.forward": 1}}],
+     "reference": {"sha256": "...",           # the reference package this was made with:
+                   "files": {"layers/layernorm.py": "...", ...}}}   # sha256 of every .py file
+
+The points may be edited (any positive number per region); a region left out of `points` is not
+graded. The reference hashes are checked before each exercise is graded (`verify_reference`): a
+reference changed on disk (by a submission, or by installing another version) refuses to grade.
+"""
+
+import hashlib
+import json
+import math
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..gradcheck.checker import DEFAULT_TOLERANCE
+from .catalogue import EXERCISES, exercise_of
+
+FORMAT = "minitransformer-assignment/1"
+SUFFIX = ".assignment.json"
+
+
+class AssignmentError(ValueError):
+    """An assignment file that cannot be used: missing, malformed, or for another reference."""
+
+
+class ReferenceChanged(RuntimeError):
+    """The reference package on disk is not the one the assignment was made with: grading stops."""
+
+
+def default_path(copy):
+    """Where `exercises make` puts the assignment of the copy `copy`: beside it, `<copy>.assignment.json`."""
+    copy = Path(copy)
+    return copy.parent / f"{copy.name.rstrip('/') or 'copy'}{SUFFIX}"
+
+
+def reference_files(package):
+    """dict path relative to `package` -> sha256 of its bytes, for every .py file (no __pycache__)."""
+    package = Path(package)
+    return {path.relative_to(package).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(package.rglob("*.py")) if "__pycache__" not in path.parts}
+
+
+def combined_hash(files):
+    """One sha256 for the dict of file hashes `files`."""
+    digest = hashlib.sha256()
+    for relative in sorted(files):
+        digest.update(f"{relative}\0{files[relative]}\n".encode())
+    return digest.hexdigest()
+
+
+@dataclass
+class Assignment:
+    """What an instructor grades; see the module docstring for the file."""
+
+    points: dict                        # region name -> points (the graded regions)
+    seed: int
+    tolerance: float = DEFAULT_TOLERANCE
+    reference: dict = field(default_factory=dict)     # {"sha256": str, "files": {relative: sha256}}
+    made_by: str = __version__
+
+    def check_regions(self, known_regions, path="the assignment"):
+        """Raise AssignmentError unless every graded region is a region of the reference."""
+        for name in sorted(self.points):
+            exercise = exercise_of(name)
+            if name not in known_regions:
+                own = sorted(r for r in known_regions if exercise_of(r) == exercise)
+                raise AssignmentError(f"{path}: exercise {exercise!r} expected regions of that exercise "
+                                      f"({', '.join(own) or 'none: no such exercise'}), got {name!r}")
+
+    def exercises(self):
+        """The graded exercises in catalogue order: list of (Exercise, {region: points})."""
+        return [(e, {name: p for name, p in sorted(self.points.items()) if exercise_of(name) == e.name})
+                for e in EXERCISES if any(exercise_of(name) == e.name for name in self.points)]
+
+    def to_json(self):
+        grouped = [{"name": e.name, "points": points} for e, points in self.exercises()]
+        return {"format": FORMAT, "minitransformer": self.made_by, "seed": self.seed, "tolerance": self.tolerance,
+                "exercises": grouped, "reference": self.reference}
+
+
+def new_assignment(regions, package, seed=None, tolerance=DEFAULT_TOLERANCE):
+    """An assignment of one point per region in `regions`, against the reference package `package`.
+
+    Args:
+        regions: region names ("layernorm.backward").
+        package: directory of the reference package (its .py files are hashed).
+        seed: the inputs' seed; None draws one at random (secrets), so no two courses share inputs.
+    """
+    files = reference_files(package)
+    return Assignment({name: 1 for name in sorted(regions)}, secrets.randbelow(2**32) if seed is None else int(seed),
+                      float(tolerance), {"sha256": combined_hash(files), "files": files})
+
+
+def check_writable(path, force=False):
+    """Raise FileExistsError when `path` exists and `force` is not set (an assignment is never overwritten unasked)."""
+    path = Path(path)
+    if path.exists() and not force:
+        raise FileExistsError(f"the assignment {path} exists already; choose another --assignment path, "
+                              f"or pass --force to replace it")
+    if path.exists() and not path.is_file():
+        raise FileExistsError(f"the assignment path {path} is a directory; give a file name")
+
+
+def write_assignment(path, assignment, force=False):
+    """Write `assignment` to `path` as JSON, readable by its owner only (it holds the inputs' seed)."""
+    path = Path(path)
+    check_writable(path, force)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(assignment.to_json(), indent=2) + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def read_assignment(path, known_regions=None):
+    """Read and check an assignment file; AssignmentError names the field that is wrong.
+
+    Args:
+        path: the file `exercises make` wrote.
+        known_regions: every region name of the reference, to check the graded ones against (or None,
+            to check them later with `Assignment.check_regions`, once the reference is verified).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise AssignmentError(f"no assignment file {path} (exercises make writes it beside the student copy, "
+                              f"as <copy>{SUFFIX})")
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise AssignmentError(f"the assignment {path} is not valid JSON ({error})") from None
+
+    def bad(what, expected, got):
+        return AssignmentError(f"the assignment {path}: {what} expected {expected}, got {got!r}")
+
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise bad("format", repr(FORMAT), data.get("format") if isinstance(data, dict) else data)
+    seed = data.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise bad("seed", "a whole number >= 0", seed)
+    tolerance = data.get("tolerance")
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not (0 < tolerance < 1):
+        raise bad("tolerance", "a number in (0, 1)", tolerance)
+    reference = data.get("reference")
+    if (not isinstance(reference, dict) or not isinstance(reference.get("sha256"), str)
+            or not isinstance(reference.get("files"), dict)):
+        raise bad("reference", '{"sha256": ..., "files": {...}}', reference)
+    exercises = data.get("exercises")
+    if not isinstance(exercises, list) or not exercises:
+        raise bad("exercises", "a non-empty list", exercises)
+    points = {}
+    for entry in exercises:
+        if not isinstance(entry, dict) or not isinstance(entry.get("points"), dict):
+            raise bad("each exercise", '{"name": ..., "points": {region: points}}', entry)
+        for name, value in entry["points"].items():
+            if not isinstance(name, str) or exercise_of(name) != entry.get("name"):
+                raise bad(f"exercise {entry.get('name')!r}", "regions named <exercise>.forward or .backward", name)
+            if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+                    or value <= 0):
+                raise bad(f"points of {name}", "a number > 0", value)
+            points[name] = value
+    assignment = Assignment(points, seed, float(tolerance), reference, str(data.get("minitransformer", "unknown")))
+    if known_regions is not None:
+        assignment.check_regions(known_regions, f"the assignment {path}")
+    return assignment
+
+
+def verify_reference(package, assignment):
+    """Raise ReferenceChanged unless the .py files of `package` hash to the assignment's reference."""
+    files = reference_files(package)
+    if combined_hash(files) == assignment.reference["sha256"]:
+        return
+    expected = assignment.reference["files"]
+    changed = sorted(name for name in set(files) | set(expected) if files.get(name) != expected.get(name))
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    raise ReferenceChanged(
+        f"the reference package {package} is not the one the assignment was made with (minitransformer "
+        f"{assignment.made_by}): {shown} changed. A submission may have written to it, or another version was "
+        f"installed; refusing to grade. Reinstall the reference the assignment was made with, or make a new "
+        f"assignment")

@@ -1,0 +1,203 @@
+"""Notebook exercises: notebook 04's derivations as nbgrader exercise cells, blanked in student copies.
+
+1. The metadata follows nbgrader's cell schema, version 3 (nbgrader/nbgraderformat/v3.json and the rules
+   of its MetadataValidatorV3: grade, solution, locked booleans; a unique grade_id of letters, digits,
+   `_` and `-`; points on every graded cell; a markdown cell is graded and a solution together or
+   neither). With nbgrader installed, its own validator runs too.
+2. Each check cell passes the reference answer and fails a wrong one (run in this process, fast).
+3. In a student copy the answers are blank, the checks and metadata intact, and the notebook runs
+   without error up to its first exercise cell, where it stops (a Jupyter kernel).
+4. With nbgrader installed (`pip install -e ".[nbgrader]"`; skipped without it, it is heavy):
+   `nbgrader generate_assignment` and `nbgrader autograde` score a blank notebook 0, the reference
+   full marks, the copy `exercises make` writes 0, and one wrong step loses that check's points.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from minitransformer.exercises.make import make_student_copy, reference_package
+from minitransformer.exercises.regions import find_regions
+
+NOTEBOOKS = reference_package().parent / "notebooks"
+BACKPROP = NOTEBOOKS / "04_backprop_by_hand.ipynb"
+pytestmark = pytest.mark.skipif(not BACKPROP.is_file(), reason="no notebooks/ in this checkout")
+
+# grade_id of a solution cell -> (text of the reference answer, a classic mistake put in its place)
+MISTAKES = {
+    "softmax_jacobian": ("dx_softmax = y * (dy - y @ dy)", "dx_softmax = y * dy"),
+    "layernorm_forward_steps": ("var = (c * c).mean()", "var = (c * c).sum() / (C - 1)"),
+    "layernorm_backward_steps": ("dx_by_hand = dc - dc.mean()", "dx_by_hand = dc"),
+    "attention_backward_steps": ("dS = dS * s", "dS = dS"),
+    "layernorm_without_variance_path": ("self.gamma.grad += np.sum(dout * self.xhat, axis=tuple(range(dout.ndim - 1)))",
+                                        "pass"),
+}
+_GRADE_ID = re.compile(r"^[a-zA-Z0-9_\-]*$")
+_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum", "cell_type"}
+
+
+def nbgrader_cells(notebook):
+    return [cell for cell in notebook.cells if "nbgrader" in cell.metadata]
+
+
+def validate_schema_3(notebook):
+    """Raise AssertionError where a cell breaks nbgrader's cell-metadata schema 3."""
+    seen = set()
+    for cell in nbgrader_cells(notebook):
+        meta = cell.metadata["nbgrader"]
+        assert set(meta) <= _KEYS, f"unknown nbgrader keys {set(meta) - _KEYS}"
+        assert meta["schema_version"] == 3
+        assert all(type(meta[key]) is bool for key in ("grade", "solution", "locked"))
+        if meta["grade"] or meta["solution"] or meta["locked"]:
+            assert meta.get("grade_id") and _GRADE_ID.match(meta["grade_id"]), meta
+            assert meta["grade_id"] not in seen, f"grade_id {meta['grade_id']} used twice"
+            seen.add(meta["grade_id"])
+        if meta["grade"]:
+            assert isinstance(meta.get("points"), (int, float)) and meta["points"] >= 0, meta
+        if cell.cell_type == "markdown":
+            assert meta["grade"] == meta["solution"], f"markdown cell {meta.get('grade_id')}: grade and solution differ"
+
+
+def test_notebook_04_has_exercise_and_check_cells_in_nbgraders_schema():
+    notebook = nbformat.read(BACKPROP, as_version=4)
+    validate_schema_3(notebook)
+    solutions = [c for c in nbgrader_cells(notebook) if c.metadata["nbgrader"]["solution"]]
+    checks = [c for c in nbgrader_cells(notebook) if c.metadata["nbgrader"]["grade"]]
+    assert [c.metadata["nbgrader"]["grade_id"] for c in solutions] == list(MISTAKES)
+    assert len(checks) == len(solutions) and sum(c.metadata["nbgrader"]["points"] for c in checks) == 7
+    assert all(c.metadata["nbgrader"]["locked"] and c.cell_type == "code" for c in checks)
+    for cell in solutions:                                  # the answer sits between the markers nbgrader clears
+        (region,) = find_regions(cell.source)
+        assert region.name is None and len(region.body) >= 1
+    try:
+        from nbgrader.nbgraderformat.v3 import MetadataValidatorV3
+    except ImportError:
+        return
+    MetadataValidatorV3().validate_nb(notebook)
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), ids=lambda path: path.stem)
+def test_solution_markers_only_in_solution_cells(path):
+    """nbgrader refuses a release whose solution markers sit in a cell not marked as a solution."""
+    notebook = nbformat.read(path, as_version=4)
+    validate_schema_3(notebook)
+    for cell in notebook.cells:
+        if "BEGIN SOLUTION" in cell.source or "END SOLUTION" in cell.source:
+            assert cell.metadata.get("nbgrader", {}).get("solution"), f"{path.name}: {cell.source[:60]!r}"
+
+
+def _run_in_process(cells, until):
+    """Execute code cells in order, in one namespace, through cell index `until`; re-raise the first error."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    namespace = {"__name__": "__notebook__"}
+    for index, cell in enumerate(cells[:until + 1]):
+        if cell.cell_type == "code":
+            exec(compile(cell.source, f"cell {index}", "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("grade_id", list(MISTAKES))
+def test_each_check_cell_passes_the_answer_and_fails_a_mistake(grade_id):
+    cells = nbformat.read(BACKPROP, as_version=4).cells
+    index = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    check = next(i for i in range(index + 1, len(cells)) if cells[i].metadata.get("nbgrader", {}).get("grade"))
+    _run_in_process(cells, check)                                      # the reference answer passes
+    old, new = MISTAKES[grade_id]
+    assert cells[index].source.count(old) == 1
+    cells[index].source = cells[index].source.replace(old, new)
+    with pytest.raises(AssertionError):
+        _run_in_process(cells, check)
+
+
+@pytest.fixture(scope="module")
+def student_copy(tmp_path_factory):
+    out = tmp_path_factory.mktemp("nb") / "student"
+    make_student_copy(out, only=["relu"], notebooks=True)
+    return out
+
+
+def test_a_student_copy_blanks_the_answers_and_keeps_the_checks(student_copy):
+    reference = nbformat.read(BACKPROP, as_version=4)
+    student = nbformat.read(student_copy / "notebooks" / BACKPROP.name, as_version=4)
+    assert len(student.cells) == len(reference.cells)
+    for mine, theirs in zip(student.cells, reference.cells):
+        assert mine.metadata.get("nbgrader") == theirs.metadata.get("nbgrader")
+        meta = theirs.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            (region,) = find_regions(mine.source)
+            assert region.is_blank() and f"Exercise {meta['grade_id']}: write the missing code in this cell" \
+                in "".join(region.body)
+            assert MISTAKES[meta["grade_id"]][0] not in mine.source
+        else:
+            assert mine.source == theirs.source
+    validate_schema_3(student)
+
+
+def test_the_student_notebook_runs_up_to_its_first_exercise_and_stops_there(student_copy, monkeypatch):
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    monkeypatch.setenv("PYTHONPATH", str(student_copy))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    path = student_copy / "notebooks" / BACKPROP.name
+    notebook = nbformat.read(path, as_version=4)
+    first = next(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("solution"))
+    with pytest.raises(CellExecutionError, match="Exercise softmax_jacobian: write the missing code"):
+        NotebookClient(notebook, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    code = [(i, c) for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
+    assert all(c.execution_count is not None for i, c in code if i <= first)
+    assert all(o.output_type != "error" for i, c in code if i < first for o in c.outputs)
+    assert notebook.cells[first].outputs[-1].ename == "NotImplementedError"
+    assert all(c.execution_count is None for i, c in code if i > first)
+
+
+def _nbgrader_available():
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _nbgrader_available(), reason="nbgrader is not installed (pip install -e '.[nbgrader]')")
+def test_nbgrader_releases_and_autogrades_notebook_04(tmp_path, student_copy):
+    course = tmp_path / "course"
+    (course / "source" / "ps04").mkdir(parents=True)
+    shutil.copy(BACKPROP, course / "source" / "ps04")
+    (course / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.root = '.'\n")
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(reference_package().parent),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")    # nbgrader runs alembic
+
+    def nbgrader(*args):
+        done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    nbgrader("generate_assignment", "ps04", "--create", "--force")
+    released = course / "release" / "ps04" / BACKPROP.name
+    wrong = nbformat.read(BACKPROP, as_version=4)
+    old, new = MISTAKES["layernorm_backward_steps"]
+    for cell in wrong.cells:
+        cell.source = cell.source.replace(old, new)
+    submissions = {"blank": nbformat.read(released, as_version=4), "reference": nbformat.read(BACKPROP, as_version=4),
+                   "copy": nbformat.read(student_copy / "notebooks" / BACKPROP.name, as_version=4), "wrong": wrong}
+    for student, notebook in submissions.items():
+        (course / "submitted" / student / "ps04").mkdir(parents=True)
+        nbformat.write(notebook, course / "submitted" / student / "ps04" / BACKPROP.name)
+    nbgrader("autograde", "ps04", "--create", "--force")
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        scores = {student: (gradebook.find_submission("ps04", student).score,
+                            gradebook.find_submission("ps04", student).max_score) for student in submissions}
+    assert scores == {"blank": (0, 7), "reference": (7, 7), "copy": (0, 7), "wrong": (5, 7)}
