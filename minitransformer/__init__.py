@@ -24,7 +24,8 @@ from .layers.loss import CrossEntropyLoss
 from .layers.multihead import MultiHeadAttention
 from .layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from .layers.softmax import Softmax, softmax
-from .models.gpt import GPT
+from .models.gpt import GPT, GPTConfig
+from .interop.gpt2 import from_gpt2_state_dict, to_gpt2_state_dict
 from .core.module import Module
 from .core.parameter import Parameter
 
@@ -48,10 +49,10 @@ from .generation.bleu import corpus_bleu
 from .generation.decoding import beam_search, greedy_decode
 from .layers.decoder_block import DecoderBlock
 from .layers.padding import key_padding_mask, lengths_to_mask, pad_sequences
-from .models.bert import BertMLM, mask_tokens
-from .models.encoder import InputEmbedding, TransformerEncoder
+from .models.bert import BertConfig, BertMLM, mask_tokens
+from .models.encoder import EncoderConfig, InputEmbedding, TransformerEncoder
 from .models.gpt_classifier import FineTuningObjective, GPTClassifier
-from .models.seq2seq import Seq2SeqTransformer
+from .models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 
 # Training and sampling (issue 4): optimizers, schedules, data, trainer, checkpoints, KV cache, sampling.
 from .training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint

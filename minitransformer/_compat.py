@@ -93,6 +93,28 @@ class _OldPathFinder(importlib.abc.MetaPathFinder):
 
 
 def install():
-    """Put the finder on sys.meta_path once."""
+    """Put the finder on sys.meta_path once, and give GPT back its 0.2 GPT-2 methods."""
     if not any(isinstance(finder, _OldPathFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _OldPathFinder())
+    from .models.gpt import GPT
+
+    GPT.from_gpt2_state_dict = classmethod(_gpt_from_gpt2_state_dict)
+    GPT.to_gpt2_state_dict = _gpt_to_gpt2_state_dict
+
+
+def _gpt_from_gpt2_state_dict(cls, state_dict, **options):
+    """0.2's `GPT.from_gpt2_state_dict`; 0.3: `minitransformer.from_gpt2_state_dict` (interop/gpt2.py)."""
+    from .interop.gpt2 import from_gpt2_state_dict
+
+    warnings.warn("GPT.from_gpt2_state_dict is minitransformer.from_gpt2_state_dict since 0.3 "
+                  "(models no longer import interop); the method goes in 0.4", DeprecationWarning, stacklevel=2)
+    return from_gpt2_state_dict(state_dict, **options)
+
+
+def _gpt_to_gpt2_state_dict(self):
+    """0.2's `GPT.to_gpt2_state_dict`; 0.3: `minitransformer.to_gpt2_state_dict(model)`."""
+    from .interop.gpt2 import to_gpt2_state_dict
+
+    warnings.warn("GPT.to_gpt2_state_dict() is minitransformer.to_gpt2_state_dict(model) since 0.3; "
+                  "the method goes in 0.4", DeprecationWarning, stacklevel=2)
+    return to_gpt2_state_dict(self)

@@ -40,11 +40,11 @@ def _skip_bigram_batches(rng, perm, steps, batch, length):
         yield ids
 
 
-def _train_and_measure(positional):
+def _train_and_measure(positional, seed):
     """Train 200 Adam steps on length 8; return (training losses, loss at length 8, loss at length 32)."""
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     perm = rng.permutation(8)
-    model = GPT(vocab_size=8, d_model=16, n_heads=4, n_layers=1, d_ff=32, max_len=8, positional=positional, rng=0)
+    model = GPT(vocab_size=8, d_model=16, n_heads=4, n_layers=1, d_ff=32, max_len=8, positional=positional, rng=seed)
     assert not any("position" in name for name, _ in model.named_parameters())        # no position table
     losses = train(model, _skip_bigram_batches(rng, perm, 200, 16, 8), lr=2e-2)
     short = lm_loss(model, next(_skip_bigram_batches(rng, perm, 1, 64, 8)))
@@ -52,13 +52,22 @@ def _train_and_measure(positional):
     return losses, short, long
 
 
+SEEDS = range(5)
+
+
 def test_trained_on_short_contexts_runs_on_longer_ones():
-    """Measured (seed 0): ALiBi 0.59 at length 8 -> 1.22 at 32; no positions 0.88 -> 4.17; uniform is 2.08."""
-    losses, short, long = _train_and_measure("alibi")
-    assert losses[-1] < 0.4 * losses[0] and short < 0.8
-    assert np.isfinite(long) and long < 1.5
-    _, _, long_without_positions = _train_and_measure("none")
-    assert long < long_without_positions - 1.0
+    """Medians over seeds 0-4, since one tiny model's result swings with its seed (measured in 0.3, weights
+    drawn once per layer): ALiBi 0.53 at length 8 -> 0.57 at 32 (seed by seed 0.17 .. 1.97); no positions
+    0.85 -> 2.18 (0.83 .. 3.37); uniform guessing is ln 8 = 2.08."""
+    alibi = [_train_and_measure("alibi", seed) for seed in SEEDS]
+    none = [_train_and_measure("none", seed) for seed in SEEDS]
+    for losses, _, long in alibi:
+        assert losses[-1] < 0.4 * losses[0] and np.isfinite(long)
+    short = np.median([s for _, s, _ in alibi])
+    long = np.median([lng for _, _, lng in alibi])
+    long_without_positions = np.median([lng for _, _, lng in none])
+    assert short < 0.8 and long < 1.0, f"ALiBi: median loss {short:.2f} at length 8, {long:.2f} at 32"
+    assert long < long_without_positions - 1.0, f"ALiBi {long:.2f} vs no positions {long_without_positions:.2f} at 32"
     learned = GPT(vocab_size=8, d_model=16, n_heads=4, n_layers=1, d_ff=32, max_len=8, rng=0)
     with pytest.raises(ValueError, match="at most max_len=8"):
         learned(np.zeros((1, 32), dtype=np.int64))

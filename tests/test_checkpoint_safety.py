@@ -156,6 +156,14 @@ def test_three_processes_saving_into_one_directory(tmp_path):
 
 
 # ---------------------------------------------------------------- a NaN run keeps the last good checkpoint
+def files_after_each_save(directory, kept):
+    """An on_eval callback that leaves in `kept` exactly the files of `directory` after the latest save."""
+    def keep(trainer, losses):
+        kept.clear()                                    # each save replaced the one before: keep only the latest
+        kept.update(_files(directory))
+    return keep
+
+
 def test_an_absurd_learning_rate_stops_training_and_keeps_the_checkpoint(tmp_path):
     """TrainingDiverged is a FloatingPointError; the test names the latter, which exists before the fix too."""
     trainer = tiny_trainer(out_dir=tmp_path, lr=1e6, warmup_steps=0, eval_interval=1, max_steps=50,
@@ -163,7 +171,7 @@ def test_an_absurd_learning_rate_stops_training_and_keeps_the_checkpoint(tmp_pat
     kept = {}
     with pytest.raises(FloatingPointError, match=r"training diverged at step (\d+): the (training loss|gradient norm) "
                                                r"is (nan|inf).*the last checkpoint \(step \d+") as caught:
-        trainer.fit(on_eval=lambda trainer, losses: kept.update(_files(tmp_path)))
+        trainer.fit(on_eval=files_after_each_save(tmp_path, kept))
     step = int(caught.value.args[0].split("step ")[1].split(":")[0])
     assert read_checkpoint(tmp_path)[0]["step"] == step - 1 and _files(tmp_path) == kept    # bytes unchanged
     assert _finite_weights(tmp_path)
@@ -326,7 +334,7 @@ def test_a_data_parallel_run_that_diverges_stops_too(tmp_path):
         kept = {}
         with pytest.raises(FloatingPointError, match=r"training diverged at step (\d+): the (training loss is|"
                                                      r"update made parameter \S+ non-finite)") as caught:
-            trainer.fit(on_eval=lambda trainer, losses: kept.update(_files(tmp_path)))
+            trainer.fit(on_eval=files_after_each_save(tmp_path, kept))
     step = int(caught.value.args[0].split("step ")[1].split(":")[0])
     assert read_checkpoint(tmp_path)[0]["step"] == step - 1 and _files(tmp_path) == kept
     assert _finite_weights(tmp_path)

@@ -21,7 +21,7 @@ d. checkpoint_0_2/: a checkpoint written by `Trainer.save` after 3 steps of a ti
    CharTokenizer; compat_checkpoint_outputs.json and compat_checkpoint_logits.npz: its parameters'
    hashes, its logits on a fixed batch, what greedy and seeded sampling produce, what the `sample`
    command prints, and the losses of 3 more steps after `Trainer.resume`.
-e. compat_gpt2.npz: the logits of `GPT.from_gpt2_state_dict` on a seeded random GPT-2-shaped
+e. compat_gpt2.npz: the logits of `from_gpt2_state_dict` (0.2: `GPT.from_gpt2_state_dict`) on a seeded random GPT-2-shaped
    state dict (no network, no torch); `to_gpt2_state_dict` must give the same dict back, exactly.
 f. compat_forward_backward.npz (beyond a-e): for every model of (a) with seed 0, the outputs of one
    forward pass on fixed ids (float64 and float32) and, in float64, two numbers per parameter
@@ -61,10 +61,12 @@ from minitransformer import (
     TrainConfig,
     Trainer,
     TransformerEncoder,
+    from_gpt2_state_dict,
     generate,
     load_checkpoint,
     read_checkpoint,
     sample_text,
+    to_gpt2_state_dict,
     train_val_split,
 )
 
@@ -379,7 +381,7 @@ def gpt2_ids():
 
 
 def gpt2_logits():
-    return GPT.from_gpt2_state_dict(gpt2_state(), n_heads=GPT2["n_heads"])(gpt2_ids())
+    return from_gpt2_state_dict(gpt2_state(), n_heads=GPT2["n_heads"])(gpt2_ids())
 
 
 # ==================================================================== the tests
@@ -584,7 +586,7 @@ def test_checkpoint_0_2_sample_command(which, checkpoint_copy, recorded_checkpoi
 def test_gpt2_import_logits_and_round_trip():
     recorded = _load_npz("compat_gpt2.npz")
     state = gpt2_state()
-    model = GPT.from_gpt2_state_dict(state, n_heads=GPT2["n_heads"])
+    model = from_gpt2_state_dict(state, n_heads=GPT2["n_heads"])
     assert {key: model.config[key] for key in ("vocab_size", "d_model", "n_layers", "d_ff", "max_len", "n_heads")} == \
         dict(vocab_size=GPT2["V"], d_model=GPT2["C"], n_layers=GPT2["n_layers"], d_ff=GPT2["d_ff"],
              max_len=GPT2["max_len"], n_heads=GPT2["n_heads"])
@@ -593,7 +595,7 @@ def test_gpt2_import_logits_and_round_trip():
     assert logits.dtype == np.float64
     np.testing.assert_allclose(logits, recorded["logits"], rtol=1e-9, atol=1e-9 * np.abs(recorded["logits"]).max(),
                                err_msg="GPT-2 import: logits changed")
-    back = model.to_gpt2_state_dict()
+    back = to_gpt2_state_dict(model)
     assert list(back) == list(recorded["round_trip_names"]), "to_gpt2_state_dict: names or their order changed"
     assert sorted(back) == sorted(state)
     for name, value in state.items():

@@ -10,7 +10,7 @@ Skipped when PyTorch or transformers is missing (`pip install -e ".[parity]"`).
 import numpy as np
 import pytest
 
-from minitransformer import GPT, CrossEntropyLoss, rel_error
+from minitransformer import GPT, CrossEntropyLoss, from_gpt2_state_dict, rel_error, to_gpt2_state_dict
 from minitransformer.interop.gpt2 import gpt2_to_project, project_to_gpt2
 
 TOLERANCE = 1e-9
@@ -35,8 +35,8 @@ def _hf_shaped_state(rng, V=11, C=8, n_layers=2, d_ff=32, max_len=7):
 # ---------------------------------------------------------------- the mapping alone (always runs)
 def test_round_trip_through_the_project_names_is_exact():
     state = _hf_shaped_state(np.random.default_rng(0))
-    model = GPT.from_gpt2_state_dict(state, n_heads=2)
-    back = model.to_gpt2_state_dict()
+    model = from_gpt2_state_dict(state, n_heads=2)
+    back = to_gpt2_state_dict(model)
     assert sorted(back) == sorted(state)
     for name, value in state.items():
         np.testing.assert_array_equal(back[name], value, err_msg=name)
@@ -53,7 +53,7 @@ def test_fused_c_attn_splits_into_query_key_value_column_blocks():
 
 
 def test_sizes_come_from_the_weights():
-    model = GPT.from_gpt2_state_dict(_hf_shaped_state(np.random.default_rng(2), V=13, C=8, n_layers=3, d_ff=20,
+    model = from_gpt2_state_dict(_hf_shaped_state(np.random.default_rng(2), V=13, C=8, n_layers=3, d_ff=20,
                                                       max_len=9), n_heads=4)
     assert (model.config["vocab_size"], model.config["d_model"], model.config["n_layers"], model.config["d_ff"],
             model.config["max_len"], model.config["n_heads"]) == (13, 8, 3, 20, 9, 4)
@@ -64,7 +64,7 @@ def test_old_checkpoint_names_and_mask_buffers_are_accepted():
              if name != "lm_head.weight"}
     state["h.0.attn.bias"] = np.tril(np.ones((1, 1, 7, 7)))          # the causal-mask buffer of older checkpoints
     state["h.0.attn.masked_bias"] = np.array(-1e4)
-    model = GPT.from_gpt2_state_dict(state, n_heads=2)
+    model = from_gpt2_state_dict(state, n_heads=2)
     np.testing.assert_array_equal(model.token_embedding.weight.data, state["wte.weight"])
 
 
@@ -75,17 +75,17 @@ def test_bad_state_dicts_are_named():
     with pytest.raises(ValueError, match="lm_head.weight differs"):
         gpt2_to_project(state | {"lm_head.weight": state["lm_head.weight"] + 1})
     with pytest.raises(ValueError, match="needs n_heads"):
-        GPT.from_gpt2_state_dict(state)
+        from_gpt2_state_dict(state)
     with pytest.raises(ValueError, match="activation_function"):
-        GPT.from_gpt2_state_dict(state, config={"n_head": 2, "activation_function": "relu"})
+        from_gpt2_state_dict(state, config={"n_head": 2, "activation_function": "relu"})
     with pytest.raises(ValueError, match="tied output heads"):
-        GPT.from_gpt2_state_dict(state, config={"n_head": 2, "tie_word_embeddings": False})
+        from_gpt2_state_dict(state, config={"n_head": 2, "tie_word_embeddings": False})
     with pytest.raises(ValueError, match="tie_weights"):
-        GPT(11, 8, 2, 1, 32, 7, tie_weights=False, rng=0).to_gpt2_state_dict()
+        to_gpt2_state_dict(GPT(11, 8, 2, 1, 32, 7, tie_weights=False, rng=0))
 
 
 def test_config_sets_heads_and_layer_norm_eps():
-    model = GPT.from_gpt2_state_dict(_hf_shaped_state(np.random.default_rng(5)),
+    model = from_gpt2_state_dict(_hf_shaped_state(np.random.default_rng(5)),
                                      config={"n_head": 4, "layer_norm_epsilon": 1e-6})
     assert model.config["n_heads"] == 4
     assert {ln.eps for ln in [model.ln_f, model.blocks[1].ln2]} == {1e-6}
@@ -94,8 +94,8 @@ def test_config_sets_heads_and_layer_norm_eps():
 def test_float32_load_matches_float64_to_single_precision():
     state = {name: 0.3 * value for name, value in _hf_shaped_state(np.random.default_rng(7)).items()}
     ids = np.arange(14).reshape(2, 7) % 11
-    exact = GPT.from_gpt2_state_dict(state, n_heads=2)(ids)
-    single = GPT.from_gpt2_state_dict(state, n_heads=2, dtype=np.float32)(ids)
+    exact = from_gpt2_state_dict(state, n_heads=2)(ids)
+    single = from_gpt2_state_dict(state, n_heads=2, dtype=np.float32)(ids)
     assert single.dtype == np.float32          # GELU's float64 constant used to promote the whole model to float64
     assert rel_error(single, exact) < 1e-5
 
@@ -119,7 +119,7 @@ def _hf_model(**overrides):
 @pytest.mark.parametrize("overrides", [{}, {"n_inner": 24, "layer_norm_epsilon": 1e-3}], ids=["gpt2", "n_inner"])
 def test_logits_and_every_gradient_match_transformers(overrides):
     torch, config, hf = _hf_model(**overrides)
-    ours = GPT.from_gpt2_state_dict(hf.state_dict(), config=config)
+    ours = from_gpt2_state_dict(hf.state_dict(), config=config)
     rng = np.random.default_rng(6)
     ids = rng.integers(0, config.vocab_size, size=(3, config.n_positions))
     targets = rng.integers(0, config.vocab_size, size=ids.shape)
@@ -145,11 +145,11 @@ def test_logits_and_every_gradient_match_transformers(overrides):
 
 def test_weights_written_back_load_into_transformers():
     torch, config, hf = _hf_model()
-    ours = GPT.from_gpt2_state_dict(hf.state_dict(), config=config)
+    ours = from_gpt2_state_dict(hf.state_dict(), config=config)
     for param in ours.parameters():
         param.data *= 1.5                                              # new weights, as after training
     _, _, fresh = _hf_model()
-    fresh.load_state_dict({name: torch.from_numpy(value) for name, value in ours.to_gpt2_state_dict().items()})
+    fresh.load_state_dict({name: torch.from_numpy(value) for name, value in to_gpt2_state_dict(ours).items()})
     ids = np.arange(10).reshape(2, 5)
     assert rel_error(ours(ids), fresh(torch.from_numpy(ids)).logits.detach().numpy()) < TOLERANCE
 
@@ -160,10 +160,23 @@ def test_a_checkpoint_saved_on_disk_loads_as_the_readme_shows(tmp_path):
     torch, _, hf = _hf_model()
     safetensors_numpy = pytest.importorskip("safetensors.numpy")      # installed with transformers
     hf.save_pretrained(tmp_path)
-    model = GPT.from_gpt2_state_dict(safetensors_numpy.load_file(tmp_path / "model.safetensors"),
+    model = from_gpt2_state_dict(safetensors_numpy.load_file(tmp_path / "model.safetensors"),
                                      config=json.loads((tmp_path / "config.json").read_text()))
     ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6]])
     logits = model(ids)                                                # (1, T, V)
     expected = hf(torch.from_numpy(ids)).logits.detach().numpy()
     assert rel_error(logits, expected) < TOLERANCE
     assert logits[0, -1].argmax() == expected[0, -1].argmax()          # the same greedy next token
+
+
+def test_0_2_methods_still_work_with_a_deprecation_warning():
+    """0.2 spelled these GPT.from_gpt2_state_dict / model.to_gpt2_state_dict(); models no longer import interop."""
+    state = _hf_shaped_state(np.random.default_rng(7))
+    with pytest.warns(DeprecationWarning, match="minitransformer.from_gpt2_state_dict"):
+        old = GPT.from_gpt2_state_dict(state, n_heads=2)
+    new = from_gpt2_state_dict(state, n_heads=2)
+    ids = np.array([[1, 2, 3]])
+    np.testing.assert_array_equal(old(ids), new(ids))
+    with pytest.warns(DeprecationWarning, match="to_gpt2_state_dict"):
+        back = old.to_gpt2_state_dict()
+    assert list(back) == list(to_gpt2_state_dict(new))

@@ -1,10 +1,25 @@
-"""Position tables with an offset: the gradient lands on the rows that were used; a negative offset is refused."""
+"""Positions (layers/positional.py): SinusoidalPositionalEncoding and LearnedPositionalEmbedding, in one file.
+
+* definition: with an offset, the learned table's gradient lands on the rows that were used, by hand;
+* gradients: the catalogue's rows of both layers, and the learned table with an offset, against
+  central differences (float64, 1e-7);
+* float32: agrees with float64 to 1e-5;
+* bad input: a negative or too large start, more positions than max_len, an odd width for the
+  sinusoidal table; backward before forward.
+"""
 
 import numpy as np
 import pytest
+from _catalogue import assert_gradients_match, case_id, catalogue_cases
+from _layer_checks import assert_backward_before_forward_is_refused, assert_float32_agrees_with_float64
 
 from minitransformer import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from minitransformer.gradcheck.checker import check_module
+
+FACTORIES = {
+    "SinusoidalPositionalEncoding": lambda dtype: SinusoidalPositionalEncoding(6, 8, dtype=dtype),
+    "LearnedPositionalEmbedding": lambda dtype: LearnedPositionalEmbedding(8, 6, dtype=dtype, rng=0),
+}
 
 
 def test_learned_positions_send_the_gradient_to_the_rows_used_after_an_offset():
@@ -29,3 +44,32 @@ def test_negative_or_too_large_start_is_refused(layer):
         layer.forward(x, start=-1)
     with pytest.raises(ValueError, match=r"at most max_len=6 positions, got T=1 after start=6"):
         layer.forward(x, start=6)
+
+
+@pytest.mark.parametrize("case", catalogue_cases("SinusoidalPositionalEncoding", "LearnedPositionalEmbedding"),
+                         ids=case_id)
+def test_backward_matches_finite_differences(case):
+    assert_gradients_match(case)
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_float32_forward_and_backward_agree_with_float64(name):
+    assert_float32_agrees_with_float64(FACTORIES[name], (2, 4, 6), name)
+
+
+def test_sequence_longer_than_max_len():
+    with pytest.raises(ValueError, match="at most max_len=3 positions, got T=4"):
+        SinusoidalPositionalEncoding(4, 3).forward(np.zeros((1, 4, 4)))
+    with pytest.raises(ValueError, match="at most max_len=3 positions, got T=4"):
+        LearnedPositionalEmbedding(3, 4).forward(np.zeros((1, 4, 4)))
+
+
+def test_sinusoidal_table_needs_an_even_width():
+    with pytest.raises(ValueError, match="even d"):
+        SinusoidalPositionalEncoding(5, 3)
+
+
+@pytest.mark.parametrize("layer", [SinusoidalPositionalEncoding(4, 5), LearnedPositionalEmbedding(5, 3)],
+                         ids=lambda layer: type(layer).__name__)
+def test_backward_before_forward_is_a_clear_error(layer):
+    assert_backward_before_forward_is_refused(layer)

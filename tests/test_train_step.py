@@ -175,32 +175,6 @@ def test_train_step_reaches_the_weights_of_the_loop_it_replaces(case, clip):
         assert np.array_equal(a.data, b.data), name
 
 
-# Recorded with the code as it was before train_step existed (commit 5d4f13d, Trainer.train_step's own
-# loop and DataParallel), by `[loss.hex() for loss in losses]` for the first 20 steps of
-# tiny_trainer(max_steps=20, lr_decay_steps=20, workers=...): float32, dropout 0.1, clipping at 1.0.
-# Bit-exact on this machine's OpenBLAS (DYNAMIC_ARCH, the same with 1 or 2 threads); another CPU's
-# kernels may round the products differently.
-BEFORE_ONE_PROCESS = [
-    "0x1.aae0700000000p+1", "0x1.aced840000000p+1", "0x1.a9612e0000000p+1", "0x1.aa26440000000p+1",
-    "0x1.a66cb80000000p+1", "0x1.a1b6600000000p+1", "0x1.a646e40000000p+1", "0x1.a4e2200000000p+1",
-    "0x1.a03ea00000000p+1", "0x1.a2316e0000000p+1", "0x1.9eca8a0000000p+1", "0x1.9cb6360000000p+1",
-    "0x1.9df20c0000000p+1", "0x1.9eccc40000000p+1", "0x1.9a0f480000000p+1", "0x1.9fcff40000000p+1",
-    "0x1.9d54380000000p+1", "0x1.9d0e180000000p+1", "0x1.9fc2dc0000000p+1", "0x1.9b263a0000000p+1"]
-BEFORE_TWO_WORKERS = [
-    "0x1.ab1b920000000p+1", "0x1.ac9c400000000p+1", "0x1.a93f8a0000000p+1", "0x1.a933810000000p+1",
-    "0x1.a4f04f0000000p+1", "0x1.a221500000000p+1", "0x1.a569530000000p+1", "0x1.a452e10000000p+1",
-    "0x1.a036210000000p+1", "0x1.a25e170000000p+1", "0x1.9eed300000000p+1", "0x1.9d03000000000p+1",
-    "0x1.9e877a0000000p+1", "0x1.9f579d0000000p+1", "0x1.99f24e0000000p+1", "0x1.9ffc5e0000000p+1",
-    "0x1.9d19fa0000000p+1", "0x1.9e7a320000000p+1", "0x1.9f6e040000000p+1", "0x1.9b5fe50000000p+1"]
-
-
-@pytest.mark.parametrize("workers, expected", [(1, BEFORE_ONE_PROCESS), (2, BEFORE_TWO_WORKERS)])
-def test_the_trainers_first_losses_are_those_recorded_before_the_shared_step(workers, expected):
-    with tiny_trainer(max_steps=20, lr_decay_steps=20, workers=workers) as trainer:
-        losses = [trainer.train_step() for _ in range(20)]
-    assert [loss.hex() for loss in losses] == expected
-
-
 def test_train_step_refuses_bad_arguments_naming_them():
     model = tiny_gpt()
     objective, optimizer = LanguageModelObjective(model), transformer_adam(model.parameters())

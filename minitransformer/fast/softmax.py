@@ -1,15 +1,15 @@
 """Softmax, fast form: in place on one buffer, row sums through BLAS (`reductions.py`).
 
 The plain functions and the layer are in `minitransformer/layers/softmax.py`, with the
-derivation. Here `softmax` may write into its input's buffer (`out=`; attention hands it
-the scores it owns) and both functions sum rows as matrix-vector products, measured 2 to 5
-times faster than `np.sum` along a short last axis (attention rows of T = 64).
-tests/test_fast.py proves both equal to the plain forms.
+derivation. Only the functions have fast forms here, for fast attention (`fast/attention.py`):
+`softmax` may write into its input's buffer (`out=`; attention hands it the scores it owns)
+and both functions sum rows as matrix-vector products, measured 2 to 5 times faster than
+`np.sum` along a short last axis (attention rows of T = 64). tests/test_fast_forms.py proves
+both equal to the plain forms.
 """
 
 import numpy as np
 
-from ..layers.softmax import Softmax
 from .reductions import sum_last_axis
 
 
@@ -21,11 +21,7 @@ def _sum_keepdims(x, axis):
 
 
 def softmax(x, axis=-1, out=None):
-    """y_i = exp(x_i - m) / sum_j exp(x_j - m), with m = max_j x_j.
-
-    Subtracting the row maximum changes nothing mathematically (it cancels in
-    the ratio) but keeps exp() from overflowing, so logits of +-1e4 in float32
-    stay finite.
+    """`layers.softmax.softmax` (the derivation is there), in one buffer.
 
     Args:
         x: array (...), any float dtype; may contain -inf (masked entries).
@@ -46,11 +42,7 @@ def softmax(x, axis=-1, out=None):
 
 
 def softmax_backward(y, dy, axis=-1):
-    """Jacobian-vector product of softmax, given its output y.
-
-    The Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so
-        dx_j = sum_i dy_i y_i (delta_ij - y_j) = y_j (dy_j - sum_i dy_i y_i).
-    One multiply, one row sum, one subtract: the (T x T) Jacobian is never built.
+    """`layers.softmax.softmax_backward`, dx = y (dy - sum(dy y)), in one buffer.
 
     Args:
         y: softmax output (...).
@@ -65,20 +57,6 @@ def softmax_backward(y, dy, axis=-1):
     return dx
 
 
-class FastSoftmax(Softmax):
-    """`Softmax` through the fast functions above. x (...) -> y (...)."""
-
-    def forward(self, x):
-        """x (...) -> y (...), each slice along `axis` positive and summing to 1."""
-        x = self._check_input(x)                            # the plain layer's checks (dtype, a scalar)
-        self.y = softmax(x, self.axis)
-        return self.y
-
-    def backward(self, dout):
-        """dx = y * (dout - sum(dout * y)) along the axis."""
-        self._require("y")
-        self._check_dout(dout, self.y.shape)
-        return softmax_backward(self.y, dout, self.axis)
-
-
-FAST_FORMS = {Softmax: FastSoftmax}
+# No fast form of the `Softmax` layer: no model builds one (attention calls the functions above, and
+# fast attention these fast ones), so a fast layer would gain nothing that a run could measure.
+FAST_FORMS = {}

@@ -36,6 +36,8 @@ import re
 
 import numpy as np
 
+from ..models.gpt import GPT
+
 # Older checkpoints also store the causal mask as a buffer; it is not a weight.
 _MASK_BUFFERS = re.compile(r"h\.\d+\.attn\.(bias|masked_bias)$")
 
@@ -148,11 +150,10 @@ def _read_config(config, n_heads):
     return (get("n_head") if n_heads is None else n_heads), get("layer_norm_epsilon", 1e-5)
 
 
-def from_gpt2_state_dict(cls, state_dict, n_heads=None, config=None, dtype=np.float64, dropout=0.0):
-    """Build a `cls` (GPT) that computes what the GPT-2 with these weights computes.
+def from_gpt2_state_dict(state_dict, n_heads=None, config=None, dtype=np.float64, dropout=0.0):
+    """Build a GPT that computes what the GPT-2 with these weights computes.
 
     Args:
-        cls: the GPT class.
         state_dict: Hugging Face GPT-2 weights {name: ndarray or torch.Tensor}.
         n_heads: H; needed unless `config` gives it (`n_head`), and wins over it.
         config: optional `GPT2Config` or the dict of its `config.json`.
@@ -166,7 +167,7 @@ def from_gpt2_state_dict(cls, state_dict, n_heads=None, config=None, dtype=np.fl
     vocab_size, d_model = project["token_embedding.weight"].shape
     max_len = project["position.weight"].shape[0]
     d_ff = project["blocks.0.ff.fc1.weight"].shape[1] if "blocks.0.ff.fc1.weight" in project else 4 * d_model
-    model = cls(vocab_size, d_model, n_heads, count_layers(project), d_ff, max_len, norm="pre", positional="learned",
+    model = GPT(vocab_size, d_model, n_heads, count_layers(project), d_ff, max_len, norm="pre", positional="learned",
                 tie_weights=True, dropout=dropout, activation="gelu", dtype=dtype, rng=0)
     for layer_norm in [model.ln_f] + [ln for block in model.blocks for ln in (block.ln1, block.ln2)]:
         layer_norm.eps = eps

@@ -44,22 +44,29 @@ class TransformerBlock(Module):
         dtype, rng: as everywhere.
         dropout_rng: generator for dropout masks (default: `rng`).
         attention_options: extra keyword arguments for MultiHeadAttention
-            (n_kv_heads, positional, window).
+            (n_kv_heads, position, window).
+        init_std: standard deviation of every initial weight matrix (default:
+            each `Linear`'s 1/sqrt(width in)).
+        residual_std: that of the two matrices writing into the residual stream,
+            attention's W_O and the feed-forward's fc2 (default init_std).
     Children:
         ln1, attn, drop1, ln2, ff, drop2.
     """
 
     def __init__(self, d_model, n_heads, d_ff, norm="pre", causal=True, dropout=0.0, activation="relu",
-                 dtype=np.float64, rng=None, dropout_rng=None, attention_options=None):
+                 dtype=np.float64, rng=None, dropout_rng=None, attention_options=None, init_std=None,
+                 residual_std=None):
         check_norm(norm, "TransformerBlock")
         rng = as_generator(rng)
         dropout_rng = dropout_generator(rng, dropout_rng)
         self.norm = norm
         self.ln1 = LayerNorm(d_model, dtype=dtype)
-        self.attn = MultiHeadAttention(d_model, n_heads, causal=causal, dtype=dtype, rng=rng, **(attention_options or {}))
+        self.attn = MultiHeadAttention(d_model, n_heads, causal=causal, dtype=dtype, rng=rng, init_std=init_std,
+                                       out_std=residual_std, **(attention_options or {}))
         self.drop1 = Dropout(dropout, rng=dropout_rng)
         self.ln2 = LayerNorm(d_model, dtype=dtype)
-        self.ff = FeedForward(d_model, d_ff, activation=activation, dtype=dtype, rng=rng)
+        self.ff = FeedForward(d_model, d_ff, activation=activation, dtype=dtype, rng=rng, init_std=init_std,
+                              out_std=residual_std)
         self.drop2 = Dropout(dropout, rng=dropout_rng)
 
     def forward(self, x, mask=None, cache=None):

@@ -32,16 +32,20 @@ class FeedForward(Module):
         d_ff: hidden width.
         activation: "relu" (the paper) or "gelu" (GPT-2).
         dtype, rng: as everywhere.
+        init_std: standard deviation of fc1's normal initial weights (default
+            `Linear`'s, 1/sqrt(width in)).
+        out_std: that of fc2 (default init_std), which writes into the residual
+            stream in a Transformer block.
     Children:
         fc1 Linear(C -> d_ff), act, fc2 Linear(d_ff -> C).
     """
 
-    def __init__(self, d_model, d_ff, activation="relu", dtype=np.float64, rng=None):
+    def __init__(self, d_model, d_ff, activation="relu", dtype=np.float64, rng=None, init_std=None, out_std=None):
         rng = as_generator(rng)
         self.d_model, self.d_ff = d_model, d_ff
-        self.fc1 = Linear(d_model, d_ff, dtype=dtype, rng=rng)
+        self.fc1 = Linear(d_model, d_ff, dtype=dtype, rng=rng, init_std=init_std)
         self.act = make_activation(activation, "FeedForward")
-        self.fc2 = Linear(d_ff, d_model, dtype=dtype, rng=rng)
+        self.fc2 = Linear(d_ff, d_model, dtype=dtype, rng=rng, init_std=init_std if out_std is None else out_std)
 
     def forward(self, x):
         """x (..., C) -> (..., C)."""

@@ -53,7 +53,11 @@ class MultiHeadAttention(Module):
         n_heads: H; must divide d_model. Head size hs = C // H.
         causal: if True each query sees only keys at its own or earlier positions.
         bias: add learned biases b_q, b_k, b_v, b_o.
-        dtype, rng: as everywhere; weights are N(0, 1/C).
+        dtype, rng: as everywhere.
+        init_std: standard deviation of the normal initial weights of the four
+            projections (default 1/sqrt(C), `Linear`'s); biases start at 0.
+        out_std: that of W_O alone (default init_std). GPT-2 gives the projection
+            that writes into the residual stream a smaller one (`models/gpt.py`).
         n_kv_heads: Hkv, the number of key/value heads (default H); must divide H.
             Query head h reads key/value head h // (H / Hkv).
         position: None, or a position scheme acting inside attention, e.g.
@@ -68,7 +72,7 @@ class MultiHeadAttention(Module):
     """
 
     def __init__(self, d_model, n_heads, causal=False, bias=True, dtype=np.float64, rng=None,
-                 n_kv_heads=None, position=None, window=None, positional=None):
+                 n_kv_heads=None, position=None, window=None, positional=None, init_std=None, out_std=None):
         if positional is not None:
             raise TypeError("MultiHeadAttention(positional=...) became position= in 0.3: pass the scheme itself, "
                             "e.g. position=RotaryEmbedding(d_model // n_heads) or position=ALiBi(n_heads) "
@@ -85,10 +89,11 @@ class MultiHeadAttention(Module):
         self.d_model, self.n_heads, self.head_size = d_model, n_heads, d_model // n_heads
         self.n_kv_heads, self.window, self.causal = n_kv_heads, window, causal
         kv_width = n_kv_heads * self.head_size
-        self.q_proj = Linear(d_model, d_model, bias=bias, dtype=dtype, rng=rng)
-        self.k_proj = Linear(d_model, kv_width, bias=bias, dtype=dtype, rng=rng)
-        self.v_proj = Linear(d_model, kv_width, bias=bias, dtype=dtype, rng=rng)
-        self.o_proj = Linear(d_model, d_model, bias=bias, dtype=dtype, rng=rng)
+        out_std = init_std if out_std is None else out_std
+        self.q_proj = Linear(d_model, d_model, bias=bias, dtype=dtype, rng=rng, init_std=init_std)
+        self.k_proj = Linear(d_model, kv_width, bias=bias, dtype=dtype, rng=rng, init_std=init_std)
+        self.v_proj = Linear(d_model, kv_width, bias=bias, dtype=dtype, rng=rng, init_std=init_std)
+        self.o_proj = Linear(d_model, d_model, bias=bias, dtype=dtype, rng=rng, init_std=out_std)
         projections = (self.q_proj, self.k_proj, self.v_proj, self.o_proj)
         self.w_q, self.w_k, self.w_v, self.w_o = (proj.weight for proj in projections)   # the parameter names
         self.b_q, self.b_k, self.b_v, self.b_o = (proj.bias for proj in projections)     # of 0.2 (see above)

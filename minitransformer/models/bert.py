@@ -17,6 +17,8 @@ Left out: segment (token-type) embeddings, the tanh pooler before the NSP
 head, the output bias, and WordPiece; the tokens here are characters.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..core.module import Module
@@ -59,6 +61,23 @@ def mask_tokens(ids, rng, mask_id, n_special, vocab_size, p=0.15, ignore_index=-
     return inputs, targets, chosen
 
 
+@dataclass
+class BertConfig:
+    """A BertMLM's shape and behaviour (the weights come from `rng`); `BertMLM.from_config`."""
+    vocab_size: int                  # V, including the special tokens ([PAD], [MASK], [CLS], [SEP], ...)
+    d_model: int                     # C, width of every token's vector
+    n_heads: int                     # H, attention heads per layer; must divide d_model
+    n_layers: int                    # encoder blocks
+    d_ff: int                        # hidden width of the feed-forward sublayer
+    max_len: int                     # the longest input sequence
+    pad_id: int = 0                  # padding id, hidden from attention
+    nsp: bool = False                # add the next-sentence head on position 0
+    norm: str = "post"               # "post" (BERT) or "pre"
+    positional: str = "learned"      # "learned" (BERT) or "sinusoidal"
+    dropout: float = 0.0             # drop probability after the embeddings and on every sublayer's output
+    dtype: str = "float64"           # "float64" or "float32"
+
+
 class BertMLM(Module):
     """Encoder with a masked-LM head and, optionally, a next-sentence head.
 
@@ -81,6 +100,13 @@ class BertMLM(Module):
         self.ln = LayerNorm(d_model, dtype=dtype)
         self.head = TiedLMHead(self.encoder.embed.token_embedding)
         self.nsp_head = Linear(d_model, 2, dtype=dtype, rng=rng) if nsp else None
+
+    @classmethod
+    def from_config(cls, config, rng=None):
+        """Build from a `BertConfig` (nanoGPT style): `BertMLM.from_config(BertConfig(...), rng=0)`."""
+        if not isinstance(config, BertConfig):
+            raise TypeError(f"BertMLM.from_config expected a BertConfig, got {type(config).__name__}")
+        return cls(**vars(config), rng=rng)
 
     def forward(self, ids):
         """ids int (B, T) -> MLM logits (B, T, V), or (MLM logits, NSP logits (B, 2)) when nsp.

@@ -15,6 +15,8 @@ N(0, 1/C) token table follow the paper §3.4, so tokens and sinusoidal
 positions start on the same scale.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..core.module import Module
@@ -83,6 +85,23 @@ class InputEmbedding(Module):
         return f"InputEmbedding(V={self.token_embedding.vocab_size}, C={self.d_model}, max_len={self.max_len})"
 
 
+@dataclass
+class EncoderConfig:
+    """A TransformerEncoder's shape and behaviour (the weights come from `rng`); `TransformerEncoder.from_config`."""
+    vocab_size: int                  # V, input tokens
+    d_model: int                     # C, width of every token's vector
+    n_heads: int                     # H, attention heads per layer; must divide d_model
+    n_layers: int                    # encoder blocks
+    d_ff: int                        # hidden width of the feed-forward sublayer
+    max_len: int                     # the longest input sequence
+    pad_id: int | None = None        # padding id, hidden from attention (None: every sequence is full length)
+    norm: str = "post"               # "post" (the 2017 paper) or "pre"
+    positional: str = "sinusoidal"   # "sinusoidal" (the 2017 paper) or "learned"
+    dropout: float = 0.0             # drop probability after the embeddings and on every sublayer's output
+    activation: str = "relu"         # feed-forward nonlinearity: "relu" (the paper) or "gelu"
+    dtype: str = "float64"           # "float64" or "float32"
+
+
 class TransformerEncoder(Module):
     """Token ids to contextual vectors with bidirectional self-attention.
 
@@ -108,6 +127,13 @@ class TransformerEncoder(Module):
     def padding_mask(self, ids):
         """(B, 1, 1, T) key mask, or None when the encoder has no pad id."""
         return None if self.pad_id is None else key_padding_mask(ids, self.pad_id)
+
+    @classmethod
+    def from_config(cls, config, rng=None):
+        """Build from an `EncoderConfig` (nanoGPT style): `TransformerEncoder.from_config(EncoderConfig(...), rng=0)`."""
+        if not isinstance(config, EncoderConfig):
+            raise TypeError(f"TransformerEncoder.from_config expected an EncoderConfig, got {type(config).__name__}")
+        return cls(**vars(config), rng=rng)
 
     def forward(self, ids):
         """ids int (B, T) -> hidden states (B, T, C); rows at padded positions are computed but meaningless.

@@ -11,7 +11,9 @@ Bottom to top:
 The backward pass visits the same layers top to bottom. Initialisation follows
 GPT-2: weights N(0, 0.02^2), the two projections that write into the residual
 stream (attention's W_O, the feed-forward's second layer) scaled down by
-1/sqrt(2 n_layers), biases 0, LayerNorm gamma 1.
+1/sqrt(2 n_layers), biases 0, LayerNorm gamma 1. Each layer draws its weights
+once, when it is built, with the standard deviation the model passes it
+(`init_std`, `residual_std`), in the order the layers are built.
 
 Attention variants (Kumar slides, `layers/rope.py`, `alibi.py`, `sliding_window.py`):
 positional="rope" or "alibi" moves position information into every attention
@@ -25,12 +27,13 @@ acts after the embeddings and on each sublayer's output (resid_pdrop, embd_pdrop
 only. Also left out: a padding mask (every sequence in a batch is full length).
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..core.module import Module
 from ..core.random import as_generator, spawn_generator
 from ..fast import check_kernels, use_kernels
-from ..interop import gpt2 as gpt2_interop
 from ..layers.block import TransformerBlock
 from ..layers.dropout import Dropout
 from ..layers.embedding import Embedding, check_token_batch
@@ -41,6 +44,26 @@ from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositional
 from ..variants.attention_positions import attention_position
 
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
+GPT2_INIT_STD = 0.02          # GPT-2's standard deviation of every initial weight matrix and table
+
+
+@dataclass
+class GPTConfig:
+    """Everything that fixes a GPT's shape and behaviour (the weights come from `rng`); `GPT.from_config`."""
+    vocab_size: int                  # V, tokens the model reads and predicts
+    d_model: int                     # C, width of every token's vector (the residual stream)
+    n_heads: int                     # H, attention heads per layer; must divide d_model
+    n_layers: int                    # Transformer blocks, bottom to top
+    d_ff: int                        # hidden width of the feed-forward sublayer (4 C in GPT-2)
+    max_len: int                     # context window: the longest sequence (not enforced without a table)
+    norm: str = "pre"                # "pre": LayerNorm inside each residual branch (GPT-2); "post": the 2017 paper
+    positional: str = "learned"      # "learned" (GPT-2), "sinusoidal", "rope", "alibi" or "none"
+    tie_weights: bool = True         # the output projection reuses the token-embedding matrix
+    dropout: float = 0.0             # drop probability after the embeddings and on every sublayer's output
+    activation: str = "gelu"         # feed-forward nonlinearity: "gelu" (GPT-2) or "relu" (the 2017 paper)
+    dtype: str = "float64"           # "float64" (exact gradient checks) or "float32" (training speed)
+    n_kv_heads: int | None = None    # key/value heads (None: n_heads; 1: multi-query attention)
+    window: int | None = None        # None, or how many recent positions each query sees (sliding window)
 
 
 class GPT(Module):
@@ -83,36 +106,31 @@ class GPT(Module):
                            dropout=dropout, activation=activation, dtype=np.dtype(dtype).name,
                            n_kv_heads=n_kv_heads, window=window)      # what a checkpoint needs to rebuild it
         self.vocab_size, self.max_len, self.norm = vocab_size, max_len, norm
-        self.token_embedding = Embedding(vocab_size, d_model, dtype=dtype, rng=rng)
+        init_std, residual_std = GPT2_INIT_STD, GPT2_INIT_STD / np.sqrt(2 * n_layers)
+        self.token_embedding = Embedding(vocab_size, d_model, dtype=dtype, rng=rng, init_std=init_std)
         self.position = None                                          # table-free positions
         if positional == "learned":
-            self.position = LearnedPositionalEmbedding(max_len, d_model, dtype=dtype, rng=rng)
+            self.position = LearnedPositionalEmbedding(max_len, d_model, dtype=dtype, rng=rng, init_std=init_std)
         elif positional == "sinusoidal":
             self.position = SinusoidalPositionalEncoding(d_model, max_len, dtype=dtype)
         self.drop = Dropout(dropout, rng=self.dropout_rng)
         self.blocks = [TransformerBlock(d_model, n_heads, d_ff, norm=norm, causal=True, dropout=dropout,
                                         activation=activation, dtype=dtype, rng=rng, dropout_rng=self.dropout_rng,
                                         attention_options=dict(n_kv_heads=n_kv_heads, window=window,
-                                                               position=attention_position(positional, d_model, n_heads)))
+                                                               position=attention_position(positional, d_model, n_heads)),
+                                        init_std=init_std, residual_std=residual_std)
                        for _ in range(n_layers)]
         self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
-        self.lm_head = TiedLMHead(self.token_embedding) if tie_weights else Linear(d_model, vocab_size, bias=False,
-                                                                                   dtype=dtype, rng=rng)
-        self._init_weights(rng, n_layers)
+        self.lm_head = (TiedLMHead(self.token_embedding) if tie_weights
+                        else Linear(d_model, vocab_size, bias=False, dtype=dtype, rng=rng, init_std=init_std))
         use_kernels(self, kernels)
 
-    def _init_weights(self, rng, n_layers):
-        """GPT-2 initialisation (see the module docstring)."""
-        residual_std = 0.02 / np.sqrt(2 * n_layers)
-        for name, param in self.named_parameters():
-            leaf = name.rsplit(".", 1)[-1]
-            if leaf.startswith("b_") or leaf in ("bias", "beta"):
-                param.data[...] = 0
-            elif leaf == "gamma":
-                param.data[...] = 1
-            else:
-                std = residual_std if (leaf == "w_o" or name.endswith("fc2.weight")) else 0.02
-                param.data[...] = rng.standard_normal(param.shape) * std
+    @classmethod
+    def from_config(cls, config, rng=None, kernels="plain"):
+        """Build from a `GPTConfig` (nanoGPT style): `GPT.from_config(GPTConfig(...), rng=0)`."""
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"GPT.from_config expected a GPTConfig, got {type(config).__name__}")
+        return cls(**vars(config), rng=rng, kernels=kernels)
 
     def forward(self, ids, cache=None):
         """ids int (B, T) with T <= max_len (any T without a position table) -> logits (B, T, V).
@@ -159,15 +177,6 @@ class GPT(Module):
         if self.position is not None:
             dx = self.position.backward(dx)
         self.token_embedding.backward(dx)
-
-    @classmethod
-    def from_gpt2_state_dict(cls, state_dict, n_heads=None, config=None, dtype=np.float64, dropout=0.0):
-        """A GPT holding Hugging Face GPT-2 weights (see `minitransformer.interop.gpt2`)."""
-        return gpt2_interop.from_gpt2_state_dict(cls, state_dict, n_heads=n_heads, config=config, dtype=dtype, dropout=dropout)
-
-    def to_gpt2_state_dict(self):
-        """{Hugging Face GPT-2 name: ndarray}, the inverse of `from_gpt2_state_dict`."""
-        return gpt2_interop.to_gpt2_state_dict(self)
 
     def __repr__(self):
         c = self.config

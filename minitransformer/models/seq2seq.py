@@ -17,6 +17,8 @@ positions; `share_embeddings` (one table for source, target and, with
 Left out: label smoothing and the paper's learning-rate schedule.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..core.module import Module
@@ -28,6 +30,26 @@ from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.padding import key_padding_mask
 from .encoder import InputEmbedding, TransformerEncoder
+
+
+@dataclass
+class Seq2SeqConfig:
+    """A Seq2SeqTransformer's shape and behaviour (the weights come from `rng`); `Seq2SeqTransformer.from_config`."""
+    src_vocab_size: int              # V of the source side
+    tgt_vocab_size: int              # V of the target side (equal to the source's when sharing embeddings)
+    d_model: int                     # C, width of every token's vector
+    n_heads: int                     # H, attention heads per layer; must divide d_model
+    n_layers: int                    # encoder blocks, and as many decoder blocks
+    d_ff: int                        # hidden width of the feed-forward sublayers
+    max_len: int                     # the longest source or target sequence
+    pad_id: int | None = None        # padding id of both sides, hidden from attention (None: no padding)
+    norm: str = "post"               # "post" (the 2017 paper) or "pre"
+    positional: str = "sinusoidal"   # "sinusoidal" (the 2017 paper) or "learned"
+    share_embeddings: bool = False   # one token table for source and target
+    tie_output: bool = False         # the output projection reuses the target token table (no bias)
+    dropout: float = 0.0             # drop probability after the embeddings and on every sublayer's output
+    activation: str = "relu"         # feed-forward nonlinearity: "relu" (the paper) or "gelu"
+    dtype: str = "float64"           # "float64" or "float32"
 
 
 class Seq2SeqTransformer(Module):
@@ -67,6 +89,13 @@ class Seq2SeqTransformer(Module):
         self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
         self.head = (TiedLMHead(self.tgt_embed.token_embedding) if tie_output
                      else Linear(d_model, tgt_vocab_size, dtype=dtype, rng=rng))
+
+    @classmethod
+    def from_config(cls, config, rng=None):
+        """Build from a `Seq2SeqConfig` (nanoGPT style): `Seq2SeqTransformer.from_config(Seq2SeqConfig(...), rng=0)`."""
+        if not isinstance(config, Seq2SeqConfig):
+            raise TypeError(f"Seq2SeqTransformer.from_config expected a Seq2SeqConfig, got {type(config).__name__}")
+        return cls(**vars(config), rng=rng)
 
     def forward(self, src_ids, tgt_ids):
         """Teacher-forced logits.

@@ -1,0 +1,61 @@
+"""ReLU and GELU (layers/activations.py): everything that pins them, in one file.
+
+* definition: PyTorch's `relu` and `gelu(approximate="tanh")` (parity, 1e-10); the erf GELU is a
+  different function;
+* gradients: the catalogue's ReLU and GELU rows against central differences (float64, 1e-7);
+* float32: agrees with float64 to 1e-5;
+* bad input: GELU refuses an upstream gradient that would broadcast; backward before forward.
+"""
+
+import re
+
+import numpy as np
+import pytest
+from _catalogue import assert_gradients_match, case_id, catalogue_cases
+from _layer_checks import assert_backward_before_forward_is_refused, assert_float32_agrees_with_float64
+from _torch_parity import F, assert_matches_torch, requires_torch, torch
+
+from minitransformer import GELU, ReLU, rel_error
+
+ACTIVATIONS = {"ReLU": ReLU, "GELU": GELU}
+
+
+# ---------------------------------------------------------------- definition
+@requires_torch
+def test_relu_matches_torch():
+    x = np.random.default_rng(4).standard_normal((4, 6))
+    x += np.sign(x) * 0.1                                  # away from the kink
+    assert_matches_torch(ReLU(), [x], lambda t, leaves: F.relu(t[0]))
+
+
+@requires_torch
+def test_gelu_is_the_tanh_approximation():
+    x = np.random.default_rng(3).standard_normal((4, 5, 6)) * 3
+    assert_matches_torch(GELU(), [x], lambda t, leaves: F.gelu(t[0], approximate="tanh"))
+    exact_erf = F.gelu(torch.from_numpy(x)).numpy()
+    assert rel_error(GELU()(x), exact_erf) > 1e-5          # the erf form is a different function
+
+
+# ---------------------------------------------------------------- gradients
+@pytest.mark.parametrize("case", catalogue_cases("ReLU", "GELU"), ids=case_id)
+def test_backward_matches_finite_differences(case):
+    assert_gradients_match(case)
+
+
+# ---------------------------------------------------------------- float32
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_float32_forward_and_backward_agree_with_float64(name):
+    assert_float32_agrees_with_float64(lambda dtype: ACTIVATIONS[name](), (2, 3, 5), name)
+
+
+# ---------------------------------------------------------------- bad input
+def test_gelu_refuses_a_broadcastable_dout():
+    layer, wrong_dout = GELU(), np.ones(3)
+    layer.forward(np.zeros((4, 3)))
+    with pytest.raises(ValueError, match=r"backward expected dout of shape \(.*\), got " + re.escape(str(wrong_dout.shape))):
+        layer.backward(wrong_dout)
+
+
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_backward_before_forward_is_a_clear_error(name):
+    assert_backward_before_forward_is_refused(ACTIVATIONS[name]())

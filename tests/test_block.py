@@ -1,0 +1,67 @@
+"""The Transformer block (layers/block.py): everything that pins it, in one file.
+
+* definition: PyTorch's `nn.TransformerEncoderLayer` with a causal mask, pre- and post-norm, ReLU and
+  GELU (parity, 1e-10);
+* gradients: the catalogue's TransformerBlock rows (pre-, post-norm, dropout, encoder with key padding)
+  against central differences (float64, 1e-7);
+* float32: agrees with float64 to 1e-5;
+* bad input: an unknown norm; backward before forward.
+"""
+
+import numpy as np
+import pytest
+from _catalogue import assert_gradients_match, case_id, catalogue_cases
+from _layer_checks import assert_backward_before_forward_is_refused, assert_float32_agrees_with_float64
+from _torch_parity import (
+    F,
+    assert_matches_torch,
+    block_weights,
+    functional_call,
+    future_masked,
+    requires_torch,
+    shift_vectors,
+    torch,
+)
+
+from minitransformer import TransformerBlock
+
+
+# ---------------------------------------------------------------- definition
+@requires_torch
+@pytest.mark.parametrize("norm, activation", [("pre", "gelu"), ("pre", "relu"), ("post", "relu")])
+def test_transformer_block_is_torchs_encoder_layer_with_a_causal_mask(norm, activation):
+    rng = np.random.default_rng(13)
+    block = shift_vectors(TransformerBlock(12, 3, 20, norm=norm, causal=True, activation=activation, rng=rng), rng)
+    act = (lambda x: F.gelu(x, approximate="tanh")) if activation == "gelu" else F.relu
+    reference = torch.nn.TransformerEncoderLayer(12, 3, dim_feedforward=20, dropout=0.0, activation=act,
+                                                 layer_norm_eps=1e-5, batch_first=True, norm_first=(norm == "pre"),
+                                                 dtype=torch.float64)
+
+    def forward(t, leaves):
+        params = block_weights(leaves, {"attn.": "self_attn."}, {"ln1": "norm1", "ln2": "norm2"})
+        return functional_call(reference, params, (t[0],), {"src_mask": future_masked(6)})
+    assert_matches_torch(block, [rng.standard_normal((2, 6, 12))], forward)
+
+
+# ---------------------------------------------------------------- gradients
+@pytest.mark.parametrize("case", catalogue_cases("TransformerBlock"), ids=case_id)
+def test_backward_matches_finite_differences(case):
+    assert_gradients_match(case)
+
+
+# ---------------------------------------------------------------- float32
+def test_float32_forward_and_backward_agree_with_float64():
+    assert_float32_agrees_with_float64(lambda dtype: TransformerBlock(8, 2, 16, dtype=dtype, rng=0), (2, 5, 8),
+                                       "TransformerBlock")
+
+
+# ---------------------------------------------------------------- bad input
+def test_a_block_with_an_unknown_norm_is_refused():
+    with pytest.raises(ValueError, match="norm 'pre' or 'post'"):
+        TransformerBlock(4, 2, 8, norm="sandwich")
+    with pytest.raises(ValueError, match="TransformerBlock expected norm 'pre' or 'post', got 'middle'"):
+        TransformerBlock(4, 2, 8, norm="middle")
+
+
+def test_backward_before_forward_is_a_clear_error():
+    assert_backward_before_forward_is_refused(TransformerBlock(4, 2, 8))
