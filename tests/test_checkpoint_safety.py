@@ -169,8 +169,11 @@ def test_an_absurd_learning_rate_stops_training_and_keeps_the_checkpoint(tmp_pat
     trainer = tiny_trainer(out_dir=tmp_path, lr=1e6, warmup_steps=0, eval_interval=1, max_steps=50,
                            lr_decay_steps=50, dropout=0.0)
     kept = {}
-    with pytest.raises(FloatingPointError, match=r"training diverged at step (\d+): the (training loss|gradient norm) "
-                                               r"is (nan|inf).*the last checkpoint \(step \d+") as caught:
+    # Which check fires first depends on the tier's rounding (in a student copy every layer is plain): the
+    # step's loss or gradient norm, or the evaluation right after it.
+    with pytest.raises(FloatingPointError, match=r"training diverged at step (\d+): the ((training loss|gradient norm) "
+                                               r"is (nan|inf)|evaluation losses are .*nan).*the last checkpoint "
+                                               r"\(step \d+") as caught:
         trainer.fit(on_eval=files_after_each_save(tmp_path, kept))
     step = int(caught.value.args[0].split("step ")[1].split(":")[0])
     assert read_checkpoint(tmp_path)[0]["step"] == step - 1 and _files(tmp_path) == kept    # bytes unchanged
@@ -333,7 +336,8 @@ def test_a_data_parallel_run_that_diverges_stops_too(tmp_path):
                       lr_decay_steps=50, dropout=0.0) as trainer:
         kept = {}
         with pytest.raises(FloatingPointError, match=r"training diverged at step (\d+): the (training loss is|"
-                                                     r"update made parameter \S+ non-finite)") as caught:
+                                                     r"update made parameter \S+ non-finite|evaluation losses "
+                                                     r"are .*nan)") as caught:
             trainer.fit(on_eval=files_after_each_save(tmp_path, kept))
     step = int(caught.value.args[0].split("step ")[1].split(":")[0])
     assert read_checkpoint(tmp_path)[0]["step"] == step - 1 and _files(tmp_path) == kept
