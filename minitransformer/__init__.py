@@ -55,14 +55,17 @@ from .models.gpt_classifier import FineTuningObjective, GPTClassifier
 from .models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 
 # Training and sampling (issue 4): optimizers, schedules, data, trainer, checkpoints, KV cache, sampling.
-from .training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from .training.checkpoint import (CheckpointError, CheckpointExistsError, load_checkpoint, read_checkpoint,
+                                  save_checkpoint)
 from .tokenizers import CharTokenizer
 from .training.data import default_corpus, get_batch, train_val_split
 from .generation.kv_cache import KVCache, LayerKVCache
 from .training.optim import SGD, Adam, AdamW, clip_grad_norm, parameter_groups
 from .generation.sampling import generate, next_token, sample_text
 from .training.schedules import cosine_rate, noam_rate
-from .training.trainer import TrainConfig, Trainer
+from .training.trainer import TrainConfig, Trainer, TrainingDiverged
+from .training.parallel import WorkerTimeout
+from .tokenizers.checks import TokenizerConfigError
 
 # 0.2's module paths (minitransformer.trainer, `from minitransformer import optim`, ...) for one more version.
 from . import _compat
