@@ -61,6 +61,9 @@ def main(argv=None):
     parser.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="training text (read by path)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds; each times every variant once")
     parser.add_argument("--steps", type=int, default=10, help="timed training steps per variant per round")
+    parser.add_argument("--only", action="append", default=[],
+                        help="also time a variant with only these fast forms (comma-separated plain class names); "
+                             "a form may pay off only beside another, e.g. multi-head attention beside attention")
     args = parser.parse_args(argv)
     text = open(args.text, encoding="utf-8").read()
     tokenizer = CharTokenizer.train(text)
@@ -72,6 +75,11 @@ def main(argv=None):
     forms = sorted(fast_forms(), key=lambda plain: plain.__name__)
     variants = {"all fast": [], "all plain": list(forms)}
     variants.update({f"fast but {plain.__name__} plain": [plain] for plain in forms})
+    by_name = {plain.__name__: plain for plain in forms}
+    for kept in args.only:                      # e.g. "GELU,MultiHeadAttention,ScaledDotProductAttention"
+        names = kept.split(",")
+        variants[f"only {kept} fast"] = [plain for plain in forms if plain.__name__ not in names]
+        assert all(name in by_name for name in names), f"--only: unknown fast form in {kept}"
     times = {name: [] for name in variants}
     broken = {}
     for round_index in range(args.rounds):

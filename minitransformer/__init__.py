@@ -29,7 +29,7 @@ from .interop.gpt2 import from_gpt2_state_dict, to_gpt2_state_dict
 from .core.module import Module
 from .core.parameter import Parameter
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Attention and position variants (issue 7): RoPE, ALiBi, GQA, relative positions, sparse and
 # sliding-window attention, Transformer-XL memory, LoRA.

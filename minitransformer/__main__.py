@@ -28,14 +28,20 @@ COMMANDS = {
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """`--help` shows every option's default, `(default: 0.001)`, unless its help text already says it.
 
-    Left unsaid: flags (store_true: off unless given) and options whose default is None (their help
-    says what None means, e.g. "(default: all tokens)").
+    A required option says "(required)", an option whose default is None "(default: none)" (better, its
+    help says what None means, e.g. "(default: all tokens)"). Left unsaid: flags (off unless given).
     """
 
     def _get_help_string(self, action):
         help_text = action.help or ""
-        if "default" in help_text.lower() or action.default in (None, argparse.SUPPRESS) or action.nargs == 0:
+        if "default" in help_text.lower() or action.default is argparse.SUPPRESS or action.nargs == 0:
             return help_text
+        if not action.option_strings:                   # a positional argument: always given
+            return help_text
+        if action.required:
+            return f"{help_text} (required)"
+        if action.default is None:
+            return f"{help_text} (default: none)"
         return super()._get_help_string(action)
 
 

@@ -16,7 +16,13 @@ import numpy as np
 import pytest
 from test_checkpoint import _snapshot, tiny_trainer
 
-from minitransformer.training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from minitransformer.training.checkpoint import (
+    CheckpointError,
+    checkpoint_tokenizer,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
 from minitransformer.training.trainer import TrainConfig, Trainer, build_model
 
 
@@ -342,3 +348,12 @@ def test_a_data_parallel_run_that_diverges_stops_too(tmp_path):
     step = int(caught.value.args[0].split("step ")[1].split(":")[0])
     assert read_checkpoint(tmp_path)[0]["step"] == step - 1 and _files(tmp_path) == kept
     assert _finite_weights(tmp_path)
+
+
+def test_a_tokenizer_that_does_not_match_the_model_is_a_checkpoint_error():
+    """Else `sample` would fail only when the model emits an id the tokenizer cannot decode (a traceback)."""
+    meta = {"tokenizer": {"kind": "char", "chars": "ab"}, "model_config": {"vocab_size": 5}}
+    with pytest.raises(CheckpointError, match="its tokenizer has 2 tokens but its model 5"):
+        checkpoint_tokenizer(meta, "run-dir")
+    meta["model_config"]["vocab_size"] = 2
+    assert checkpoint_tokenizer(meta, "run-dir").vocab_size == 2

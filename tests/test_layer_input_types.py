@@ -77,17 +77,21 @@ def test_a_float_layer_refuses_complex_object_int_and_bool_arrays_in_every_argum
         wrong = list(inputs)
         wrong[position] = BAD_DTYPES[bad](inputs[position])
         layer = build()
-        message = (rf"{_layer_name(layer)} expected \w+ of a real floating-point dtype \(float32 or float64\), "
+        message = (rf"{_layer_name(layer)} expected \w+ of a real floating-point dtype \(e\.g\. float32 or float64\), "
                    rf"got dtype {re.escape(str(wrong[position].dtype))}")
         with pytest.raises(TypeError, match=message):
             call(layer, wrong)
         call(build(), inputs)                                  # and the float inputs still go through
 
 
-@pytest.mark.parametrize("name", LAYERS, ids=str)
+FAST_LAYERS = [name for name, (build, _, _) in LAYERS.items() if type(build()) in fast_forms()]
+
+
+@pytest.mark.parametrize("name", FAST_LAYERS, ids=str)
 def test_the_fast_form_refuses_what_the_plain_form_refuses_with_the_same_message(name):
     build, inputs, call = LAYERS[name]
     plain, fast = build(), use_kernels(build(), "fast")
+    assert type(fast) is not type(plain)                    # else this compares the plain form with itself
     for bad in BAD_DTYPES.values():
         wrong = [bad(inputs[0]), *inputs[1:]]
         with pytest.raises(TypeError) as plain_error:
@@ -145,3 +149,19 @@ def test_relu_of_minus_infinity_is_zero_with_zero_gradient():
     relu = ReLU()
     np.testing.assert_array_equal(relu.forward(np.array([-np.inf, -1.0, 2.0, np.inf])), [0.0, 0.0, 2.0, np.inf])
     np.testing.assert_array_equal(relu.backward(np.ones(4)), [0.0, 0.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, object, np.int64, bool])
+@pytest.mark.parametrize("kernels", ["plain", "fast"])
+def test_backward_refuses_an_upstream_gradient_that_is_not_real_floating_point(dtype, kernels):
+    """A complex or object dout would flow into the parameter gradients (or fail inside NumPy's casting)."""
+    from minitransformer import GELU, LayerNorm, Linear
+    from minitransformer.fast import use_kernels
+
+    rng = np.random.default_rng(0)
+    for layer in (Linear(3, 2, rng=0), LayerNorm(3), GELU()):
+        use_kernels(layer, kernels)
+        out = layer.forward(rng.standard_normal((2, 3)))
+        with pytest.raises(TypeError, match=rf"{type(layer).__name__.removeprefix('Fast')}.*expected dout of a real "
+                                            r"floating-point dtype"):
+            layer.backward(np.ones(out.shape, dtype=dtype))

@@ -314,3 +314,29 @@ def test_a_frozen_or_dead_worker_is_one_error_line_exit_1_naming_resume(tmp_path
     code, _, err = cli(train(text_file, "--out", str(out)), capsys)
     assert code == 1
     assert_one_error_line(err, "worker 1 (pid 4242)", "--resume")
+
+
+EVERY_HELP = [["train"], ["sample"], ["bpe"], ["gradcheck"], ["seq2seq"], ["mlm"], ["finetune"],
+              ["exercises", "make"], ["exercises", "check"], ["exercises", "grade"], ["exercises", "gradescope-bundle"]]
+
+
+@pytest.mark.parametrize("argv", EVERY_HELP, ids=" ".join)
+def test_every_commands_help_shows_the_default_of_every_option_that_takes_a_value(argv, capsys):
+    code, out, _ = cli([*argv, "--help"], capsys)
+    assert code == 0
+    entries, current = {}, None
+    for line in out.splitlines():
+        if line.startswith("  -"):
+            current = line.split()[0].rstrip(",")
+            entries[current] = line.strip()
+        elif current and line.startswith("    ") and line.strip():
+            entries[current] += " " + line.strip()
+        else:
+            current = None
+    assert entries, out
+    for option, text in entries.items():
+        words = text.split()
+        takes_a_value = len(words) > 1 and (words[1].isupper() or words[1][0] in "{[")
+        if takes_a_value and option != "-h":
+            assert "(default" in text or "(required)" in text, \
+                f"{' '.join(argv)} --help: {option} shows no default: {' '.join(words)!r}"

@@ -24,7 +24,7 @@ from ..exercises.isolation import Limits, choose_isolation
 from ..exercises.make import check_is_reference, reference_package
 from ..exercises.regions import package_regions
 from ..exercises.verdict import ReferenceBroken
-from .errors import UsageError
+from .errors import UsageError, check_output_file
 
 _GRADING_ERRORS = (KeyError, FileNotFoundError, ValueError, RuntimeError, AssignmentError, ReferenceChanged,
                    ReferenceBroken)
@@ -92,6 +92,8 @@ def run_grade(args):
 
     try:
         limits = Limits(timeout=args.timeout, memory_mb=args.memory)
+        if args.json:
+            check_output_file(args.json, "--json")          # before grading: never replaced, never a late traceback
         if args.gradescope and not Path(args.gradescope).parent.is_dir():
             raise FileNotFoundError(f"--gradescope {args.gradescope}: the directory "
                                     f"{Path(args.gradescope).parent} does not exist")
@@ -151,6 +153,7 @@ def run_bundle(args):
         regions = package_regions(reference)
         check_is_reference(regions)
         assignment.check_regions(regions, f"the assignment {args.assignment}")
+        check_output_file(args.out, "--out", force=args.force)
         names = build_bundle(args.assignment, args.out, reference, force=args.force)
     except _GRADING_ERRORS + (FileExistsError,) as error:
         raise UsageError(f"exercises gradescope-bundle: {error.args[0] if error.args else error}") from None

@@ -155,11 +155,13 @@ class Module:
         """
         dtype = np.asarray(x).dtype if not isinstance(x, np.ndarray) else x.dtype
         if not np.issubdtype(dtype, np.floating):
-            raise TypeError(f"{self!r} expected {what} of a real floating-point dtype (float32 or float64), "
+            raise TypeError(f"{self!r} expected {what} of a real floating-point dtype (e.g. float32 or float64), "
                             f"got dtype {dtype}")
 
     def _check_dout(self, dout, expected_shape):
-        """Raise unless the upstream gradient has exactly the output's shape (no broadcasting)."""
+        """Raise unless the upstream gradient is real floating point and has exactly the output's shape
+        (no broadcasting)."""
+        self._check_float(dout, "dout")
         if np.shape(dout) != tuple(expected_shape):
             raise ValueError(f"{self!r}.backward expected dout of shape {tuple(expected_shape)}, got {np.shape(dout)}")
 

@@ -8,7 +8,7 @@ draws the inputs a submission is graded on, so a regrade gives the same verdict.
 The file (JSON):
 
     {"format": "minitransformer-assignment/1",
-     "minitransformer": "0.2.0",              # the version that made it
+     "minitransformer": "0.3.0",              # the version that made it
      "seed": 2718281828,                      # the inputs' seed (random unless chosen)
      "tolerance": 1e-07,                      # largest relative error that passes
      "exercises": [{"name": "layernorm", "points": {"layernorm.backward": 1, "layernorm.forward": 1}}],

@@ -46,14 +46,14 @@ class Exercise:
 
 
 EXERCISES = [
-    Exercise("linear", ("Linear",), ("linear", "multihead")),      # fast multi-head attention projects by hand
+    Exercise("linear", ("Linear",), ("linear",)),
     Exercise("relu", ("ReLU",)),
     Exercise("gelu", ("GELU",), ("activations",)),
     Exercise("softmax", ("Softmax",), ("softmax",)),               # fast attention imports it, so it goes too
     Exercise("layernorm", ("LayerNorm",), ("layernorm",)),
-    Exercise("embedding", ("Embedding",), ("embedding",)),
+    Exercise("embedding", ("Embedding",)),
     Exercise("attention", ("ScaledDotProductAttention",), ("attention",)),
-    Exercise("multihead", ("MultiHeadAttention",), ("multihead",)),
+    Exercise("multihead", ("MultiHeadAttention",)),
     Exercise("crossentropy", ("CrossEntropyLoss",)),
 ]
 

@@ -196,8 +196,8 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
         the manifest dict, also written to `out/exercises.json`.
     """
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"exercises make: {out} exists and is not empty; choose a new directory")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out} exists and is not an empty directory; choose a new directory")
     package = reference_package()
     regions = package_regions(package)
     check_is_reference(regions)

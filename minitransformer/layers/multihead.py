@@ -23,8 +23,9 @@ an object with `transform(q, k, offset)`, `transform_backward(dq, dk)` and
 `score_bias(Tq, Tk, dtype)`, such as `RotaryEmbedding` or `ALiBi`); and a sliding
 window of keys.
 
-The fast tier's form (`minitransformer/fast/multihead.py`) computes q, k and v
-with one fused product and merges the heads' gradients without copies.
+Multi-head attention has no fast form: 0.2's (one fused product for q, k and v)
+gained nothing measurable in 0.3 (`minitransformer/fast/__init__.py`); with
+`kernels="fast"` its four `Linear`s and its attention run their fast forms.
 
 Incremental decoding: `forward(x, cache=LayerKVCache())` appends this call's
 keys and values (after RoPE, before sharing among query heads) to the cache

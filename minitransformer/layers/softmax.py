@@ -69,7 +69,7 @@ class Softmax(Module):
         return self.y
 
     def _check_input(self, x):
-        """x as an array of real floats with at least one axis, or a clear error (the fast form calls it too)."""
+        """x as an array of real floats with at least one axis, or a clear error."""
         x = np.asarray(x)
         self._check_float(x)
         if x.ndim == 0:

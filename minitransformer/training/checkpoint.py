@@ -311,9 +311,14 @@ def checkpoint_tokenizer(meta, directory):
         raise CheckpointError(f"checkpoint {directory} holds no tokenizer (saved from a script without "
                               "tokenizer_config?), so text cannot be encoded or decoded with it")
     try:
-        return tokenizer_from_config(meta["tokenizer"], source=f"checkpoint {directory}: field 'tokenizer'")
+        tokenizer = tokenizer_from_config(meta["tokenizer"], source=f"checkpoint {directory}: field 'tokenizer'")
     except (ValueError, TypeError, KeyError) as error:      # the tokenizer's own checks of untrusted JSON
         raise CheckpointError(f"its tokenizer cannot be rebuilt: {error}") from None
+    model_vocabulary = meta.get("model_config", {}).get("vocab_size")
+    if model_vocabulary is not None and tokenizer.vocab_size != model_vocabulary:            # the model would emit ids the tokenizer cannot decode
+        raise CheckpointError(f"checkpoint {directory}: its tokenizer has {tokenizer.vocab_size} tokens but its model "
+                              f"{model_vocabulary} (model_config.vocab_size); they must be equal")
+    return tokenizer
 
 
 def _config_differences(saved, current):
