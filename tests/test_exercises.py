@@ -125,7 +125,8 @@ def test_copy_imports_and_every_layer_not_using_an_exercise_still_works(copy_of)
 def test_make_refuses_a_non_empty_directory(tmp_path, capsys):
     (tmp_path / "keep.txt").write_text("mine")
     assert main(["exercises", "make", str(tmp_path)]) == 2
-    assert "not empty" in capsys.readouterr().out
+    err = capsys.readouterr().err
+    assert err.startswith("error: exercises make: ") and "not an empty directory" in err and err.count("\n") == 1
 
 
 # ---------------------------------------------------------------- the grader

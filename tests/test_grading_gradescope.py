@@ -103,7 +103,7 @@ def test_the_bundle_holds_the_scripts_the_assignment_and_the_reference_and_is_ne
     capsys.readouterr()
     before = out.read_bytes()
     assert main(["exercises", "gradescope-bundle", "--assignment", str(assignment), "--out", str(out)]) == 2
-    assert "exists already" in capsys.readouterr().err and out.read_bytes() == before
+    assert "already exists; pass --force" in capsys.readouterr().err and out.read_bytes() == before
     assert main(["exercises", "gradescope-bundle", "--assignment", str(assignment), "--out", str(out), "--force"]) == 0
 
 
