@@ -75,3 +75,12 @@ def test_without_checkpoint_it_samples_the_newest_run(checkpoint, tmp_path, caps
     assert cli(["sample", *GREEDY], capsys) == expected
     (tmp_path / "runs" / "run-003").mkdir()                                  # an older run
     assert cli(["sample", *GREEDY], capsys) == expected
+
+
+def test_a_checkpoint_asking_for_a_model_larger_than_memory_is_one_line_exit_2(checkpoint, capsys):
+    from test_checkpoint_safety import _set
+
+    _set("train_config.d_model", 10**9)(checkpoint)         # 4 heads divide it; the table would need ~400 GB
+    code, out, err = cli(["sample", "--checkpoint", str(checkpoint), *GREEDY], capsys)
+    assert code == 2 and not out
+    assert_one_error_line(err, "too large for this machine's memory")

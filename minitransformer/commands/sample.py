@@ -58,6 +58,9 @@ def run(args):
             model = build_model(config, meta["model_config"]["vocab_size"])
         except (ValueError, TypeError) as error:
             raise CheckpointError(f"checkpoint {directory}: its train_config does not build a model: {error}") from None
+        except MemoryError:                         # e.g. a hand-edited d_model of 10**9
+            raise CheckpointError(f"checkpoint {directory}: its train_config asks for a model too large for this "
+                                  "machine's memory (was checkpoint.json edited?)") from None
         load_checkpoint(directory, model, contents=(meta, arrays))
     except CheckpointError as error:
         print(f"error: {error}", file=sys.stderr)

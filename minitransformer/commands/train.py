@@ -237,8 +237,12 @@ def run(args):
             except OSError as error:
                 raise UsageError(f"--out {out} cannot be created: {error.strerror or error}") from None
         if args.resume:
-            trainer = Trainer.resume(out, train_data, val_data, config=config, out_dir=out, contents=contents,
-                                     progress=not args.no_progress)
+            try:
+                trainer = Trainer.resume(out, train_data, val_data, config=config, out_dir=out, contents=contents,
+                                         progress=not args.no_progress)
+            except MemoryError:                     # e.g. a hand-edited d_model of 10**9
+                raise CheckpointError(f"checkpoint {out}: its train_config asks for a model too large for this "
+                                      "machine's memory (was checkpoint.json edited?)") from None
         else:
             trainer = Trainer(config, train_data, val_data, tokenizer.vocab_size, out_dir=out if saves else None,
                               tokenizer_config=tokenizer.to_config(), progress=not args.no_progress,
