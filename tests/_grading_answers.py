@@ -73,3 +73,38 @@ def answers(kind):
 
 
 KINDS = ("reference", "blank", "wrong forward", "wrong backward")
+
+
+# ---------------------------------------------------------------- what the grading tests share
+
+def isolation_levels():
+    """pytest params of the isolation levels this machine has: bubblewrap (skipped, with the reason, where
+    it does not work) and the process fallback."""
+    import pytest
+
+    from minitransformer.exercises.isolation import choose_isolation
+
+    try:
+        choose_isolation("bubblewrap")
+        bubblewrap = pytest.param("bubblewrap", id="bubblewrap")
+    except RuntimeError as error:
+        bubblewrap = pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.skip(reason=str(error)))
+    return [bubblewrap, pytest.param("process", id="process")]
+
+
+def make_once(tmp_path_factory, only):
+    """A student copy with `only` assigned, made once for a test module (making one takes seconds)."""
+    from minitransformer.exercises.make import make_student_copy
+
+    out = tmp_path_factory.mktemp("made") / "student"
+    make_student_copy(out, only=only)
+    return out
+
+
+def fresh_copy(made, tmp_path):
+    """A copy of the module's student copy that one test may change freely."""
+    import shutil
+
+    copy = tmp_path / "student"
+    shutil.copytree(made, copy)
+    return copy

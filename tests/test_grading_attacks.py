@@ -15,43 +15,39 @@ import time
 from pathlib import Path
 
 import pytest
-from _grading_answers import KINDS, REFERENCE, REGIONS, answers, indented, put_bodies, reference_body
+from _grading_answers import (
+    KINDS,
+    REFERENCE,
+    REGIONS,
+    answers,
+    fresh_copy,
+    indented,
+    isolation_levels,
+    make_once,
+    put_bodies,
+    reference_body,
+)
 
 from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import ReferenceChanged, new_assignment, write_assignment
 from minitransformer.exercises.grade import grade_copy
-from minitransformer.exercises.isolation import Limits, choose_isolation
-from minitransformer.exercises.make import make_student_copy
+from minitransformer.exercises.isolation import Limits
 
 ASSIGNED = ["layernorm.backward", "relu.backward"]
 
 
-def _levels():
-    levels = [pytest.param("process", id="process")]
-    try:
-        choose_isolation("bubblewrap")
-        levels.insert(0, pytest.param("bubblewrap", id="bubblewrap"))
-    except RuntimeError as error:
-        levels.insert(0, pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.skip(reason=str(error))))
-    return levels
-
-
-LEVELS = _levels()
+LEVELS = isolation_levels()
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     """One student copy with relu and layernorm.backward assigned, shared by the tests (each grades a copy of it)."""
-    out = tmp_path_factory.mktemp("made") / "student"
-    make_student_copy(out, only=ASSIGNED)
-    return out
+    return make_once(tmp_path_factory, ASSIGNED)
 
 
 @pytest.fixture
 def student(made, tmp_path):
-    copy = tmp_path / "student"
-    shutil.copytree(made, copy)
-    return copy
+    return fresh_copy(made, tmp_path)
 
 
 @pytest.fixture(params=LEVELS)

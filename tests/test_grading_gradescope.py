@@ -14,28 +14,24 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _grading_answers import REFERENCE, indented, put_bodies, reference_body
+from _grading_answers import REFERENCE, fresh_copy, indented, make_once, put_bodies, reference_body
 
 from minitransformer import __version__
 from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import new_assignment, write_assignment
-from minitransformer.exercises.make import make_student_copy
 
 ASSIGNED = ["layernorm.backward", "relu.backward"]
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    out = tmp_path_factory.mktemp("made") / "student"
-    make_student_copy(out, only=ASSIGNED)
-    return out
+    return make_once(tmp_path_factory, ASSIGNED)
 
 
 @pytest.fixture
 def submission(made, tmp_path):
     """A student copy with relu right and layernorm's backward wrong (zeros)."""
-    copy = tmp_path / "student"
-    shutil.copytree(made, copy)
+    copy = fresh_copy(made, tmp_path)
     put_bodies(copy, {"relu.backward": reference_body("relu.backward"),
                       "layernorm.backward": indented("layernorm.backward", "return np.zeros_like(dout)")})
     return copy

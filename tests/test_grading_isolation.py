@@ -15,7 +15,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from _grading_answers import REFERENCE, REGIONS, indented, put_bodies, reference_body
+from _grading_answers import REFERENCE, REGIONS, fresh_copy, indented, make_once, put_bodies, reference_body
 
 from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import new_assignment, write_assignment
@@ -23,7 +23,6 @@ from minitransformer.exercises.catalogue import exercise_named
 from minitransformer.exercises.grade import _build_package, grade_copy
 from minitransformer.exercises.isolation import Limits, choose_isolation, scratch
 from minitransformer.exercises.leaks import leaks_in, package_secrets
-from minitransformer.exercises.make import make_student_copy
 from minitransformer.exercises.verdict import OutputRefused, read_arrays, read_records
 
 try:
@@ -36,16 +35,12 @@ LEVELS = [pytest.param("bubblewrap", marks=pytest.mark.skipif(BWRAP is not None,
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    out = tmp_path_factory.mktemp("made") / "student"
-    make_student_copy(out, only=["relu"])
-    return out
+    return make_once(tmp_path_factory, ["relu"])
 
 
 @pytest.fixture
 def student(made, tmp_path):
-    copy = tmp_path / "student"
-    shutil.copytree(made, copy)
-    return copy
+    return fresh_copy(made, tmp_path)
 
 
 def grade_relu(copy, level, **limits):
