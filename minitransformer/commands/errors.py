@@ -40,23 +40,21 @@ def _int_at_least(text, floor, expected):
 
 def non_negative_float(text):
     """argparse type: a finite number >= 0 (a learning rate, a temperature: 0 = greedy)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
+    return _finite_float(text, lambda value: value >= 0, ">= 0")
 
 
 def positive_float(text):
     """argparse type: a finite number > 0 (a tolerance, a size that may be fractional)."""
+    return _finite_float(text, lambda value: value > 0, "> 0")
+
+
+def _finite_float(text, allowed, bound):
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number {bound}, got {text!r}") from None
+    if not math.isfinite(value) or not allowed(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number {bound}, got {text!r}")
     return value
 
 
