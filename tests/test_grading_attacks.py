@@ -299,7 +299,7 @@ def test_a_reference_changed_on_disk_refuses_to_grade(student, tmp_path, capsys)
 
 
 def test_the_command_refuses_a_changed_reference_in_one_line(student, tmp_path, monkeypatch, capsys):
-    from minitransformer.commands import exercises_grading as instructor
+    from minitransformer.commands import exercises as instructor
 
     reference = tmp_path / "reference" / "minitransformer"
     shutil.copytree(REFERENCE, reference, ignore=shutil.ignore_patterns("__pycache__"))

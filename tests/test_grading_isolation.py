@@ -215,7 +215,7 @@ def test_the_temporary_package_holds_no_answer_of_the_exercise_graded(exercise, 
     names = sorted(name for name in REGIONS if name.split(".")[0] == exercise)
     bodies = {name: indented(name, "raise NotImplementedError('Exercise blank')") for name in names}
     target = tmp_path / "pkg" / "minitransformer"
-    _build_package(target, REFERENCE, bodies, REGIONS, f"test-{exercise}")
+    _build_package(target, REFERENCE, bodies, REGIONS)
     assert leaks_in(tmp_path / "pkg", package_secrets(REFERENCE, REGIONS, names)) == []
     for fast in exercise_named(exercise).fast_files:
         assert not (target / "fast" / f"{fast}.py").exists()

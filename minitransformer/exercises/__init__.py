@@ -13,5 +13,5 @@
     runner.py     what runs inside that process (the only trusted code there)
     gradescope.py Gradescope's results.json, and the autograder zip
 
-The command line of grade and gradescope-bundle is commands/exercises_grading.py.
+The command line is commands/exercises.py.
 """

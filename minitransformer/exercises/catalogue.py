@@ -21,10 +21,9 @@ student has written softmax. The two commands treat this as follows:
 
 A fast form (`minitransformer/fast/`) of an assigned layer would be a solution to
 call, so `exercises make` leaves its file out of the copy (`Exercise.fast_files`);
-models built with kernels="fast" then use the student's plain layer there. A
-layer that repeats an assigned answer line for line (with attention assigned:
-the relative-position and banded attentions) is left out the same way
-(`leaks.py`), listed in `exercises.json` as `left_out_layers`.
+models built with kernels="fast" then use the student's plain layer there.
+Variants call the layer they build on (the relative-position and banded
+attentions call ScaledDotProductAttention), so they wait for its exercise.
 
 Each exercise is also a pytest marker in the copy (`pytest -m layernorm`) and an
 argument of `exercises check`: the student's self-check (`check.py`), run on

@@ -19,17 +19,16 @@ and on inputs the copy does not hold; a self-check that passes is no grade (a fo
 the shipped outputs up would pass here and fail there).
 """
 
-import inspect
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..gradcheck.cases import all_cases
-from ..gradcheck.checker import DEFAULT_TOLERANCE, check_module, rel_error
+from ..gradcheck.checker import DEFAULT_TOLERANCE, compare, compare_gradients, input_names
 from .catalogue import exercise_named
 from .regions import HINT_MARK
+from .runner import located
 
 CHECK_SEED = 1912                   # the self-check's inputs; the grader draws its own (issue 19)
 EXPECTED_FILE = Path(__file__).resolve().with_name("expected_outputs.npz")
@@ -123,32 +122,12 @@ class ExerciseCheck:
 
 def _raised(error, part):
     """(status, problem line) for an exception raised by the student's code, located in the package."""
-    message = str(error)
-    if isinstance(error, NotImplementedError) and message.startswith(_HINT_PREFIX):
-        region = message.split(":", 1)[0].split()[-1]
-        return "not implemented", f"{part} not implemented yet ({region})"
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if str(PACKAGE) in str(Path(f.filename).resolve())]
-    where = ""
-    if frames:
-        frame = frames[-1]
-        relative = Path(frame.filename).resolve().relative_to(PACKAGE).as_posix()
-        where = f" at minitransformer/{relative}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
-    return "raised", f"{part} raised {type(error).__name__}: {message}{where}"
+    if isinstance(error, NotImplementedError) and str(error).startswith(_HINT_PREFIX):
+        return "not implemented", f"{part} not implemented yet ({str(error).split(':', 1)[0].split()[-1]})"
+    return "raised", f"{part} {located(error, str(PACKAGE), 'minitransformer/')}"
 
 
-def _named(description, forward):
-    """"input 0: ..." -> "input 0 (x): ...", with the name of forward's argument."""
-    if not description.startswith("input "):
-        return description
-    index = int(description.split()[1].rstrip(":"))
-    try:
-        names = list(inspect.signature(forward).parameters)
-    except (TypeError, ValueError):
-        return description
-    return description.replace(f"input {index}:", f"input {index} ({names[index]}):", 1) if index < len(names) else description
-
-
-def _check_forward(record, output, expected):
+def _check_forward(record, output, expected, tolerance):
     if expected is None:
         record.forward = "no expected values"
         record.problems.append("forward: no expected output for this case in the copy (made by another version?)")
@@ -158,16 +137,11 @@ def _check_forward(record, output, expected):
         record.forward = "wrong"
         record.problems.append(f"forward output has shape {output.shape}, expected {expected.shape}")
         return
-    record.forward_error = rel_error(output, expected)
-    if record.forward_error <= DEFAULT_TOLERANCE:
-        record.forward = "ok"
-        return
-    difference = np.abs(output - expected)
-    worst = tuple(int(i) for i in np.unravel_index(np.nanargmax(np.where(np.isnan(difference), np.inf, difference)),
-                                                   difference.shape)) if difference.size else ()
-    record.forward = "wrong"
-    record.problems.append(f"forward output: rel_error {record.forward_error:.2e}, worst at index {worst}: "
-                           f"yours {output[worst]:.6e}, expected {expected[worst]:.6e}")
+    comparison = compare("forward output", output, expected)
+    record.forward_error = comparison.error
+    record.forward = "ok" if comparison.error <= tolerance else "wrong"
+    if record.forward == "wrong":
+        record.problems.append(comparison.describe("yours", "expected"))
 
 
 def check_exercise(name, expected=None, seed=CHECK_SEED, tolerance=DEFAULT_TOLERANCE):
@@ -199,9 +173,11 @@ def check_exercise(name, expected=None, seed=CHECK_SEED, tolerance=DEFAULT_TOLER
             record.backward = "not checked"
             record.problems.append("backward: not checked, it needs a forward that runs")
             continue
-        _check_forward(record, output, shipped)
+        _check_forward(record, output, shipped, tolerance)
         try:
-            report = check_module(module, inputs, forward=forward, rng=seed)
+            upstream = np.random.default_rng([seed, 1]).standard_normal(np.shape(output))
+            report, _ = compare_gradients(module, inputs, forward, float(upstream) if np.ndim(output) == 0 else upstream,
+                                          names=input_names(forward, len(inputs)))
         except Exception as error:
             record.backward, problem = _raised(error, "backward")
             record.problems.append(problem)
@@ -209,7 +185,7 @@ def check_exercise(name, expected=None, seed=CHECK_SEED, tolerance=DEFAULT_TOLER
         record.backward_error = max(report.worst_input_error, report.worst_param_error)
         failures = report.failures(tolerance)
         record.backward = "wrong" if failures else "ok"
-        record.problems += [f"backward: {_named(comparison.describe(), forward)}" for comparison in failures]
+        record.problems += [f"backward: {comparison.describe()}" for comparison in failures]
     return result
 
 

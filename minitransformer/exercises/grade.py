@@ -1,65 +1,36 @@
 """Grade a student copy by the instructor's assignment, the verdict out of the student's reach.
 
-For each exercise of the assignment (`assignment.py`: which regions, how many points, the seed of
-the inputs, the reference's hashes), the grader
+For each exercise of the assignment (`assignment.py`), the grader
 
-1. checks the reference package against the assignment's hashes (a submission that wrote to it,
-   or another installed version, stops the grading with an error: one submission cannot change
+1. checks the reference package against the assignment's hashes (one submission cannot change
    another's grade);
-2. reads the student's answer from between the SOLUTION markers of the assigned regions (code
-   elsewhere in the copy is never run; the copy's own exercises.json is not read);
-3. builds a temporary package: the reference package as a student copy for this one exercise
-   would hold it (the exercise's regions blank, its fast form and every place repeating its answer
-   left out, `make._copy_package`), then the student's answer put in. Building blocks and
-   composites are the reference's, so attention is graded with the reference softmax;
-4. computes, in this process, the reference's numbers for the exercise's gradient-check cases on
-   inputs drawn from the assignment's seed (`verdict.py`): forward outputs, and gradients of the
-   *reference* forward by finite differences, cross-checked by the reference backward;
-5. runs `runner.py` contained (`isolation.py`: bubblewrap, else a process group with limits),
-   which builds each case's layer in the temporary package, puts the given inputs and parameter
-   values in, and hands back forward outputs and the gradients of `backward(G)` as arrays;
-6. reads those arrays as untrusted (bounded, no pickles, exact shapes) and compares them here.
+2. reads the student's answer from between the SOLUTION markers of the assigned regions (nothing
+   else of the copy is run or read, its exercises.json included);
+3. builds a temporary package: the reference as a copy for this one exercise holds it, with the
+   student's answer put in (building blocks are the reference's: attention is graded with the
+   reference softmax);
+4. computes the reference's numbers here (`verdict.py`), on inputs drawn from the assignment's seed;
+5. runs `runner.py` contained (`isolation.py`) on those inputs, and reads the arrays it hands back
+   as untrusted; `verdict.judge` compares them.
 
-A `.forward` region earns its points when every case's output is within the tolerance
-(`rel_error`), a `.backward` region when every gradient of every case is. A hang, a crash, an
-exception or arrays that are not what a runner writes cost that exercise its points and are
-reported; they never stop the grading.
-
-What this cannot catch:
-
-* an answer that computes the right numbers another way: a backward that takes finite
-  differences of the forward (in float64 it passes to ~1e-10), or that calls another correct
-  piece of the package (attention's backward through `MultiHeadAttention`'s, when only one is
-  assigned), or a solution copied from a classmate or the internet. The grader checks numbers,
-  not authorship;
-* with the `process` fallback, an answer that reads world-readable files: the installed reference
-  among them (under root the answer runs as `nobody`, which cannot read the grader's /proc entries
-  nor write the reference; as another user, it can do what that user can). Grade untrusted
-  submissions where bubblewrap works;
-* answers that are right on the catalogue's cases only: the cases are small and few (they are the
-  gradient checker's), though the inputs are drawn afresh from the assignment's seed;
-* time and memory beyond the limits an honest answer needs: an answer over them scores 0 even
-  when right.
-
-Left out: partial credit inside one region.
+A `.forward` region earns its points when every case's output is within the tolerance, a
+`.backward` region when every gradient of every case is. A hang, a crash or an exception costs that
+exercise its points and is reported; it never stops the grading. What this cannot catch (an answer
+that computes the right numbers another way, one copied, one reading world-readable files under
+the process fallback): README.md, "What grading cannot catch". Left out: partial credit in a region.
 """
 
-import atexit
-import compileall
-import hashlib
 import json
 import os
-import py_compile
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .. import __version__
-from .assignment import Assignment, ReferenceChanged, read_assignment, verify_reference
-from .isolation import Limits, choose_isolation, count_processes, new_workdir, open_for_student, run_contained, scratch
+from .assignment import Assignment, read_assignment, verify_reference
+from .isolation import Limits, choose_isolation, count_processes, new_workdir, open_for_student, run_contained
 from .make import check_is_reference, read_manifest, reference_package
 from .regions import find_regions, package_regions, replace_regions
 from .verdict import OutputRefused, expected_shapes, judge, read_arrays, read_records, reference_cases, task_inputs
@@ -142,46 +113,12 @@ def _student_bodies(student_pkg, names, reference_regions):
     return bodies
 
 
-_BLANK = {}         # (reference, its hash, regions) -> (a one-exercise student copy's package, its files' hash)
-
-
-def _tree_hash(package):
-    """One sha256 over every file under `package` (sources and byte code)."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in Path(package).rglob("*") if p.is_file()):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def _blank_package(reference, names, reference_regions, reference_hash):
-    """The reference as a student copy with only `names` assigned holds it; made once per grader process.
-
-    Byte code is compiled for it once ("checked hash" .pyc: a file the student's answer changes is
-    compiled afresh at import, every other one loads at once; the student's process starts ~0.25 s
-    sooner). It lives in a directory of the grader's own (mode 0700) and is checked against the hash
-    it had when made before each use: nothing a student's process did can have changed it unseen.
-    """
+def _build_package(target, reference, bodies, reference_regions):
+    """The temporary package: the reference as a student copy for this one exercise holds it (its regions blank,
+    its fast form left out: `make._copy_package`), with the student's answer put in."""
     from .make import _copy_package
 
-    key = (str(reference), reference_hash, tuple(names))
-    if key in _BLANK:
-        package, files_hash = _BLANK[key]
-        if package.is_dir() and _tree_hash(package) == files_hash:
-            return package
-        raise ReferenceChanged(f"the grader's blanked copy of the reference in {package} changed while grading: "
-                               f"refusing to go on")
-    root = Path(tempfile.mkdtemp(prefix="grader-blank-", dir=scratch()))
-    atexit.register(shutil.rmtree, root, True)
-    package = root / "minitransformer"
-    _copy_package(reference, package, list(names), reference_regions)
-    compileall.compile_dir(package, quiet=2, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-    _BLANK[key] = package, _tree_hash(package)
-    return package
-
-
-def _build_package(target, reference, bodies, reference_regions, reference_hash):
-    """The temporary package: the reference as a one-exercise student copy holds it, with the student's answer in."""
-    shutil.copytree(_blank_package(reference, sorted(bodies), reference_regions, reference_hash), target)
+    _copy_package(reference, target, sorted(bodies), reference_regions)
     for relative in sorted({reference_regions[name][0] for name in bodies}):
         path = target / relative
         path.write_text(replace_regions(path.read_text(), bodies, relative))
@@ -213,14 +150,50 @@ def _score(grade, verdicts, points):
         grade.status = "error" if raised else "wrong"
 
 
-def _task(isolation, workdir, cases, specs, limits):
+def _task(isolation, workdir, cases, limits):
+    """Write the task the runner reads (task.json, inputs.npz) into the job directory `workdir`."""
     paths = isolation.paths(workdir)
     uid = isolation.user[0] if isolation.user else os.geteuid()
     count = count_processes(uid) if uid != 0 else None       # RLIMIT_NPROC never holds for root
-    nproc = None if count is None else count + limits.processes
-    return {"package_root": paths["package_root"], "site": paths["site"], "cases": specs,
-            "user": list(isolation.user) if isolation.user else None, "nproc": nproc, "preload": isolation.preload(),
-            "limits": {"memory_mb": limits.memory_mb, "file_mb": limits.file_mb}}
+    arrays, specs = task_inputs(cases)
+    np.savez(workdir / "task" / "inputs.npz", **arrays)
+    (workdir / "task" / "task.json").write_text(json.dumps({
+        "package_root": paths["package_root"], "site": paths["site"], "cases": specs,
+        "user": list(isolation.user) if isolation.user else None, "preload": isolation.preload(),
+        "nproc": None if count is None else count + limits.processes,
+        "limits": {"memory_mb": limits.memory_mb, "file_mb": limits.file_mb}}))
+
+
+def _run_student(isolation, workdir, limits):
+    """Run the runner contained; the outcome, and the paths of the two files it wrote through descriptors."""
+    private = workdir / "private"
+    result, arrays = private / "result.json", private / "arrays.npz"
+    fds = [os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) for path in (result, arrays)]
+    try:
+        outcome = run_contained(isolation, workdir, [isolation.paths(workdir)["task"], *map(str, fds)], limits,
+                                tuple(fds), private / "stdout.txt", private / "stderr.txt")
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return outcome, result, arrays
+
+
+def _student_arrays(grade, isolation, workdir, cases, limits):
+    """(records, arrays) the student's process handed back, read as untrusted; None, with the grade's status
+    and problem said, when it timed out, crashed or handed back what a runner does not write."""
+    outcome, result, arrays = _run_student(isolation, workdir, limits)
+    if outcome.timed_out:
+        grade.status, grade.problems = "timed out", [f"stopped after the time limit of {limits.timeout:g} s "
+                                                     f"(an endless loop?)"]
+    elif outcome.returncode != 0:
+        grade.status, grade.problems = "crashed", [f"the grading process ended with exit code {outcome.returncode}: "
+                                                   f"{_error_of_crash(outcome.stderr)}"]
+    else:
+        try:
+            return read_records(result, {case.key for case in cases}), read_arrays(arrays, expected_shapes(cases))
+        except OutputRefused as error:
+            grade.status, grade.problems = "crashed", [f"refused what the student's process handed back: {error}"]
+    return None
 
 
 def grade_exercise(exercise, points, student_pkg, reference, reference_regions, assignment, limits, isolation,
@@ -238,46 +211,19 @@ def grade_exercise(exercise, points, student_pkg, reference, reference_regions, 
         grade.status, grade.problems = "markers missing", [str(error)]
         return grade
     verify_reference(reference, assignment)                 # before each exercise: nobody changed it since
-    seed = assignment.seed if seed is None else seed
-    cases = reference_cases(tuple(exercise.layers), seed, assignment.tolerance)
+    cases = reference_cases(tuple(exercise.layers), assignment.seed if seed is None else seed, assignment.tolerance)
     workdir = new_workdir(isolation, f"grade-{exercise.name}-")
     try:
-        _build_package(workdir / "pkg" / "minitransformer", reference, bodies, reference_regions,
-                       assignment.reference["sha256"])
+        _build_package(workdir / "pkg" / "minitransformer", reference, bodies, reference_regions)
         shutil.copy2(RUNNER, workdir / "harness" / "runner.py")
-        arrays, specs = task_inputs(cases)
-        np.savez(workdir / "task" / "inputs.npz", **arrays)
-        (workdir / "task" / "task.json").write_text(json.dumps(_task(isolation, workdir, cases, specs, limits)))
+        _task(isolation, workdir, cases, limits)
         if isolation.user:
             open_for_student(workdir)
-        private = workdir / "private"
-        result_fd = os.open(private / "result.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        arrays_fd = os.open(private / "arrays.npz", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            outcome = run_contained(isolation, workdir, [isolation.paths(workdir)["task"], str(result_fd),
-                                                         str(arrays_fd)],
-                                    limits, (result_fd, arrays_fd), private / "stdout.txt", private / "stderr.txt")
-        finally:
-            os.close(result_fd)
-            os.close(arrays_fd)
-        if outcome.timed_out:
-            grade.status = "timed out"
-            grade.problems = [f"stopped after the time limit of {limits.timeout:g} s (an endless loop?)"]
-            return grade
-        if outcome.returncode != 0:
-            grade.status = "crashed"
-            grade.problems = [f"the grading process ended with exit code {outcome.returncode}: "
-                              f"{_error_of_crash(outcome.stderr)}"]
-            return grade
-        try:
-            records = read_records(private / "result.json", {case.key for case in cases})
-            student = read_arrays(private / "arrays.npz", expected_shapes(cases))
-        except OutputRefused as error:
-            grade.status, grade.problems = "crashed", [f"refused what the student's process handed back: {error}"]
-            return grade
+        handed_back = _student_arrays(grade, isolation, workdir, cases, limits)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    _score(grade, judge(cases, records, student, assignment.tolerance), points)
+    if handed_back is not None:
+        _score(grade, judge(cases, *handed_back, assignment.tolerance), points)
     return grade
 
 
@@ -320,6 +266,16 @@ def select_exercises(assignment, only=None):
     return chosen
 
 
+def checked_reference(reference, assignment, where="the assignment"):
+    """The regions of the reference package `reference`, checked against `assignment` (its hashes first: nothing
+    is read from a changed reference), and refused if the package is a student copy."""
+    verify_reference(reference, assignment)
+    regions = package_regions(reference)
+    check_is_reference(regions)
+    assignment.check_regions(regions, where)
+    return regions
+
+
 def grade_copy(directory, assignment, only=None, limits=None, isolation="auto", reference=None, seed=None):
     """Grade the student copy in `directory` by `assignment`; returns a list of ExerciseGrade, one per exercise.
 
@@ -332,24 +288,19 @@ def grade_copy(directory, assignment, only=None, limits=None, isolation="auto", 
         reference: the reference package directory (default: the installed package this runs from).
         seed: the inputs' seed, instead of the assignment's (the assignment's keeps a regrade identical).
     """
-    limits = Limits() if limits is None else limits
     reference = Path(reference or reference_package()).resolve()
     if not isinstance(assignment, Assignment):
         assignment = read_assignment(assignment)
-    verify_reference(reference, assignment)                 # first: nothing is read from a changed reference
+    regions = checked_reference(reference, assignment)
     if reference != reference_package().resolve():
         verify_reference(reference_package(), assignment)   # the numbers are computed by the installed package
-    regions = package_regions(reference)
-    check_is_reference(regions)
-    assignment.check_regions(regions)
     student_pkg = student_package(directory)
     if student_pkg.resolve() == reference:
         raise ValueError("that is the reference package itself; give the student copy's directory")
-    chosen = select_exercises(assignment, only)
     if isinstance(isolation, str):
         isolation = choose_isolation(isolation, reference)
-    return [grade_exercise(exercise, points, student_pkg, reference, regions, assignment, limits, isolation, seed)
-            for exercise, points in chosen]
+    return [grade_exercise(exercise, points, student_pkg, reference, regions, assignment, limits or Limits(),
+                           isolation, seed) for exercise, points in select_exercises(assignment, only)]
 
 
 def _number(value):
@@ -380,16 +331,5 @@ def score_table(grades):
 def grades_json(grades, tolerance, isolation=""):
     """The same results as a JSON-ready dict, for the instructor's records."""
     total, best = sum(g.points for g in grades), sum(g.max_points for g in grades)
-    return _json_safe({"points": total, "max_points": best, "full_marks": total == best, "tolerance": tolerance,
-                       "isolation": isolation, "exercises": [asdict(g) for g in grades]})
-
-
-def _json_safe(value):
-    """Replace NaN and infinities (not valid JSON) by None, recursively."""
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
-    return value
+    return {"points": total, "max_points": best, "full_marks": total == best, "tolerance": tolerance,
+            "isolation": isolation, "exercises": [asdict(g) for g in grades]}

@@ -63,12 +63,12 @@ class Limits:
     file_mb: int = 64
 
     def __post_init__(self):
-        checks = (("--timeout", self.timeout, "a number of seconds > 0"), ("--memory", self.memory_mb, "MB >= 256"),
-                  ("processes", self.processes, "a whole number >= 1"), ("file size", self.file_mb, "MB >= 1"))
-        floors = {"--timeout": 0, "--memory": 256, "processes": 1, "file size": 1}
-        for option, value, expected in checks:
+        for option, value, floor, expected in (("--timeout", self.timeout, 0, "a number of seconds > 0"),
+                                               ("--memory", self.memory_mb, 256, "MB >= 256"),
+                                               ("processes", self.processes, 1, "a whole number >= 1"),
+                                               ("file size", self.file_mb, 1, "MB >= 1")):
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not number or not math.isfinite(value) or value < floors[option] or (value == 0 and option == "--timeout"):
+            if not number or not math.isfinite(value) or not value > 0 or value < floor:
                 raise ValueError(f"{option} expected {expected}, got {value!r}")
 
     def describe(self):
@@ -124,21 +124,9 @@ class Isolation:
         self.reason = reason                  # why this level was chosen (e.g. why bubblewrap is not used)
         self.user = _nobody() if os.geteuid() == 0 else None
 
-    # -- what the student's process sees
-    def paths(self, workdir):
-        """dict of the paths the runner is given, as its process sees them."""
-        raise NotImplementedError
-
-    def command(self, workdir, runner_args):
-        """(argv, cwd) starting the runner with `runner_args` for the job in `workdir`."""
-        raise NotImplementedError
-
     def preload(self):
         """Modules the runner imports before it drops to `nobody` (those `nobody` could not read)."""
         return []
-
-    def describe(self, limits):
-        raise NotImplementedError
 
     def _who(self):
         if self.user:
@@ -353,35 +341,23 @@ def choose_isolation(level="auto", reference=None):
 
 # ---------------------------------------------------------------- running and killing
 
-def _process_table():
-    """dict pid -> parent pid of every process (Linux /proc)."""
+def _processes():
+    """dict pid -> (parent pid, uid, threads) of every process (Linux /proc)."""
     table = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                    data = handle.read()
-                table[int(entry.name)] = int(data[data.rindex(b")") + 2:].split()[1])
-            except (OSError, ValueError, IndexError):
+                status = Path(f"/proc/{entry.name}/status").read_text()
+                fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+                table[int(entry.name)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]), int(fields["Threads"]))
+            except (OSError, ValueError, KeyError):
                 continue
     return table
 
 
 def count_processes(uid):
     """How many processes and threads the user `uid` has (what RLIMIT_NPROC counts); None without /proc."""
-    if not _linux():
-        return None
-    count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                status = Path(f"/proc/{entry.name}/status").read_text()
-            except OSError:
-                continue
-            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-            if int(fields.get("Uid", "-1").split()[0]) == uid:
-                count += int(fields.get("Threads", "1").strip())
-    return count
+    return sum(threads for _, owner, threads in _processes().values() if owner == uid) if _linux() else None
 
 
 def _subreaper(on):
@@ -413,7 +389,7 @@ def _kill_descendants(process, before):
         return
     me = os.getpid()
     for _ in range(1000):
-        table = _process_table()
+        table = {pid: parent for pid, (parent, _, _) in _processes().items()}
         children = {}
         for pid, parent in table.items():
             children.setdefault(parent, []).append(pid)
@@ -457,7 +433,7 @@ def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path
     """
     argv, cwd = isolation.command(workdir, runner_args)
     cwd.mkdir(exist_ok=True)
-    before = {pid for pid, parent in _process_table().items() if parent == os.getpid()} if _linux() else set()
+    before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()} if _linux() else set()
     reaping = _subreaper(True)
     try:
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:

@@ -1,19 +1,17 @@
 """Keep assigned answers out of a student copy: find every other place that shows one, and blank it.
 
 The secrets are the non-trivial lines of the assigned regions (`regions.region_secrets`). A place
-outside the regions that contains one gives the answer away; what `exercises make` does with it
-depends on the kind of file:
+outside the regions that contains one gives the answer away:
 
-* package code: the function (or method) holding the line becomes a stub that raises
-  `NotImplementedError("Left out of this student copy: ...")`; its signature and docstring stay.
-  Example: with `attention` assigned, `RelativePositionAttention.backward` repeats attention's
-  backward line for line. The layer is then unavailable in the copy (tests using it skip);
+* package code never does: a layer built on an exercise calls it (the relative-position and
+  banded attentions call `ScaledDotProductAttention`), and fast forms are left out of the copy
+  (`Exercise.fast_files`); the final scan of the copy (`leaks_in`) refuses a copy where one does;
 * tests: the top-level function, class or assignment holding the line is removed, and with it
   every top-level definition that uses what was removed (a test of a near-solution subclass);
 * notebook cells and other text: the cell or line is replaced by a note.
 
-`LEFT_OUT` starts every stub's message and note, so the copy's conftest can tell "left out" (skip)
-from "not written yet" (fail, naming the exercise).
+`LEFT_OUT` starts every note, so the copy's conftest can tell "left out" (skip) from "not written
+yet" (fail, naming the exercise).
 
 Left out: answers given away in other words (a derivation in prose, the same maths with other
 names). The regions' docstrings keep the mathematics on purpose; notebook derivations are
@@ -39,59 +37,6 @@ def package_secrets(package, regions, selected):
 
 def _exercises_of(leaks):
     return ", ".join(sorted({exercise_of(name) for _, name, _ in leaks}))
-
-
-def _functions(tree):
-    """Every function node of a module with its dotted name, e.g. ("Attention.backward", node)."""
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                if not isinstance(child, ast.ClassDef):
-                    found.append((name, child))
-                walk(child, name + ".")
-    walk(tree, "")
-    return found
-
-
-def stub_functions(text, secrets, source="<text>"):
-    """Replace the body of every function of `text` that shows a secret by a LEFT_OUT stub.
-
-    Returns:
-        (new text, list of (dotted function name, exercises)). Raises RuntimeError for a secret
-        outside any function (module-level code cannot be stubbed).
-    """
-    stubbed = []
-    for _ in range(50):                                   # one function per round; a docstring may need a 2nd
-        leaks = find_leaks(text, secrets)
-        if not leaks:
-            return text, stubbed
-        lines = text.splitlines(keepends=True)
-        line_number = leaks[0][0] + 1
-        holders = [(name, node) for name, node in _functions(ast.parse(text))
-                   if node.lineno <= line_number <= node.end_lineno]
-        if not holders:
-            raise RuntimeError(f"{source}:{line_number} gives away {leaks[0][1]} outside any function; "
-                               f"exercises make cannot blank it")
-        name, node = max(holders, key=lambda item: item[1].lineno)          # the innermost
-        body = node.body
-        has_docstring = (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                         and isinstance(body[0].value.value, str))
-        keep_docstring = has_docstring and not (body[0].lineno <= line_number <= body[0].end_lineno)
-        first = body[1].lineno if keep_docstring and len(body) > 1 else body[0].lineno
-        if keep_docstring and len(body) == 1:
-            first = body[0].end_lineno + 1
-        first_line = lines[body[0].lineno - 1]
-        indent = first_line[:len(first_line) - len(first_line.lstrip())]
-        exercises = _exercises_of([leak for leak in leaks if first <= leak[0] + 1 <= node.end_lineno] or leaks[:1])
-        stub = (f'{indent}raise NotImplementedError("{LEFT_OUT}: {name} repeats the answer to exercise '
-                f'{exercises}")\n')
-        lines[first - 1:node.end_lineno] = [stub]
-        text = "".join(lines)
-        stubbed.append((name, exercises))
-    raise RuntimeError(f"{source}: could not blank every place that gives an answer away")
 
 
 def _names_used(node):

@@ -9,9 +9,9 @@ README quotes backward passes), the self-check's expected outputs
 
 No assigned answer stays anywhere in the copy: besides the regions, every
 place that repeats one of their non-trivial lines is blanked (`leaks.py`: a
-variant layer's method, a test of a near-solution, a notebook cell), the fast
-form of an assigned layer is left out (`Exercise.fast_files`), and the copy
-is scanned once more before `make` returns (a RuntimeError names what is left).
+test of a near-solution, a notebook cell), the fast form of an assigned layer
+is left out (`Exercise.fast_files`), and the copy is scanned once more before
+`make` returns (a RuntimeError names what is left).
 
 Left out of the copy on purpose: byte-compiled files (`__pycache__` would hold
 the reference solutions), the tests of the exercise mode itself and of the
@@ -33,7 +33,7 @@ from .. import __version__
 from ..gradcheck.cases import all_cases
 from .catalogue import EXERCISES, exercise_named, exercise_of
 from .check import CHECK_SEED, EXPECTED_FILE, compute_expected
-from .leaks import LEFT_OUT, leaks_in, package_secrets, replace_lines, strip_tests, stub_functions
+from .leaks import leaks_in, package_secrets, replace_lines, strip_tests
 from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
@@ -100,7 +100,7 @@ def _copy_package(package, target, selected, regions):
     """Copy the package to `target` with the regions named in `selected` blanked, and every other answer.
 
     Returns:
-        list of what was left out: {"path", "what", "exercises"} (fast files and stubbed functions).
+        list of what was left out: {"path", "what", "exercises"} (the fast files).
     """
     shutil.copytree(package, target, ignore=_NOT_COPIED, dirs_exist_ok=True)
     for relative in sorted({regions[name][0] for name in selected}):
@@ -113,15 +113,6 @@ def _copy_package(package, target, selected, regions):
                 (target / "fast" / f"{name}.py").unlink()
                 left_out.append({"path": f"{package.name}/fast/{name}.py", "what": f"the fast form ({name})",
                                  "exercises": exercise})
-    secrets = package_secrets(package, regions, selected)
-    for path in sorted(target.rglob("*.py")):
-        if path.parent.name == "exercises" and path.parent.parent == target:
-            continue                                       # the exercise mode: it talks about markers only
-        relative = path.relative_to(target.parent).as_posix()
-        text, stubbed = stub_functions(path.read_text(), secrets, relative)
-        if stubbed:
-            path.write_text(text)
-            left_out += [{"path": relative, "what": name, "exercises": exercises} for name, exercises in stubbed]
     return left_out
 
 
@@ -136,17 +127,17 @@ for case in all_cases():
         module, inputs, forward = case.build(np.random.default_rng(0))
         out = (module.forward if forward is None else forward)(*inputs)
         module.backward(np.ones(np.shape(out)) if np.ndim(out) else 1.0)
-    except NotImplementedError as error:
-        found.setdefault(case.layer, "left out" if str(error).startswith(sys.argv[2]) else "exercise")
+    except NotImplementedError:
+        found[case.layer] = True
     except Exception:                  # not caused by a blank region (the reference behaves the same): not ours
         pass
-print(json.dumps(found))
+print(json.dumps(sorted(found)))
 """
 
 
 def _probe(root):
-    """{catalogue layer: "exercise" or "left out"} for the layers that raise NotImplementedError under `root`."""
-    done = subprocess.run([sys.executable, "-c", _PROBE, str(Path(root).resolve()), LEFT_OUT], cwd=root,
+    """The catalogue layers that raise NotImplementedError under `root`."""
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(Path(root).resolve())], cwd=root,
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"a copy with blank regions does not run: {done.stderr.strip().splitlines()[-1:]}")
@@ -154,28 +145,20 @@ def _probe(root):
 
 
 def unavailable_layers(package, selected, regions):
-    """Which layers each assigned exercise disables, found by running the catalogue once per exercise.
+    """Which layers each assigned exercise disables: dict catalogue layer -> list of exercises.
 
-    For each exercise a scratch copy of the package with only that exercise's
-    regions blank (and the places that repeat them) runs every gradient-check
-    case forward and backward once, in a subprocess; a layer that raises a
-    hint waits for that exercise, a layer that raises LEFT_OUT is left out of
-    the copy for good.
-    Returns:
-        (waiting, left_out): dicts catalogue layer -> list of exercises (layers that work are in neither).
+    For each exercise a scratch copy of the package with only that exercise's regions blank runs
+    every gradient-check case forward and backward once, in a subprocess; a layer that raises waits
+    for that exercise. Layers that work are not listed.
     """
-    waiting, left_out = {}, {}
+    waiting = {}
     for exercise in _exercises(selected):
         with tempfile.TemporaryDirectory(prefix=f"probe-{exercise}-") as tmp:
-            names = [name for name in selected if exercise_of(name) == exercise]
-            _copy_package(package, Path(tmp) / package.name, names, regions)
-            for layer, kind in _probe(tmp).items():
-                (left_out if kind == "left out" else waiting).setdefault(layer, []).append(exercise)
+            _copy_package(package, Path(tmp) / package.name, [n for n in selected if exercise_of(n) == exercise], regions)
+            for layer in _probe(tmp):
+                waiting.setdefault(layer, []).append(exercise)
     order = list(dict.fromkeys(case.layer for case in all_cases()))
-
-    def ordered(layers):
-        return dict(sorted(layers.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
-    return ordered(waiting), ordered(left_out)
+    return dict(sorted(waiting.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
 
 
 def _exercises(selected):
@@ -228,13 +211,12 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
 
     expected = compute_expected([e.name for e in EXERCISES], CHECK_SEED)
     np.savez(out / package.name / EXPECTED_FILE.relative_to(package), **expected)
-    waiting, left_out_layers = unavailable_layers(package, selected, regions)
+    waiting = unavailable_layers(package, selected, regions)
     manifest = {
         "minitransformer": __version__,
         "exercises": _exercises(selected),
         "regions": selected,
         "unavailable_layers": waiting,
-        "left_out_layers": left_out_layers,
         "left_out": left_out,
         "notebooks": written_notebooks,
         "self_check": {"seed": CHECK_SEED, "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()},
@@ -325,9 +307,6 @@ def student_readme(manifest, regions, reference_readme=""):
     if manifest["unavailable_layers"]:
         lines += ["", "Until your exercises are done, these layers raise `NotImplementedError`, because they use them:", ""]
         lines += [f"- {layer}: needs {', '.join(needs)}" for layer, needs in manifest["unavailable_layers"].items()]
-    if manifest.get("left_out_layers"):
-        lines += ["", f"{LEFT_OUT}, because their code repeats an answer (their tests skip):", ""]
-        lines += [f"- {layer}: repeats {', '.join(needs)}" for layer, needs in manifest["left_out_layers"].items()]
     for heading in _README_SECTIONS:
         if heading in reference_readme:
             section = reference_readme.split(heading, 1)[1].split("\n## ", 1)[0]

@@ -24,6 +24,7 @@ notebooks declare them). Our hint replaces nbgrader's stub
 (`raise NotImplementedError()`), and the markers stay, as in the package.
 """
 
+import json
 from pathlib import Path
 
 from .leaks import LEFT_OUT, replace_lines
@@ -114,16 +115,15 @@ def write_student_notebooks(source_dir, out_dir, selected=None, secrets=None):
         (list of {"notebook": file name, "exercise_cells": count, "left_out_cells": [cell indices]},
          list of left-out records {"path", "what", "exercises"} for the manifest).
     """
-    import nbformat
-
     written, left_out = [], []
     out_dir = Path(out_dir)
     for path in sorted(Path(source_dir).glob("*.ipynb")):
-        notebook = nbformat.read(path, as_version=4)
+        notebook = json.loads(path.read_text(encoding="utf-8"))      # plain JSON: no Jupyter package needed
         cells = []
         count = student_notebook(notebook, selected, secrets, cells)
         out_dir.mkdir(parents=True, exist_ok=True)
-        nbformat.write(notebook, out_dir / path.name)
+        (out_dir / path.name).write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+                                         encoding="utf-8")
         written.append({"notebook": path.name, "exercise_cells": count, "left_out_cells": cells})
         left_out += [{"path": f"notebooks/{path.name}", "what": f"cell {index}", "exercises": "see the note there"}
                      for index in cells]

@@ -9,7 +9,7 @@ grader, a process that never imports student code, judges them.
 
 Input, the directory TASK (read-only):
     task.json   {"package_root", "site", "user", "limits", "nproc", "preload",
-                 "cases": [{"key", "index", "id", "params": [names], "inputs": n, "float_inputs": [i]}]}
+                 "cases": [{"key", "index", "id", "params": [names], "inputs": n}]}
     inputs.npz  per case: "<key>.input<i>", "<key>.param<j>", "<key>.upstream"
 Output, written to the two descriptors (the grader opened the files; this process cannot open them):
     RESULT_FD   JSON list, one record per case: {"key", "forward_error", "backward_error"} (messages or null)
@@ -28,30 +28,35 @@ import ctypes
 import importlib
 import json
 import os
-import resource
 import sys
 import traceback
 import zipfile  # noqa: F401  (np.savez needs it: imported while the interpreter's files are readable)
 from pathlib import Path
 
+try:
+    import resource
+except ImportError:                                        # not POSIX: `exercises check` imports `located` only
+    resource = None
 
-def _located(error, package):
-    """`raised ExceptionType: message (at layers/x.py:12 in f: source line)`, at the frame deepest in the package.
+
+def located(error, package, prefix=""):
+    """`raised ExceptionType: message (at layers/x.py:12 in f: source line)`, at the frame deepest in `package`
+    (the one place that finds the frame that raised; `prefix` goes before the relative path).
 
     A hint left by `exercises make` becomes `not implemented (layernorm.backward)`.
     """
-    message = f"raised {type(error).__name__}: {error}".strip()
-    if isinstance(error, SyntaxError) and str(error.filename or "").startswith(package):
-        relative = Path(error.filename).relative_to(package).as_posix()
-        return f"raised {type(error).__name__}: {error.msg} (at {relative}:{error.lineno})"[:500]
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith(package)]
+    message, package = f"raised {type(error).__name__}: {error}".strip(), str(Path(package).resolve())
+    if isinstance(error, SyntaxError) and str(Path(error.filename or "").resolve()).startswith(package):
+        relative = Path(error.filename).resolve().relative_to(package).as_posix()
+        return f"raised {type(error).__name__}: {error.msg} (at {prefix}{relative}:{error.lineno})"[:500]
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if str(Path(f.filename).resolve()).startswith(package)]
     unfinished = isinstance(error, NotImplementedError) and str(error).startswith("Exercise ")
     if unfinished:
         message = f"not implemented ({str(error).split(':')[0].split()[-1]})"
     if not frames:
         return message[:500]
     frame = frames[-1]
-    where = f"{Path(frame.filename).relative_to(package).as_posix()}:{frame.lineno} in {frame.name}"
+    where = f"{prefix}{Path(frame.filename).resolve().relative_to(package).as_posix()}:{frame.lineno} in {frame.name}"
     located = f"{message} at {where}" if unfinished else f"{message} (at {where}: {(frame.line or '').strip()})"
     return located[:500]
 
@@ -87,15 +92,29 @@ def _limit(limits, nproc):
         resource.setrlimit(which, (value, value))
 
 
-def _float_array(value, np):
-    """`value` as a float64 array, or a message saying why it is not one."""
+def _float_array(value, np, what):
+    """`value` as a float64 array; TypeError saying why it is not one."""
     try:
         array = np.asarray(value)
     except Exception as error:                             # an object that refuses to become an array
-        return f"is not an array ({type(error).__name__})"
+        raise TypeError(f"{what} is not an array ({type(error).__name__})") from None
     if array.dtype.kind not in "fiub":
-        return f"has dtype {array.dtype}, not a real number type"
+        raise TypeError(f"{what} has dtype {array.dtype}, not a real number type")
     return array.astype(np.float64)
+
+
+def _forward(spec, case, inputs, np):
+    """The case's module with the given parameter values, and its forward output on the given inputs."""
+    if case.id != spec["id"]:
+        raise RuntimeError(f"the catalogue's case {spec['index']} is {case.id}, the grader's {spec['id']}")
+    module, _, forward = case.build(np.random.default_rng(0))
+    params = module.named_parameters()
+    if [name for name, _ in params] != spec["params"]:
+        raise RuntimeError(f"{case.id}: parameters {[name for name, _ in params]}, expected {spec['params']}")
+    for j, (_, param) in enumerate(params):
+        param.data[...] = inputs[f"{spec['key']}.param{j}"]
+    given = [inputs[f"{spec['key']}.input{i}"].copy() for i in range(spec["inputs"])]
+    return module, given, (module.forward if forward is None else forward)(*given)
 
 
 def run_cases(task, inputs, package):
@@ -103,6 +122,7 @@ def run_cases(task, inputs, package):
     import numpy as np
 
     from minitransformer.gradcheck.cases import all_cases
+    from minitransformer.gradcheck.checker import backward_gradients
 
     catalogue = all_cases()
     records, arrays = [], {}
@@ -110,48 +130,22 @@ def run_cases(task, inputs, package):
         key = spec["key"]
         record = {"key": key, "forward_error": None, "backward_error": None}
         records.append(record)
-        try:
-            case = catalogue[spec["index"]]
-            if case.id != spec["id"]:
-                raise RuntimeError(f"the catalogue's case {spec['index']} is {case.id}, the grader's {spec['id']}")
-            module, _, forward = case.build(np.random.default_rng(0))
-            forward = module.forward if forward is None else forward
-            params = module.named_parameters()
-            if [name for name, _ in params] != spec["params"]:
-                raise RuntimeError(f"{case.id}: parameters {[name for name, _ in params]}, expected {spec['params']}")
-            for j, (_, param) in enumerate(params):
-                param.data[...] = inputs[f"{key}.param{j}"]
-            given = [inputs[f"{key}.input{i}"].copy() for i in range(spec["inputs"])]
-            arrays[f"{key}.out"] = forward(*given)
-        except Exception as error:                         # the student's forward (or a broken package): report, go on
-            record["forward_error"] = _located(error, package)
-            arrays.pop(f"{key}.out", None)
-            continue
-        out = _float_array(arrays[f"{key}.out"], np)
-        if isinstance(out, str):
-            record["forward_error"] = f"the forward output {out}"
-            del arrays[f"{key}.out"]
+        try:                                               # the student's forward (or a broken package): report, go on
+            module, given, out = _forward(spec, catalogue[spec["index"]], inputs, np)
+            out = _float_array(out, np, "the forward output")
+        except Exception as error:
+            record["forward_error"] = located(error, package)
             continue
         arrays[f"{key}.out"] = out
+        upstream = inputs[f"{key}.upstream"]
         try:
-            upstream = inputs[f"{key}.upstream"]
-            module.zero_grad()
-            grads = module.backward(float(upstream) if upstream.ndim == 0 else upstream)
-            grads = grads if isinstance(grads, tuple) else (grads,)
-            one_per_input = len(grads) == spec["inputs"]   # as the gradient checker reads backward's result
-            for rank, i in enumerate(spec["float_inputs"]):
-                position = i if one_per_input else rank
-                if position < len(grads) and grads[position] is not None:
-                    grad = _float_array(grads[position], np)
-                    if isinstance(grad, str):
-                        raise TypeError(f"the gradient of input {i} {grad}")
-                    arrays[f"{key}.dinput{i}"] = grad
-            for j, (_, param) in enumerate(params):
-                arrays[f"{key}.dparam{j}"] = np.array(param.grad, dtype=np.float64)
+            grads, param_grads = backward_gradients(module, given, float(upstream) if upstream.ndim == 0 else upstream)
+            found = {f"{key}.dinput{i}": _float_array(grad, np, f"the gradient of input {i}")
+                     for i, grad in grads.items() if grad is not None}
+            found.update({f"{key}.dparam{j}": np.array(grad, dtype=np.float64) for j, grad in enumerate(param_grads)})
+            arrays.update(found)
         except Exception as error:
-            record["backward_error"] = _located(error, package)
-            for name in [name for name in arrays if name.startswith(f"{key}.d")]:
-                del arrays[name]
+            record["backward_error"] = located(error, package)
     return records, arrays
 
 
@@ -175,7 +169,7 @@ def main(argv):
     try:
         import minitransformer
     except BaseException as error:                         # e.g. a SyntaxError in the answer
-        records = [{"key": spec["key"], "forward_error": _located(error, package), "backward_error": None}
+        records = [{"key": spec["key"], "forward_error": located(error, package), "backward_error": None}
                    for spec in task["cases"]]
         arrays = {}
     else:

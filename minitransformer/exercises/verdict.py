@@ -9,16 +9,15 @@ For each gradient-check case of the exercise's layers (`gradcheck.cases`):
   and an upstream gradient G of the output's shape (`default_rng([seed, case index, 1])`);
 * the reference forward gives the expected output;
 * the expected gradients are those of the *reference* forward, L = sum(G * forward(inputs)), by
-  central differences in float64 (`numerical_gradient`), for every float input and every
-  parameter. The reference backward must agree with them (else the reference is broken and
-  grading stops), so what a student's backward is held to is the true gradient, not the gradient
-  of the student's own forward: a wrong forward costs the forward region's point, and the backward
-  keeps its own as long as what it reads from the forward is right.
+  the gradient checker's central differences in float64, for every float input and parameter.
+  The reference backward must agree with them (`compare_gradients`; else the reference is broken
+  and grading stops), so a student's backward is held to the true gradient, not to that of the
+  student's own forward: a wrong forward costs the forward region's point only.
 
 The student's process hands back its forward outputs and gradients (`runner.py`); they are read
 with bounded sizes, without pickles, and must have exactly the expected shapes and a real dtype.
-A forward passes when every case's output is within the tolerance (`rel_error`, the gradient
-checker's measure), a backward when every gradient of every case is.
+A forward passes when every case's output is within the tolerance, a backward when every
+gradient of every case is, compared by the gradient checker's `compare`.
 """
 
 import io
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..gradcheck.cases import all_cases
-from ..gradcheck.checker import _compare, numerical_gradient, rel_error
+from ..gradcheck.checker import compare, compare_gradients, float_inputs, input_names
 
 RESULT_LIMIT = 2**20                      # bytes of the JSON the student's process may hand back
 
@@ -52,7 +51,7 @@ class ReferenceCase:
     index: int                     # position in the catalogue (all_cases())
     id: str                        # "LayerNorm[x (2, 3, 6)]"
     inputs: list                   # arrays, forward's positional arguments
-    input_names: list              # their names in forward's signature
+    input_names: list              # "input 0 (x)", from forward's signature
     float_inputs: list             # indices of the differentiable (float) inputs
     param_names: list
     params: list                   # parameter values (arrays)
@@ -62,47 +61,23 @@ class ReferenceCase:
     param_grads: list              # dL/dparam per parameter (finite differences of the reference)
 
 
-def _differentiable(value):
-    return isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating)
-
-
 def _reference_case(case, index, key, seed, tolerance):
     module, inputs, forward = case.build(np.random.default_rng([seed, index]))
     forward = module.forward if forward is None else forward
     if not all(isinstance(value, np.ndarray) for value in inputs):
         raise ReferenceBroken(f"{case.id}: every input of a graded case must be an array")
-    import inspect
-
-    names = list(inspect.signature(forward).parameters)
-    input_names = [names[i] if i < len(names) else f"input {i}" for i in range(len(inputs))]
-    float_inputs = [i for i, value in enumerate(inputs) if _differentiable(value)]
-    params = module.named_parameters()
-    given_inputs = [value.copy() for value in inputs]
-    given_params = [param.data.copy() for _, param in params]
-
+    names, params = input_names(forward, len(inputs)), module.named_parameters()
+    given = [value.copy() for value in inputs], [param.data.copy() for _, param in params]
     output = np.asarray(forward(*inputs), dtype=np.float64)
     upstream = np.random.default_rng([seed, index, 1]).standard_normal(output.shape)
-    module.zero_grad()
-    grads = module.backward(float(upstream) if upstream.ndim == 0 else upstream)
-    grads = grads if isinstance(grads, tuple) else (grads,)
-    one_per_input = len(grads) == len(inputs)
-    analytic = {i: grads[i if one_per_input else rank] for rank, i in enumerate(float_inputs)}
-    analytic_params = [param.grad.copy() for _, param in params]
-
-    def loss():
-        return float(np.sum(np.asarray(forward(*inputs), dtype=np.float64) * upstream))
-
-    input_grads = {i: numerical_gradient(loss, inputs[i]) for i in float_inputs}
-    param_grads = [numerical_gradient(loss, param.data) for _, param in params]
-    comparisons = [_compare(f"input {i} ({input_names[i]})", analytic[i], input_grads[i]) for i in float_inputs]
-    comparisons += [_compare(f"parameter {name}", analytic_params[j], param_grads[j])
-                    for j, (name, _) in enumerate(params)]
-    wrong = [c.describe() for c in comparisons if not c.error <= tolerance]
+    report, (input_grads, param_grads) = compare_gradients(
+        module, inputs, forward, float(upstream) if upstream.ndim == 0 else upstream, names=names)
+    wrong = [c.describe() for c in report.failures(tolerance)]
     if wrong:
         raise ReferenceBroken(f"the reference backward of {case.id} disagrees with finite differences of the reference "
                               f"forward ({'; '.join(wrong)}): the reference is broken, nothing is graded")
-    return ReferenceCase(key, index, case.id, given_inputs, input_names, float_inputs, [name for name, _ in params],
-                         given_params, upstream, output, input_grads, param_grads)
+    return ReferenceCase(key, index, case.id, given[0], names, float_inputs(inputs), [name for name, _ in params],
+                         given[1], upstream, output, input_grads, param_grads)
 
 
 _CACHE = {}
@@ -128,7 +103,7 @@ def task_inputs(cases):
             arrays[f"{case.key}.param{j}"] = value
         arrays[f"{case.key}.upstream"] = case.upstream
         specs.append({"key": case.key, "index": case.index, "id": case.id, "params": case.param_names,
-                      "inputs": len(case.inputs), "float_inputs": case.float_inputs})
+                      "inputs": len(case.inputs)})
     return arrays, specs
 
 
@@ -242,62 +217,47 @@ class CaseVerdict:
         return self.forward_problems + self.backward_problems
 
 
-def _finite(error):
-    """A relative error, NaN and inf (a NaN in the student's array) counted as the worst, 1."""
-    return float(error) if np.isfinite(error) else 1.0
+def _compared(case, arrays, expected, what_it_gave, tolerance, problems):
+    """Compare each (what, array name, reference array) of `expected`; returns the errors (a NaN counts as 1)."""
+    errors = []
+    for what, name, reference in expected:
+        if name not in arrays:
+            problems.append(f"{case.id}: no {what}" if what == "forward output"
+                            else f"{case.id}: backward returned no gradient for {what}")
+            continue
+        comparison = compare(what, arrays[name], reference)
+        errors.append(min(comparison.error, 1.0))
+        if not comparison.error <= tolerance:
+            problems.append(f"{case.id}: {comparison.describe(what_it_gave, 'expected')}")
+    return errors
 
 
-def _worst_index(student, expected):
-    difference = np.abs(student - expected)
-    difference = np.where(np.isfinite(difference), difference, np.inf)
-    return tuple(int(i) for i in np.unravel_index(np.argmax(difference), difference.shape)) if difference.size else ()
+def _judge_case(case, record, arrays, tolerance):
+    verdict = CaseVerdict(case.id)
+    if record is None:
+        verdict.forward_problems.append(f"{case.id}: the student's process handed back nothing for this case")
+        return verdict
+    if record["forward_error"]:
+        verdict.raised.append(record["forward_error"])
+        verdict.forward_problems.append(f"{case.id}: forward {record['forward_error']}")
+        return verdict
+    errors = _compared(case, arrays, [("forward output", f"{case.key}.out", case.output)], "yours", tolerance,
+                       verdict.forward_problems)
+    verdict.forward_error = errors[0] if errors else None
+    verdict.forward_ok = not verdict.forward_problems
+    if record["backward_error"]:
+        verdict.raised.append(record["backward_error"])
+        verdict.backward_problems.append(f"{case.id}: backward {record['backward_error']}")
+        return verdict
+    expected = [(case.input_names[i], f"{case.key}.dinput{i}", case.input_grads[i]) for i in case.float_inputs]
+    expected += [(f"parameter {name}", f"{case.key}.dparam{j}", case.param_grads[j])
+                 for j, name in enumerate(case.param_names)]
+    verdict.backward_error = max(_compared(case, arrays, expected, "backward gave", tolerance,
+                                           verdict.backward_problems), default=0.0)
+    verdict.backward_ok = not verdict.backward_problems
+    return verdict
 
 
 def judge(cases, records, arrays, tolerance):
     """One CaseVerdict per reference case, from the runner's records and arrays (already read as untrusted)."""
-    verdicts = []
-    for case in cases:
-        verdict = CaseVerdict(case.id)
-        verdicts.append(verdict)
-        record = records.get(case.key)
-        if record is None:
-            verdict.forward_problems.append(f"{case.id}: the student's process handed back nothing for this case")
-            continue
-        if record["forward_error"]:
-            verdict.raised.append(record["forward_error"])
-            verdict.forward_problems.append(f"{case.id}: forward {record['forward_error']}")
-            continue
-        output = arrays.get(f"{case.key}.out")
-        if output is None:
-            verdict.forward_problems.append(f"{case.id}: no forward output")
-        else:
-            verdict.forward_error = _finite(rel_error(output, case.output))
-            verdict.forward_ok = verdict.forward_error <= tolerance
-            if not verdict.forward_ok:
-                worst = _worst_index(output, case.output)
-                verdict.forward_problems.append(
-                    f"{case.id}: forward output differs from the reference: rel_error {verdict.forward_error:.2e}, "
-                    f"worst at index {worst}: yours {output[worst]:.6e}, expected {case.output[worst]:.6e}")
-        if record["backward_error"]:
-            verdict.raised.append(record["backward_error"])
-            verdict.backward_problems.append(f"{case.id}: backward {record['backward_error']}")
-            continue
-        pairs = [(f"input {i} ({case.input_names[i]})", f"{case.key}.dinput{i}", case.input_grads[i])
-                 for i in case.float_inputs]
-        pairs += [(f"parameter {name}", f"{case.key}.dparam{j}", case.param_grads[j])
-                  for j, name in enumerate(case.param_names)]
-        ok, worst = True, 0.0
-        for what, name, expected in pairs:
-            student = arrays.get(name)
-            if student is None:
-                ok = False
-                verdict.backward_problems.append(f"{case.id}: backward returned no gradient for {what}")
-                continue
-            comparison = _compare(what, student, expected)
-            error = _finite(comparison.error)
-            worst = max(worst, error)
-            if not error <= tolerance:
-                ok = False
-                verdict.backward_problems.append(f"{case.id}: {comparison.describe().replace('finite differences', 'expected')}")
-        verdict.backward_ok, verdict.backward_error = ok, worst
-    return verdicts
+    return [_judge_case(case, records.get(case.key), arrays, tolerance) for case in cases]

@@ -15,6 +15,7 @@ Everything runs in float64: in float32 the difference quotient itself is only
 good to about 1e-3 and proves nothing.
 """
 
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,7 +75,7 @@ def numerical_gradient(loss_fn, array, eps=1e-5):
 
 @dataclass
 class GradientComparison:
-    """The check of one input or parameter: its name, error and worst coordinate."""
+    """The check of one input or parameter (or a forward output): its name, error and worst coordinate."""
 
     name: str
     error: float
@@ -82,11 +83,12 @@ class GradientComparison:
     analytic: float
     numeric: float
 
-    def describe(self):
+    def describe(self, analytic="backward gave", numeric="finite differences"):
+        """One line: the error and where it is worst; `analytic`/`numeric` say what the two sides are."""
         if self.error == 0.0 and max(abs(self.analytic), abs(self.numeric)) > 0:
             return f"{self.name}: zero gradient (both sides below {ZERO_GRADIENT_FLOOR:.0e})"
         return (f"{self.name}: rel_error {self.error:.2e}, worst at index {self.worst_index}: "
-                f"backward gave {self.analytic:.6e}, finite differences {self.numeric:.6e}")
+                f"{analytic} {self.analytic:.6e}, {numeric} {self.numeric:.6e}")
 
 
 @dataclass
@@ -109,7 +111,7 @@ class GradcheckReport:
         return max(self.worst_input_error, self.worst_param_error) <= tolerance
 
     def failures(self, tolerance=DEFAULT_TOLERANCE):
-        return [c for c in self.inputs + self.params if c.error > tolerance]
+        return [c for c in self.inputs + self.params if not c.error <= tolerance]
 
     def assert_ok(self, tolerance=DEFAULT_TOLERANCE):
         """Raise AssertionError naming every input and parameter whose gradient is wrong, and where."""
@@ -119,22 +121,78 @@ class GradcheckReport:
             raise AssertionError(f"gradient check of {self.module} failed (tolerance {tolerance:.0e}):\n  {lines}")
 
 
-def _compare(name, analytic, numeric):
-    analytic = np.asarray(analytic, dtype=np.float64)
+def compare(name, analytic, numeric):
+    """GradientComparison of two arrays of one shape: rel_error (0 when both sides are below
+    ZERO_GRADIENT_FLOOR; inf when one holds NaN or inf) and the index where they differ most."""
+    analytic, numeric = np.asarray(analytic, dtype=np.float64), np.asarray(numeric, dtype=np.float64)
+    error = rel_error(analytic, numeric)
+    if max(np.max(np.abs(analytic), initial=0.0), np.max(np.abs(numeric), initial=0.0)) < ZERO_GRADIENT_FLOOR:
+        error = 0.0
+    if not analytic.size:
+        return GradientComparison(name, error, (), 0.0, 0.0)
     difference = np.abs(analytic - numeric)
-    worst = np.unravel_index(np.argmax(difference), difference.shape) if difference.size else ()
-    largest = max(np.max(np.abs(analytic), initial=0.0), np.max(np.abs(numeric), initial=0.0))
-    both_zero = largest < ZERO_GRADIENT_FLOOR
-    return GradientComparison(name, 0.0 if both_zero else rel_error(analytic, numeric), tuple(int(i) for i in worst),
-                              float(analytic[worst]) if difference.size else 0.0,
-                              float(numeric[worst]) if difference.size else 0.0)
+    worst = np.unravel_index(np.argmax(np.where(np.isnan(difference), np.inf, difference)), difference.shape)
+    return GradientComparison(name, error, tuple(int(i) for i in worst), float(analytic[worst]), float(numeric[worst]))
 
 
-def _is_differentiable(value):
-    return isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating)
+def float_inputs(inputs):
+    """Indices of the differentiable inputs: the float arrays (token ids, masks and None are not)."""
+    return [i for i, value in enumerate(inputs) if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating)]
 
 
-def check_module(module, inputs, forward=None, rng=0, eps=1e-5, check_params=True):
+def input_names(forward, count):
+    """"input i (name)" for each of `count` positional arguments, named from forward's signature where it can."""
+    try:
+        names = list(inspect.signature(forward).parameters)
+    except (TypeError, ValueError):
+        names = []
+    return [f"input {i} ({names[i]})" if i < len(names) else f"input {i}" for i in range(count)]
+
+
+def backward_gradients(module, inputs, upstream):
+    """What `backward(upstream)` gives, from zeroed parameter gradients: ({float input index: gradient or None},
+    [gradient of each parameter]). backward returns one gradient per input (None for integer ones), or one
+    per float input: this is the one place that tells which."""
+    module.zero_grad()
+    grads = module.backward(upstream)
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    one_per_input = len(grads) == len(inputs)
+    positions = {i: i if one_per_input else rank for rank, i in enumerate(float_inputs(inputs))}
+    by_input = {i: grads[position] if position < len(grads) else None for i, position in positions.items()}
+    return by_input, [param.grad.copy() for _, param in module.named_parameters()]
+
+
+def finite_differences(forward, inputs, upstream, params, eps=1e-5):
+    """Central differences of L = sum(upstream * forward(*inputs)): ({float input index: gradient},
+    [gradient of each of `params`]), each input and parameter perturbed in place and restored."""
+    def loss():
+        return float(np.sum(np.asarray(forward(*inputs), dtype=np.float64) * upstream))
+
+    return ({i: numerical_gradient(loss, inputs[i], eps) for i in float_inputs(inputs)},
+            [numerical_gradient(loss, param.data, eps) for param in params])
+
+
+def compare_gradients(module, inputs, forward, upstream, eps=1e-5, names=None):
+    """The report of backward(upstream) against finite differences of `forward` (after one forward on `inputs`),
+    and the finite differences themselves ({input index: gradient}, [per parameter]).
+
+    `names`: what to call each input (`input_names`); "input i" by default.
+    """
+    names = names or [f"input {i}" for i in range(len(inputs))]
+    params = module.named_parameters()
+    analytic, analytic_params = backward_gradients(module, inputs, upstream)
+    missing = [i for i, grad in analytic.items() if grad is None]
+    if missing:
+        raise AssertionError(f"{module!r}.backward returned no gradient for input {missing[0]}")
+    numeric, numeric_params = finite_differences(forward, inputs, upstream, [param for _, param in params], eps)
+    report = GradcheckReport(repr(module), [compare(names[i], analytic[i], numeric[i]) for i in numeric],
+                             [compare(f"parameter {name}", analytic_params[j], numeric_params[j])
+                              for j, (name, _) in enumerate(params)])
+    module.zero_grad()
+    return report, (numeric, numeric_params)
+
+
+def check_module(module, inputs, forward=None, rng=0, eps=1e-5):
     """Compare `module.backward` with central differences on every float input and every parameter.
 
     Args:
@@ -149,46 +207,18 @@ def check_module(module, inputs, forward=None, rng=0, eps=1e-5, check_params=Tru
             caller's default_rng(s): were G equal to x, LayerNorm's dx would
             be almost exactly zero and the check would measure only noise.
         eps: finite-difference step.
-        check_params: also check every parameter of the module.
     Returns:
         GradcheckReport.
     """
     rng = np.random.default_rng([int(rng), 1]) if isinstance(rng, (int, np.integer)) else as_generator(rng)
     forward = module.forward if forward is None else forward
     inputs = list(inputs)
-    for i, value in enumerate(inputs):
-        if _is_differentiable(value) and value.dtype != np.float64:
-            raise TypeError(f"check_module: input {i} of {module!r} must be float64, got {value.dtype}")
-    params = module.named_parameters() if check_params else []
-    for name, param in params:
+    for i in float_inputs(inputs):
+        if inputs[i].dtype != np.float64:
+            raise TypeError(f"check_module: input {i} of {module!r} must be float64, got {inputs[i].dtype}")
+    for name, param in module.named_parameters():
         if param.dtype != np.float64:
             raise TypeError(f"check_module: parameter {name} of {module!r} must be float64, got {param.dtype}")
-
     out = forward(*inputs)
     upstream = rng.standard_normal(np.shape(out))
-    if np.ndim(out) == 0:
-        upstream = float(upstream)
-
-    def loss():
-        return float(np.sum(np.asarray(forward(*inputs), dtype=np.float64) * upstream))
-
-    # analytic gradients: the backward of the forward above (whose caches still hold these inputs),
-    # from zeroed parameter gradients
-    module.zero_grad()
-    grads = module.backward(upstream)
-    differentiable = [i for i, value in enumerate(inputs) if _is_differentiable(value)]
-    if not isinstance(grads, tuple):
-        grads = (grads,)
-    # backward returns one gradient per input (None for integer ones), or one per float input
-    one_per_input = len(grads) == len(inputs)
-    input_comparisons = []
-    for rank, i in enumerate(differentiable):
-        position = i if one_per_input else rank
-        if position >= len(grads) or grads[position] is None:
-            raise AssertionError(f"{module!r}.backward returned no gradient for input {i}")
-        input_comparisons.append(_compare(f"input {i}", grads[position], numerical_gradient(loss, inputs[i], eps)))
-    analytic_params = {name: param.grad.copy() for name, param in params}
-    param_comparisons = [_compare(f"parameter {name}", analytic_params[name], numerical_gradient(loss, param.data, eps))
-                         for name, param in params]
-    module.zero_grad()
-    return GradcheckReport(repr(module), input_comparisons, param_comparisons)
+    return compare_gradients(module, inputs, forward, float(upstream) if np.ndim(out) == 0 else upstream, eps)[0]

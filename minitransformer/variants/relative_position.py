@@ -27,7 +27,13 @@ lower-triangular matrix *before* skewing; that erases the entries the skew
 needs (errata in notebooks/errata_variants.md, shown in the same test file).
 
 The backward of the skew is its adjoint: pad the gradient with a zero first
-row, read it as (T, T+1), drop the first column. Left out: Shaw's value-side
+row, read it as (T, T+1), drop the first column.
+
+The rest is scaled dot-product attention, and this layer calls it
+(`layers/attention.py`) rather than repeat it: the relative term enters as T
+extra coordinates, the one-hot e_i on query i and column j of S_rel on key j,
+so that q'_i . k'_j = q_i . k_j + S_rel[i, j]; attention's own backward then
+hands back dS_rel in those coordinates of dk'. Left out: Shaw's value-side
 vectors a^V (Huang et al. also use only the key side) and the non-causal skew.
 """
 
@@ -36,8 +42,7 @@ import numpy as np
 from ..core.module import Module
 from ..core.parameter import Parameter
 from ..core.random import as_generator, check_float_dtype
-from ..layers.attention import causal_mask
-from ..layers.softmax import softmax, softmax_backward
+from ..layers.attention import ScaledDotProductAttention
 
 
 def skew(rel_logits):
@@ -89,55 +94,53 @@ class RelativePositionAttention(Module):
             raise ValueError(f"{self!r} expected q, k (..., T, {self.head_size}) and v (..., T, dv), "
                              f"got {q.shape}, {k.shape}, {v.shape}")
         T = q.shape[-2]
-        scores = q @ np.swapaxes(k, -1, -2)                                      # 1. (..., T, T) content
         if self.skewed:
             self.rows = self._rows(np.arange(-(T - 1), 1))                       # (T,) offsets -(T-1) .. 0
             self.gathered = self.table.data[self.rows]                           # (T, hs) E
-            scores += skew(q @ self.gathered.T)                                  # 2. skew(q E^T)
+            relative = skew(q @ self.gathered.T)                                 # 1. skew(q E^T): (..., T, T)
         else:
             self.rows = self._rows(np.arange(T)[None, :] - np.arange(T)[:, None])  # (T, T) offset j - i
             self.gathered = self.table.data[self.rows]                           # (T, T, hs) R
-            scores += (q[..., :, None, :] @ np.swapaxes(self.gathered, -1, -2))[..., 0, :]  # 2. q_i . R[i, j]
-        scores *= self.head_size ** -0.5                                         # 3.
-        if self.causal:
-            scores = np.where(causal_mask(T, T), scores, -np.inf)                # 4.
-        self.alpha = softmax(scores, axis=-1)                                    # 5.
-        self.q, self.k, self.v = q, k, v
-        return self.alpha @ v                                                    # 6. (..., T, dv)
+            relative = (q[..., :, None, :] @ np.swapaxes(self.gathered, -1, -2))[..., 0, :]  # 1. q_i . R[i, j]
+        one_hot = np.broadcast_to(np.eye(T, dtype=q.dtype), relative.shape)      # (..., T, T) e_i on query i
+        self.attention = ScaledDotProductAttention(causal=self.causal, scale=self.head_size ** -0.5)
+        self.q = q
+        return self.attention.forward(np.concatenate([q, one_hot], axis=-1),      # 2. (..., T, hs + T) q'
+                                      np.concatenate([k, np.swapaxes(relative, -1, -2)], axis=-1), v)  # k'
+
+    @property
+    def alpha(self):
+        """(..., T, T) the attention weights of the last forward."""
+        self._require("attention")
+        return self.attention.alpha
 
     def backward(self, dout):
-        """Reverse steps 6 to 1 (ds is the gradient of the scaled, masked scores):
+        """Reverse steps 2 and 1:
 
-            6. out = alpha v       ->  dalpha = dout v^T,  dv = alpha^T dout
-            5., 4., 3.             ->  ds = alpha * (dalpha - sum dalpha alpha) / sqrt(hs), 0 where masked
-            2. direct: s += q_i . R[i, j]   ->  dq_i += sum_j ds_ij R[i, j],  da_(j-i) += sum ds_ij q_i
-               skewed: s += skew(q E^T)    ->  dA = skew^T(ds),  dq += dA E,  dE = dA^T q
+            2. attention on q' = [q, e_i], k' = [k, S_rel^T]  ->  its backward: dq', dk', dv;
+               dq = dq'[:hs], dk = dk'[:hs], dS_rel[i, j] = dk'[j, hs + i]
+            1. direct: S_rel[i, j] = q_i . R[i, j]  ->  dq_i += sum_j dS_ij R[i, j],  da_(j-i) += sum dS_ij q_i
+               skewed: S_rel = skew(q E^T)         ->  dA = skew^T(dS),  dq += dA E,  dE = dA^T q
                (a row of the table used for several offsets, or several times, gets every share)
-            1. s = q k^T           ->  dq += ds k,  dk = ds^T q
         Returns:
             (dq, dk, dv).
         """
-        self._require("alpha")
-        self._check_dout(dout, (*self.alpha.shape[:-1], self.v.shape[-1]))
-        dalpha = dout @ np.swapaxes(self.v, -1, -2)                              # 6.
-        dv = np.swapaxes(self.alpha, -1, -2) @ dout
-        dscores = softmax_backward(self.alpha, dalpha, axis=-1) * self.head_size ** -0.5   # 5., 3.
+        self._require("attention")
+        dq_aug, dk_aug, dv = self.attention.backward(dout)                       # 2.
+        hs = self.head_size
+        drelative = np.swapaxes(dk_aug[..., hs:], -1, -2)                        # (..., T, T) dS_rel
         q2d = self.q.reshape(-1, *self.q.shape[-2:])                             # (N, T, hs), N = batch axes
-        if self.skewed:                                                          # 2.
-            drel = skew_backward(dscores)                                        # (..., T, T) dA
-            dq = drel @ self.gathered                                            # dA E
+        if self.skewed:                                                          # 1.
+            drel = skew_backward(drelative)                                      # (..., T, T) dA
+            dq = dq_aug[..., :hs] + drel @ self.gathered                         # dA E
             drel_T = np.swapaxes(drel, -1, -2).reshape(q2d.shape[0], *drel.shape[-2:])   # (N, T, T) dA^T
-            dembeddings = (drel_T @ q2d).sum(axis=0)                             # (T, hs)
-            np.add.at(self.table.grad, self.rows, dembeddings)                   # (T, hs) into the table
+            np.add.at(self.table.grad, self.rows, (drel_T @ q2d).sum(axis=0))    # (T, hs) into the table
         else:
-            dq = (dscores[..., :, None, :] @ self.gathered)[..., 0, :]           # sum_j ds_ij R[i, j]
-            ds2d = dscores.reshape(-1, *dscores.shape[-2:])                      # (N, T, T)
-            # dR[i, j] = sum_n ds[n, i, j] q[n, i]: for each i a (T, N) @ (N, hs) product
-            drelative = ds2d.transpose(1, 2, 0) @ q2d.transpose(1, 0, 2)         # (T, T, hs), the O(T^2 hs) array
-            np.add.at(self.table.grad, self.rows, drelative)
-        dq += dscores @ self.k                                                   # 1.
-        dk = np.swapaxes(dscores, -1, -2) @ self.q
-        return dq, dk, dv
+            dq = dq_aug[..., :hs] + (drelative[..., :, None, :] @ self.gathered)[..., 0, :]   # sum_j dS_ij R[i, j]
+            ds2d = drelative.reshape(-1, *drelative.shape[-2:])                  # (N, T, T)
+            # dR[i, j] = sum_n dS[n, i, j] q[n, i]: for each i a (T, N) @ (N, hs) product
+            np.add.at(self.table.grad, self.rows, ds2d.transpose(1, 2, 0) @ q2d.transpose(1, 0, 2))  # (T, T, hs)
+        return dq, dk_aug[..., :hs], dv
 
     def __repr__(self):
         form = "skewed" if self.skewed else "direct"

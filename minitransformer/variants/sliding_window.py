@@ -9,6 +9,8 @@ Two ways to compute the same thing:
   t - w + 1 .. t into a (T, w, hs) block and score only those, cost
   O(T w hs). The scores are a (T, w) array whose column o holds key
   t - (w - 1) + o; slots before the start of the sequence are masked.
+  Scoring is scaled dot-product attention, called (`layers/attention.py`)
+  with each query its own batch entry of length 1 and its w keys.
 
 `tests/test_sliding_window.py` proves the two equal on every allowed position,
 forward and backward. The banded form is causal only (the decoder case);
@@ -21,8 +23,7 @@ Left out: dilated windows, and Longformer's global tokens in the banded form
 import numpy as np
 
 from ..core.module import Module
-from ..layers.attention import band_mask  # noqa: F401  (defined beside causal_mask; exported here too)
-from ..layers.softmax import softmax, softmax_backward
+from ..layers.attention import ScaledDotProductAttention, band_mask  # noqa: F401  (band_mask exported here too)
 
 
 class BandedAttention(Module):
@@ -47,39 +48,35 @@ class BandedAttention(Module):
             raise ValueError(f"{self!r} expected q, k (..., T, hs) and v (..., T, dv) of one length T, "
                              f"got {q.shape}, {k.shape}, {v.shape}")
         T, w = q.shape[-2], self.window
-        scale = q.shape[-1] ** -0.5 if self.scale is None else self.scale
         key_index = np.arange(T)[:, None] + np.arange(-(w - 1), 1)[None, :]    # (T, w) key of slot (t, o)
         self.valid = key_index >= 0                                             # (T, w)
         self.key_index = np.where(self.valid, key_index, 0)
-        self.k_band = k[..., self.key_index, :]                                 # 1. (..., T, w, hs) gather
-        self.v_band = v[..., self.key_index, :]                                 # 1. (..., T, w, dv)
-        scores = (q[..., None, :] @ np.swapaxes(self.k_band, -1, -2))[..., 0, :]  # 2. (..., T, w)
-        scores *= scale
-        scores = np.where(self.valid, scores, -np.inf)                          # 3. before the start
-        self.alpha = softmax(scores, axis=-1)                                   # 4. (..., T, w)
-        self.q, self.used_scale, self.T = q, scale, T
-        return (self.alpha[..., None, :] @ self.v_band)[..., 0, :]              # 5. (..., T, dv)
+        k_band = k[..., self.key_index, :]                                      # 1. (..., T, w, hs) gather
+        v_band = v[..., self.key_index, :]                                      # 1. (..., T, w, dv)
+        self.attention, self.T = ScaledDotProductAttention(scale=self.scale), T
+        out = self.attention.forward(q[..., :, None, :], k_band, v_band,       # 2-5. (..., T, 1, dv), one query each
+                                     mask=self.valid[:, None, :])               # 3. slots before the start
+        return out[..., 0, :]                                                   # (..., T, dv)
+
+    @property
+    def alpha(self):
+        """(..., T, w) the weights of the last forward; alpha[..., t, o] belongs to key t - (w - 1) + o."""
+        self._require("attention")
+        return self.attention.alpha[..., 0, :]
 
     def backward(self, dout):
-        """Reverse steps 5 to 1; the same derivatives as dense attention, restricted to the band.
+        """Reverse steps 5 to 1: attention's backward on the band, then the gather undone.
 
-            5. out_t = sum_o alpha_to v_band_to   ->  dalpha_to = dout_t . v_band_to,  dv_band_to = alpha_to dout_t
-            4. softmax                            ->  ds = alpha * (dalpha - sum_o dalpha_o alpha_o)
-            2. s_to = scale q_t . k_band_to       ->  dq_t = scale sum_o ds_to k_band_to,  dk_band_to = scale ds_to q_t
-            1. k_band_to = k[t - (w-1) + o]       ->  dk[j] = sum of dk_band over every slot that copied key j
+            5-2. attention of query t on its w keys  ->  dq_t, dk_band_t, dv_band_t (`ScaledDotProductAttention`)
+            1.   k_band_to = k[t - (w-1) + o]        ->  dk[j] = sum of dk_band over every slot that copied key j
         Args:
             dout: (..., T, dv).
         Returns:
             (dq, dk, dv).
         """
-        self._require("alpha")
-        self._check_dout(dout, (*self.alpha.shape[:-1], self.v_band.shape[-1]))
-        dalpha = (dout[..., None, :] @ np.swapaxes(self.v_band, -1, -2))[..., 0, :]   # 5. (..., T, w)
-        dv_band = self.alpha[..., :, None] * dout[..., None, :]                       # 5. (..., T, w, dv)
-        dscores = softmax_backward(self.alpha, dalpha, axis=-1) * self.used_scale     # 4., 2.
-        dq = (dscores[..., None, :] @ self.k_band)[..., 0, :]                         # 2. (..., T, hs)
-        dk_band = dscores[..., :, None] * self.q[..., None, :]                        # 2. (..., T, w, hs)
-        return dq, self._scatter(dk_band), self._scatter(dv_band)                     # 1.
+        self._require("attention")
+        dq, dk_band, dv_band = self.attention.backward(np.asarray(dout)[..., None, :])   # 5-2.
+        return dq[..., 0, :], self._scatter(dk_band), self._scatter(dv_band)               # 1.
 
     def _scatter(self, dband):
         """Undo the gather: slot (t, o) sends its row to key t - (w - 1) + o. One slice per offset o."""
