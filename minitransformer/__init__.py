@@ -29,7 +29,7 @@ from .interop.gpt2 import from_gpt2_state_dict, to_gpt2_state_dict
 from .core.module import Module
 from .core.parameter import Parameter
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 # Attention and position variants (issue 7): RoPE, ALiBi, GQA, relative positions, sparse and
 # sliding-window attention, Transformer-XL memory, LoRA.
@@ -63,17 +63,7 @@ from .generation.kv_cache import KVCache, LayerKVCache
 from .training.optim import SGD, Adam, AdamW, clip_grad_norm, parameter_groups
 from .generation.sampling import generate, next_token, sample_text
 from .training.schedules import cosine_rate, noam_rate
-from .training.trainer import TrainConfig, Trainer, TrainingDiverged
+from .training.config import TrainConfig
+from .training.trainer import Trainer, TrainingDiverged
 from .training.parallel import WorkerTimeout
 from .tokenizers.checks import TokenizerConfigError
-
-# 0.2's module paths (minitransformer.trainer, `from minitransformer import optim`, ...) for one more version.
-from . import _compat
-
-_compat.install()
-
-
-def __getattr__(name):
-    if name in _compat.OLD_PATHS and "." not in name:
-        return _compat.import_moved(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,7 @@ def test_the_replayed_products_add_up_to_the_models_flops():
     """Per layer: 2 B T C (3C) for q, k, v, 2 B T C C for W_O, 2 * 2 B T C F for the feed-forward and
     2 * 2 B H T T hs for attention, each once forward and twice backward; then the tied head, 2 B T C V."""
     bench = load_bench()
-    from minitransformer.training.trainer import TrainConfig
+    from minitransformer.training.config import TrainConfig
     config = TrainConfig()
     B, T, C, F, H, L, V = 12, 64, 128, 512, 4, 4, 65
     per_layer = 2 * B * T * C * 3 * C + 2 * B * T * C * C + 2 * 2 * B * T * C * F + 2 * 2 * B * H * T * T * (C // H)

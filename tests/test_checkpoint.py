@@ -8,7 +8,8 @@ import pytest
 
 from minitransformer.tokenizers import CharTokenizer
 from minitransformer.training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
-from minitransformer.training.trainer import TrainConfig, Trainer, build_model
+from minitransformer.training.config import TrainConfig, build_model
+from minitransformer.training.trainer import Trainer
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 20
 

@@ -23,7 +23,8 @@ from minitransformer.training.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from minitransformer.training.trainer import TrainConfig, Trainer, build_model
+from minitransformer.training.config import TrainConfig, build_model
+from minitransformer.training.trainer import Trainer
 
 
 def _files(directory):

@@ -75,7 +75,7 @@ def _internal():
     """Names that are not exported at the top level today; repoint these imports if they move."""
     from minitransformer.__main__ import main  # the command line (`train`, `sample`)
     from minitransformer.tokenizers import tokenizer_from_config  # how `sample` rebuilds the tokenizer
-    from minitransformer.training.trainer import build_model  # the model `train` / `sample` build
+    from minitransformer.training.config import build_model  # the model `train` / `sample` build
     return SimpleNamespace(main=main, tokenizer_from_config=tokenizer_from_config, build_model=build_model)
 
 

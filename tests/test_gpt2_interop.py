@@ -169,14 +169,6 @@ def test_a_checkpoint_saved_on_disk_loads_as_the_readme_shows(tmp_path):
     assert logits[0, -1].argmax() == expected[0, -1].argmax()          # the same greedy next token
 
 
-def test_0_2_methods_still_work_with_a_deprecation_warning():
-    """0.2 spelled these GPT.from_gpt2_state_dict / model.to_gpt2_state_dict(); models no longer import interop."""
-    state = _hf_shaped_state(np.random.default_rng(7))
-    with pytest.warns(DeprecationWarning, match="minitransformer.from_gpt2_state_dict"):
-        old = GPT.from_gpt2_state_dict(state, n_heads=2)
-    new = from_gpt2_state_dict(state, n_heads=2)
-    ids = np.array([[1, 2, 3]])
-    np.testing.assert_array_equal(old(ids), new(ids))
-    with pytest.warns(DeprecationWarning, match="to_gpt2_state_dict"):
-        back = old.to_gpt2_state_dict()
-    assert list(back) == list(to_gpt2_state_dict(new))
+def test_0_2_methods_are_gone_in_0_4():
+    """0.2 spelled these GPT.from_gpt2_state_dict / model.to_gpt2_state_dict(); 0.3 kept them for one version."""
+    assert not hasattr(GPT, "from_gpt2_state_dict") and not hasattr(GPT, "to_gpt2_state_dict")

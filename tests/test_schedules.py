@@ -85,8 +85,7 @@ def test_the_trainers_config_picks_its_rate_from_the_schedules():
         TrainConfig(schedule="step").learning_rate(0)
 
 
-def test_the_old_encoder_decoder_rate_keeps_its_name_and_arguments_for_one_version():
-    from minitransformer.training.encdec import learning_rate
+def test_the_old_encoder_decoder_rate_is_gone_in_0_4():
+    import minitransformer.training.encdec as encdec
 
-    with pytest.warns(DeprecationWarning, match="linear_rate"):
-        assert learning_rate(30, 100, 1e-3, 10) == linear_rate(30, 1e-3, 10, 100)
+    assert not hasattr(encdec, "learning_rate")

@@ -74,8 +74,8 @@ def test_bad_options_are_named(options, message):
         MultiHeadAttention(8, 4, **options)
 
 
-def test_the_0_2_positional_option_says_what_replaced_it():
-    with pytest.raises(TypeError, match=r"positional=\.\.\.\) became position= in 0.3.*RotaryEmbedding"):
+def test_the_0_2_positional_option_is_gone_in_0_4():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'positional'"):
         MultiHeadAttention(8, 4, positional="rope")
 
 

@@ -73,11 +73,7 @@ class MultiHeadAttention(Module):
     """
 
     def __init__(self, d_model, n_heads, causal=False, bias=True, dtype=np.float64, rng=None,
-                 n_kv_heads=None, position=None, window=None, positional=None, init_std=None, out_std=None):
-        if positional is not None:
-            raise TypeError("MultiHeadAttention(positional=...) became position= in 0.3: pass the scheme itself, "
-                            "e.g. position=RotaryEmbedding(d_model // n_heads) or position=ALiBi(n_heads) "
-                            f"(from minitransformer), got positional={positional!r}")
+                 n_kv_heads=None, position=None, window=None, init_std=None, out_std=None):
         if n_heads <= 0 or d_model % n_heads:
             raise ValueError(f"MultiHeadAttention expected d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads

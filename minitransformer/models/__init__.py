@@ -1,1 +1,14 @@
 """Whole models, each assembled from the layers in `minitransformer.layers`."""
+
+from dataclasses import fields
+
+import numpy as np
+
+
+def config_dict(config_class, arguments):
+    """A model's `config` (what a checkpoint needs to rebuild it): the constructor's `arguments` (its locals())
+    named by the fields of its config dataclass, the one place a family's settings are listed; dtype by name."""
+    values = {field.name: arguments[field.name] for field in fields(config_class)}
+    if "dtype" in values:
+        values["dtype"] = np.dtype(values["dtype"]).name
+    return values

@@ -42,6 +42,7 @@ from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from ..variants.attention_positions import attention_position
+from . import config_dict
 
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
 GPT2_INIT_STD = 0.02          # GPT-2's standard deviation of every initial weight matrix and table
@@ -101,10 +102,7 @@ class GPT(Module):
             raise ValueError(f"GPT expected n_heads >= 1 and d_model divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
         rng = as_generator(rng)
         self.dropout_rng = spawn_generator(rng)
-        self.config = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
-                           max_len=max_len, norm=norm, positional=positional, tie_weights=tie_weights,
-                           dropout=dropout, activation=activation, dtype=np.dtype(dtype).name,
-                           n_kv_heads=n_kv_heads, window=window)      # what a checkpoint needs to rebuild it
+        self.config = config_dict(GPTConfig, locals())                # what a checkpoint needs to rebuild it
         self.vocab_size, self.max_len, self.norm = vocab_size, max_len, norm
         init_std, residual_std = GPT2_INIT_STD, GPT2_INIT_STD / np.sqrt(2 * n_layers)
         self.token_embedding = Embedding(vocab_size, d_model, dtype=dtype, rng=rng, init_std=init_std)

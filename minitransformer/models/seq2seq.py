@@ -29,6 +29,7 @@ from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.padding import key_padding_mask
+from . import config_dict
 from .encoder import InputEmbedding, TransformerEncoder
 
 
@@ -74,10 +75,7 @@ class Seq2SeqTransformer(Module):
                              f"got {src_vocab_size} and {tgt_vocab_size}")
         rng = as_generator(rng)
         dropout_rng = spawn_generator(rng)
-        self.config = dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=d_model,
-                           n_heads=n_heads, n_layers=n_layers, d_ff=d_ff, max_len=max_len, pad_id=pad_id, norm=norm,
-                           positional=positional, share_embeddings=share_embeddings, tie_output=tie_output,
-                           dropout=dropout, activation=activation, dtype=np.dtype(dtype).name)
+        self.config = config_dict(Seq2SeqConfig, locals())
         self.tgt_vocab_size, self.pad_id = tgt_vocab_size, pad_id
         self.encoder = TransformerEncoder(src_vocab_size, d_model, n_heads, n_layers, d_ff, max_len, pad_id, norm,
                                           positional, dropout, activation, dtype, rng)

@@ -16,7 +16,6 @@ Left out: streaming corpora larger than memory, document boundaries, padding.
 import numpy as np
 
 from ..core.random import as_generator
-from ..tokenizers import CharTokenizer, make_tokenizer, tokenizer_from_config  # noqa: F401  (0.2's home of these; goes in 0.4)
 
 
 def default_corpus():

@@ -13,7 +13,6 @@ and scores them by exact match (the task's metric; BLEU is in generation/bleu.py
 Left out: label smoothing (§5.4), checkpoint averaging, batches bucketed by length.
 """
 
-import warnings
 
 import numpy as np
 
@@ -66,12 +65,3 @@ def evaluate_seq2seq(model, task, sources, beam_size=None, batch_size=250):
             out, _ = beam_search(model, src, BOS, EOS, max_len, beam_size=beam_size, pad_id=PAD)
         predictions += list(out)
     return exact_match(predictions, sources, task.target_of), predictions
-
-
-def learning_rate(step, steps, lr, warmup):
-    """0.2's name and argument order for `schedules.linear_rate(step, lr, warmup, steps)`; it goes in 0.4."""
-    warnings.warn("minitransformer.training.encdec.learning_rate(step, steps, lr, warmup) is "
-                  "minitransformer.training.schedules.linear_rate(step, lr, warmup, steps) since 0.3; "
-                  "the old name goes in 0.4", DeprecationWarning, stacklevel=2)
-    return linear_rate(step, lr, warmup, steps)
-

@@ -55,7 +55,7 @@ from .checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from .config import TrainConfig, build_model, build_optimizer, build_parameter_groups  # noqa: F401 (0.2 had them here)
+from .config import TrainConfig, build_model, build_optimizer
 from .data import get_batch
 from .objectives import LanguageModelObjective
 from .parallel import DataParallel, TornUpdate
