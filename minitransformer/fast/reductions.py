@@ -4,7 +4,7 @@
 C = 128) or down the rows of an (N, C) gradient is a reduction NumPy runs
 without BLAS; the same sum as a product with a vector of ones runs in BLAS,
 measured 2 to 5 times faster on these shapes. The plain forms are in each
-docstring; tests/test_speed_forms.py proves both agree to rounding.
+docstring; tests/test_fast_forms.py proves both agree to rounding.
 """
 
 import numpy as np

@@ -12,3 +12,19 @@ def config_dict(config_class, arguments):
     if "dtype" in values:
         values["dtype"] = np.dtype(values["dtype"]).name
     return values
+
+
+
+class FromConfig:
+    """`Model.from_config(config, rng=..., **options)`: the model a config dataclass describes (nanoGPT style).
+
+    A model family names its dataclass as `CONFIG`; the dataclass's fields are the constructor's options.
+    """
+
+    CONFIG = None
+
+    @classmethod
+    def from_config(cls, config, rng=None, **options):
+        if not isinstance(config, cls.CONFIG):
+            raise TypeError(f"{cls.__name__}.from_config expected a {cls.CONFIG.__name__}, got {type(config).__name__}")
+        return cls(**vars(config), rng=rng, **options)

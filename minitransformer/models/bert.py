@@ -28,6 +28,7 @@ from ..layers.embedding import check_token_batch, check_token_ids
 from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
+from . import FromConfig
 from .encoder import TransformerEncoder
 
 
@@ -78,7 +79,7 @@ class BertConfig:
     dtype: str = "float64"           # "float64" or "float32"
 
 
-class BertMLM(Module):
+class BertMLM(FromConfig, Module):
     """Encoder with a masked-LM head and, optionally, a next-sentence head.
 
     Args:
@@ -88,6 +89,8 @@ class BertMLM(Module):
         norm: "post" (BERT, default) or "pre".  positional: "learned" (BERT) or "sinusoidal".
         dropout, dtype, rng: as everywhere.
     """
+
+    CONFIG = BertConfig
 
     def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, max_len, pad_id=0, nsp=False, norm="post",
                  positional="learned", dropout=0.0, dtype=np.float64, rng=None):
@@ -100,13 +103,6 @@ class BertMLM(Module):
         self.ln = LayerNorm(d_model, dtype=dtype)
         self.head = TiedLMHead(self.encoder.embed.token_embedding)
         self.nsp_head = Linear(d_model, 2, dtype=dtype, rng=rng) if nsp else None
-
-    @classmethod
-    def from_config(cls, config, rng=None):
-        """Build from a `BertConfig` (nanoGPT style): `BertMLM.from_config(BertConfig(...), rng=0)`."""
-        if not isinstance(config, BertConfig):
-            raise TypeError(f"BertMLM.from_config expected a BertConfig, got {type(config).__name__}")
-        return cls(**vars(config), rng=rng)
 
     def forward(self, ids):
         """ids int (B, T) -> MLM logits (B, T, V), or (MLM logits, NSP logits (B, 2)) when nsp.

@@ -27,6 +27,7 @@ from ..layers.embedding import Embedding, check_token_batch, check_token_ids
 from ..layers.layernorm import LayerNorm
 from ..layers.padding import key_padding_mask
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from . import FromConfig
 
 POSITIONAL = ("learned", "sinusoidal")
 
@@ -102,7 +103,7 @@ class EncoderConfig:
     dtype: str = "float64"           # "float64" or "float32"
 
 
-class TransformerEncoder(Module):
+class TransformerEncoder(FromConfig, Module):
     """Token ids to contextual vectors with bidirectional self-attention.
 
     Args:
@@ -111,6 +112,8 @@ class TransformerEncoder(Module):
         norm: "post" (the paper, default) or "pre".  positional: "sinusoidal" or "learned".
         dropout, activation, dtype, rng: as for GPT.
     """
+
+    CONFIG = EncoderConfig
 
     def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, max_len, pad_id=None, norm="post",
                  positional="sinusoidal", dropout=0.0, activation="relu", dtype=np.float64, rng=None):
@@ -127,13 +130,6 @@ class TransformerEncoder(Module):
     def padding_mask(self, ids):
         """(B, 1, 1, T) key mask, or None when the encoder has no pad id."""
         return None if self.pad_id is None else key_padding_mask(ids, self.pad_id)
-
-    @classmethod
-    def from_config(cls, config, rng=None):
-        """Build from an `EncoderConfig` (nanoGPT style): `TransformerEncoder.from_config(EncoderConfig(...), rng=0)`."""
-        if not isinstance(config, EncoderConfig):
-            raise TypeError(f"TransformerEncoder.from_config expected an EncoderConfig, got {type(config).__name__}")
-        return cls(**vars(config), rng=rng)
 
     def forward(self, ids):
         """ids int (B, T) -> hidden states (B, T, C); rows at padded positions are computed but meaningless.

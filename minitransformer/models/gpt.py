@@ -15,7 +15,7 @@ stream (attention's W_O, the feed-forward's second layer) scaled down by
 once, when it is built, with the standard deviation the model passes it
 (`init_std`, `residual_std`), in the order the layers are built.
 
-Attention variants (Kumar slides, `layers/rope.py`, `alibi.py`, `sliding_window.py`):
+Attention variants (Kumar slides, `variants/rope.py`, `variants/alibi.py`, `variants/sliding_window.py`):
 positional="rope" or "alibi" moves position information into every attention
 layer, "none" leaves it out (Haviv et al. 2022: a causal mask alone lets the
 model infer positions); with these three there is no position table, so
@@ -42,7 +42,7 @@ from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from ..variants.attention_positions import attention_position
-from . import config_dict
+from . import FromConfig, config_dict
 
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
 GPT2_INIT_STD = 0.02          # GPT-2's standard deviation of every initial weight matrix and table
@@ -67,7 +67,7 @@ class GPTConfig:
     window: int | None = None        # None, or how many recent positions each query sees (sliding window)
 
 
-class GPT(Module):
+class GPT(FromConfig, Module):
     """Decoder-only Transformer language model.
 
     Args:
@@ -91,6 +91,8 @@ class GPT(Module):
         kernels: "plain" (default), the layers as the lecture derives them, or
             "fast", the same numbers from the fast tier (`minitransformer/fast/`).
     """
+
+    CONFIG = GPTConfig
 
     def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, max_len, norm="pre", positional="learned",
                  tie_weights=True, dropout=0.0, activation="gelu", dtype=np.float64, rng=None,
@@ -123,19 +125,12 @@ class GPT(Module):
                         else Linear(d_model, vocab_size, bias=False, dtype=dtype, rng=rng, init_std=init_std))
         use_kernels(self, kernels)
 
-    @classmethod
-    def from_config(cls, config, rng=None, kernels="plain"):
-        """Build from a `GPTConfig` (nanoGPT style): `GPT.from_config(GPTConfig(...), rng=0)`."""
-        if not isinstance(config, GPTConfig):
-            raise TypeError(f"GPT.from_config expected a GPTConfig, got {type(config).__name__}")
-        return cls(**vars(config), rng=rng, kernels=kernels)
-
     def forward(self, ids, cache=None):
         """ids int (B, T) with T <= max_len (any T without a position table) -> logits (B, T, V).
 
         An empty batch or sequence (B = 0 or T = 0) is refused with a ValueError, as by every model.
 
-        With a `KVCache` (minitransformer/kv_cache.py) `ids` are the *new* tokens only, placed after
+        With a `KVCache` (minitransformer/generation/kv_cache.py) `ids` are the *new* tokens only, placed after
         the cache.length positions seen before; inference only.
         """
         return self.lm_head(self.hidden(ids, cache))                    # (B, T, V)

@@ -29,7 +29,7 @@ from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.padding import key_padding_mask
-from . import config_dict
+from . import FromConfig, config_dict
 from .encoder import InputEmbedding, TransformerEncoder
 
 
@@ -53,7 +53,7 @@ class Seq2SeqConfig:
     dtype: str = "float64"           # "float64" or "float32"
 
 
-class Seq2SeqTransformer(Module):
+class Seq2SeqTransformer(FromConfig, Module):
     """Encoder-decoder Transformer for sequence-to-sequence tasks.
 
     Args:
@@ -66,6 +66,8 @@ class Seq2SeqTransformer(Module):
         tie_output: the output projection reuses the target token table (no bias).
         dropout, activation, dtype, rng: as for GPT.
     """
+
+    CONFIG = Seq2SeqConfig
 
     def __init__(self, src_vocab_size, tgt_vocab_size, d_model, n_heads, n_layers, d_ff, max_len, pad_id=None,
                  norm="post", positional="sinusoidal", share_embeddings=False, tie_output=False, dropout=0.0,
@@ -87,13 +89,6 @@ class Seq2SeqTransformer(Module):
         self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
         self.head = (TiedLMHead(self.tgt_embed.token_embedding) if tie_output
                      else Linear(d_model, tgt_vocab_size, dtype=dtype, rng=rng))
-
-    @classmethod
-    def from_config(cls, config, rng=None):
-        """Build from a `Seq2SeqConfig` (nanoGPT style): `Seq2SeqTransformer.from_config(Seq2SeqConfig(...), rng=0)`."""
-        if not isinstance(config, Seq2SeqConfig):
-            raise TypeError(f"Seq2SeqTransformer.from_config expected a Seq2SeqConfig, got {type(config).__name__}")
-        return cls(**vars(config), rng=rng)
 
     def forward(self, src_ids, tgt_ids):
         """Teacher-forced logits.
