@@ -1,37 +1,19 @@
 """The exercises an instructor can assign, and which layers each one feeds.
 
-An exercise is named after a layer (`layernorm`) and owns the solution
-regions whose names start with it (`layernorm.forward`, `layernorm.backward`).
-It is graded on the gradient-check catalogue's cases of its own layer
-(`gradcheck_cases.all_cases()`, rows named `LayerNorm`).
+An exercise is named after a layer (`layernorm`), owns the solution regions whose names start with it
+(`layernorm.forward`, `layernorm.backward`), and is graded on the gradient-check catalogue's cases of
+that layer (`gradcheck_cases.all_cases()`, rows named `LayerNorm`). It is also a pytest marker of a
+student copy (`pytest -m layernorm`) and an argument of `exercises check` (`check.py`).
 
-Building blocks and composites. Blanking a building block breaks every layer
-that calls it: in a student copy with `softmax` assigned, attention,
-multi-head attention, the Transformer block and GPT raise too, until the
-student has written softmax. The two commands treat this as follows:
+Blanking a building block breaks what calls it (with `softmax` assigned, attention, the block and GPT
+raise until softmax is written): `exercises make` finds these layers by running the catalogue once in
+the new copy and lists them in `exercises.json` (`unavailable_layers`); `exercises grade` grades each
+exercise with the reference's building blocks, so a mistake costs points in one row only. A fast form
+of an assigned layer would be an answer to call, so the copy leaves its file out (`fast_files`);
+variants call the layer they build on, so they wait for its exercise.
 
-* `exercises make` finds these layers by running every gradient-check case
-  once in the new copy, prints them, and records them in `exercises.json`
-  (`unavailable_layers`, each with the exercises it waits for); every other
-  layer works unchanged.
-* `exercises grade` grades every exercise on its own: the student's regions
-  of that one exercise are put into the reference package, so the attention
-  exercise is graded with the reference softmax even when softmax is also
-  assigned (and wrong). A mistake costs points in one row only.
-
-A fast form (`minitransformer/fast/`) of an assigned layer would be a solution to
-call, so `exercises make` leaves its file out of the copy (`Exercise.fast_files`);
-models built with kernels="fast" then use the student's plain layer there.
-Variants call the layer they build on (the relative-position and banded
-attentions call ScaledDotProductAttention), so they wait for its exercise.
-
-Each exercise is also a pytest marker in the copy (`pytest -m layernorm`) and an
-argument of `exercises check`: the student's self-check (`check.py`), run on
-the exercise's gradient-check cases.
-
-Left out: exercises on the composites (FeedForward, TransformerBlock, GPT),
-whose backward passes only chain their children's; they are graded implicitly
-by the gradient checks a student can run in the copy.
+Left out: exercises on the composites (FeedForward, TransformerBlock, GPT), whose backward passes only
+chain their children's.
 """
 
 from dataclasses import dataclass

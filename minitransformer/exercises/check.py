@@ -1,22 +1,16 @@
 """A student's self-check: `exercises check NAME` and the `pytest -m NAME` markers of a student copy.
 
-The verdict comes from the student's own code and from numbers shipped with the copy, never from
-"the reference" (inside a student copy the installed package *is* the student's):
+Its verdict comes from the student's own code and numbers shipped with the copy (inside a copy the
+installed package *is* the student's), on every gradient-check case of the exercise's layers:
 
-* forward: on every gradient-check case of the exercise's layers, built from the fixed seed
-  `CHECK_SEED`, the output must equal the reference's output for those inputs. `exercises make`
-  computes these outputs from the reference package and ships them, outputs only, in
-  `minitransformer/exercises/expected_outputs.npz` of the copy (`compute_expected`).
-* backward: on the same cases, the project's gradient checker (float64 central differences)
-  compares the student's backward with finite differences of the student's *own* forward. A
-  backward can thus be right for a wrong forward; the forward verdict says so separately.
+* forward: the output on inputs from `CHECK_SEED` must equal the reference's, which `exercises make`
+  computes and ships, outputs only, in `minitransformer/exercises/expected_outputs.npz` of the copy;
+* backward: the gradient checker compares it with finite differences of the student's *own* forward
+  (so a backward can be right for a wrong forward; the forward verdict says so).
 
-A failure says where: the case, the input or parameter, the worst index and the relative error
-(the checker's own description), or the file and line where the code raised.
-
-Left out: grading. The instructor's grader (`exercises grade`) works apart from the student's code
-and on inputs the copy does not hold; a self-check that passes is no grade (a forward that looked
-the shipped outputs up would pass here and fail there).
+A failure names the case, the input or parameter, the worst index and the relative error, or the file
+and line that raised. Left out: grading (`exercises grade` works apart from the student's code, on
+inputs the copy does not hold: a forward that looked the shipped outputs up passes here only).
 """
 
 from dataclasses import dataclass, field
@@ -64,27 +58,19 @@ def is_student_copy(package=PACKAGE):
     return (Path(package).parent / "exercises.json").is_file()
 
 
-def load_expected(path=EXPECTED_FILE):
-    """The expected outputs shipped with a student copy, as a dict; FileNotFoundError if there are none."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no {path.name} in {path.parent}: the self-check needs the expected outputs that "
-                                f"`exercises make` ships with a student copy (make the copy again with this version)")
-    with np.load(path) as data:
-        return {key: data[key] for key in data.files}
-
-
 def expected_here():
-    """Expected outputs for this package: shipped ones in a student copy; in the reference, its own outputs.
+    """Expected outputs for this package: shipped ones in a student copy (FileNotFoundError if there are none);
+    in the reference, its own outputs (the forward verdict is then the reference against itself)."""
+    if not (is_student_copy() or EXPECTED_FILE.is_file()):
+        from .catalogue import EXERCISES
 
-    In the reference tree the forward verdict is then the reference against itself (only the backward
-    verdict says anything there); a student copy always compares with what `make` shipped.
-    """
-    if is_student_copy() or EXPECTED_FILE.is_file():
-        return load_expected()
-    from .catalogue import EXERCISES
-
-    return compute_expected([exercise.name for exercise in EXERCISES])
+        return compute_expected([exercise.name for exercise in EXERCISES])
+    if not EXPECTED_FILE.is_file():
+        raise FileNotFoundError(f"no {EXPECTED_FILE.name} in {EXPECTED_FILE.parent}: the self-check needs the expected "
+                                f"outputs that `exercises make` ships with a student copy (make the copy again with "
+                                f"this version)")
+    with np.load(EXPECTED_FILE) as data:
+        return {key: data[key] for key in data.files}
 
 
 @dataclass
@@ -149,7 +135,7 @@ def check_exercise(name, expected=None, seed=CHECK_SEED, tolerance=DEFAULT_TOLER
 
     Args:
         name: an exercise of the catalogue ("layernorm").
-        expected: dict from `load_expected`/`compute_expected`; default `expected_here()`.
+        expected: dict from `compute_expected`; default `expected_here()`.
         seed: the seed the expected outputs were computed from.
         tolerance: largest relative error that passes (the gradient checker's default).
     Returns:

@@ -2,31 +2,21 @@
 
 Two levels, chosen by `choose_isolation` (`exercises grade --isolation auto|bubblewrap|process`):
 
-* `bubblewrap` (Linux, the `bwrap` program: `apt-get install bubblewrap`). Each exercise runs in
-  new PID, network, IPC, UTS and mount namespaces. Its file system holds only what it needs,
-  read-only: the Python interpreter's own directory, NumPy, the temporary package with the
-  student's answer put in, the inputs, and an empty /tmp of 64 MB. The reference, the grader's
-  directories, the assignment, other submissions and the network are not there. Under root (as in
-  CI and on Gradescope) the student's code runs as `nobody`, so the process limit below holds (it
-  does not for root) and it cannot take capabilities back. Killing the sandbox's first process
-  ends every process of the namespace, `setsid` and double forks included.
-* `process`, the fallback where bubblewrap is missing or refused (macOS, a container without
-  namespaces). Each exercise runs in a new session and process group, from a temporary directory,
-  with an empty environment. The grader becomes the "child subreaper" of what it starts, so a
-  process that detaches (double fork, `setsid`) stays its descendant, and at the end of the
-  exercise every descendant is killed. Under root the student's code runs as `nobody`, which cannot
-  read the grader's /proc entries (its working directory, environment, memory) nor write the
-  reference; as another user it runs as that user, and can read and write what that user can.
-  Either way it can read world-readable files, the installed reference among them: use bubblewrap
-  for submissions you do not trust.
+* `bubblewrap` (Linux, `apt-get install bubblewrap`): each exercise in new PID, network, IPC, UTS and
+  mount namespaces, seeing only the Python interpreter, NumPy, its temporary package and inputs,
+  read-only, and an empty 64 MB /tmp: not the reference, the grader's files, other submissions or the
+  network. Killing the sandbox's first process ends every process in it.
+* `process`, where bubblewrap is missing or refused: a new session and process group, an empty
+  environment; the grader is the "child subreaper" of what it starts, so a process that detaches
+  (double fork, `setsid`) stays its descendant and is killed with the exercise. The student's code
+  can read world-readable files, the installed reference among them.
 
-Both levels: limits set before the student's code is imported (`runner.py`): address space
-(RLIMIT_AS), largest file written (RLIMIT_FSIZE), processes (RLIMIT_NPROC: the student's user may
-start `processes` more than it has; it never holds for root, hence `nobody`), no core files, and a
-wall-clock timeout after which everything is killed. `describe` prints which guarantees are in force.
+Both: under root (CI, Gradescope) the student's code runs as `nobody` (the process limit then holds,
+and the grader's /proc entries are closed); limits on address space, file size, processes and core
+files are set before the student's code is imported (`runner.py`), and a wall-clock timeout kills
+everything. `describe` prints which guarantees are in force.
 
-Left out: cgroups (an exact memory and CPU budget), seccomp system-call filters, and limits on the
-number of files written in /tmp (the process fallback shares the machine's /tmp).
+Left out: cgroups (an exact memory and CPU budget), seccomp filters, a limit on files in /tmp.
 """
 
 import ctypes

@@ -1,23 +1,15 @@
 """Write a student copy of the project: the chosen solution regions replaced by hints.
 
-The copy holds the package (every region not chosen keeps the reference
-code, so every layer that does not use an assigned exercise works), the tests
-and benchmarks, the packaging files (it installs with `pip install -e .`), an
-`exercises.json` manifest, a README listing the exercises (the reference
-README quotes backward passes), the self-check's expected outputs
-(`check.py`), and, on request, student versions of the notebooks.
+The copy holds the package (every region not chosen keeps the reference code), the tests and
+benchmarks, the packaging files (`pip install -e .`), an `exercises.json` manifest, a README listing
+the exercises, the self-check's expected outputs (`check.py`) and, on request, student notebooks.
+No assigned answer stays anywhere: tests and text that repeat one are blanked (`leaks.py`), the fast
+form of an assigned layer is left out (`Exercise.fast_files`), and the finished copy is scanned once
+more (a RuntimeError names what is left, and the copy is not written).
 
-No assigned answer stays anywhere in the copy: besides the regions, every
-place that repeats one of their non-trivial lines is blanked (`leaks.py`: a
-test of a near-solution, a notebook cell), the fast form of an assigned layer
-is left out (`Exercise.fast_files`), and the copy is scanned once more before
-`make` returns (a RuntimeError names what is left).
-
-Left out of the copy on purpose: byte-compiled files (`__pycache__` would hold
-the reference solutions), the tests of the exercise mode itself and of the
-reference's recorded numbers (`_INSTRUCTOR_TESTS`), the notebooks' sources
-(`notebooks/_src` holds the notebook exercises' solutions), version control
-and virtual environments.
+Left out of the copy: byte code, the tests of the exercise mode and of the reference's recorded
+numbers (`_INSTRUCTOR_TESTS`), the notebooks' sources (`notebooks/_src` holds their solutions),
+version control and virtual environments.
 """
 
 import json
@@ -39,7 +31,7 @@ from .regions import blank_regions, package_regions
 MANIFEST = "exercises.json"
 _ROOT_FOLDERS = ("tests", "data", "benchmarks")
 _ROOT_FILES = ("setup.cfg", "pyproject.toml", "LICENSE", ".gitignore")
-_NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis")
+_NOT_COPIED_NAMES = ("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis")
 # tests of the exercise mode itself (they need the reference and hold answers to grade) and of the
 # reference's recorded numbers (tests/fixtures, to 1e-9: a right answer computed in another order may differ)
 _INSTRUCTOR_TESTS = ("test_exercises.py", "test_student_copy.py", "test_nbgrader.py", "*grading*",
@@ -102,7 +94,7 @@ def _copy_package(package, target, selected, regions):
     Returns:
         list of what was left out: {"path", "what", "exercises"} (the fast files).
     """
-    shutil.copytree(package, target, ignore=_NOT_COPIED, dirs_exist_ok=True)
+    shutil.copytree(package, target, ignore=shutil.ignore_patterns(*_NOT_COPIED_NAMES), dirs_exist_ok=True)
     for relative in sorted({regions[name][0] for name in selected}):
         path = target / relative
         path.write_text(blank_regions(path.read_text(), set(selected), relative))
@@ -188,19 +180,9 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     secrets = package_secrets(package, regions, selected)
 
     left_out = _copy_package(package, out / package.name, selected, regions)
-    source_root = package.parent
-    for folder in _ROOT_FOLDERS:
-        if (source_root / folder).is_dir():
-            shutil.copytree(source_root / folder, out / folder,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis",
-                                                          *_INSTRUCTOR_TESTS))
-    for name in _ROOT_FILES:
-        if (source_root / name).is_file():
-            shutil.copy2(source_root / name, out / name)
-    for folder in _ROOT_FOLDERS:
-        left_out += _blank_outside_package(out, out / folder, secrets)
+    left_out += _copy_beside_package(package.parent, out, secrets)
     left_out += _without_a_fast_tier(out / package.name, out / "tests")
-
+    source_root = package.parent
     written_notebooks = []
     if notebooks:
         from .notebook import write_student_notebooks
@@ -231,6 +213,21 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
         raise RuntimeError("no student copy written: it would give answers away (a bug of exercises make, "
                            "please report it): " + "; ".join(remaining[:5]))
     return manifest
+
+
+def _copy_beside_package(source_root, out, secrets):
+    """Copy the tests, data, benchmarks and packaging files (not the instructor's tests), blanking what shows an
+    answer; returns the left-out records."""
+    left_out = []
+    for folder in _ROOT_FOLDERS:
+        if (source_root / folder).is_dir():
+            shutil.copytree(source_root / folder, out / folder,
+                            ignore=shutil.ignore_patterns(*_NOT_COPIED_NAMES, *_INSTRUCTOR_TESTS))
+            left_out += _blank_outside_package(out, out / folder, secrets)
+    for name in _ROOT_FILES:
+        if (source_root / name).is_file():
+            shutil.copy2(source_root / name, out / name)
+    return left_out
 
 
 def _without_a_fast_tier(package, tests):

@@ -1,27 +1,15 @@
-"""Student versions of notebooks: outputs stripped, solution cells cleared.
+"""Student versions of notebooks: outputs stripped, solution cells cleared, nbgrader metadata kept.
 
-A cell is an exercise when
-* its source contains solution regions (the same markers as the package;
-  a region may be unnamed here), which are replaced by the hint, or
-* it carries the cell tag `solution` (or nbgrader's `metadata.nbgrader.solution`),
-  in which case the whole source is replaced by the hint, between markers.
+A cell is an exercise when its source holds solution regions (the package's markers; a region may be
+unnamed here), replaced by the hint, or when it is tagged `solution` (or nbgrader's
+`metadata.nbgrader.solution`): then its whole source becomes the hint between markers. A named region
+is cleared only when assigned, as in the package; an unnamed region or a tagged cell always. Every code
+cell loses its outputs; a cell that still shows an assigned answer of the package (`leaks.py`) is
+replaced by a LEFT_OUT note, as are such lines of the notebooks' markdown files.
 
-Every code cell loses its outputs and execution count, so no result computed
-by the reference code reaches the students. A named region in a notebook is
-cleared only when its name is among the assigned regions (as in the package);
-an unnamed region or a tagged cell is always cleared. The hint names the
-exercise by the cell's nbgrader `grade_id` when it has one.
-
-A cell that still shows an assigned answer of the package (a line of an
-assigned region, `leaks.py`) is replaced by a LEFT_OUT note. The notebooks'
-markdown files (errata) are copied with such lines replaced.
-
-nbgrader: the cells keep their `nbgrader` metadata (solution cells,
-autograded check cells with points, locked cells), so a notebook released
-this way can be collected and autograded by an nbgrader course whose source
-is the reference notebook (see notebooks/_build.py for how the reference
-notebooks declare them). Our hint replaces nbgrader's stub
-(`raise NotImplementedError()`), and the markers stay, as in the package.
+The cells keep their `nbgrader` metadata (solution cells, autograded check cells with points, locked
+cells), so an nbgrader course whose source is the reference notebook can collect and autograde them
+(`pip install -e ".[nbgrader]"`); notebooks are read and written as JSON, with no Jupyter package.
 """
 
 import json

@@ -1,29 +1,16 @@
-"""Solution regions: the marked parts of the reference code an instructor may assign.
+"""Solution regions: the marked parts of the reference code an instructor may assign, and their secrets.
 
-A region is the lines between two comment lines, the markers nbgrader and
-otter-grader users know, each on its own line and indented like the code it
-encloses: `### BEGIN SOLUTION layernorm.backward` above the lines, and
-`### END SOLUTION` below them (see `layers/layernorm.py`).
+A region is the lines between `### BEGIN SOLUTION <exercise>.<part>` and `### END SOLUTION`, each
+marker a comment line of its own, indented like the code (nbgrader's and otter-grader's markers; see
+`layers/layernorm.py`). `--only layernorm` selects every part of an exercise, `--only
+layernorm.backward` one. A student copy keeps the markers and replaces the lines between them by a
+`raise NotImplementedError(...)` hint; the grader reads the answer back from between them. Left out:
+nesting, and unnamed regions in Python files (notebook cells may have them, `notebook.py`).
 
-The name after BEGIN SOLUTION is `<exercise>.<part>`; `--only layernorm`
-selects every part of the exercise, `--only layernorm.backward` one part.
-A student copy keeps both markers and replaces the lines between them by a
-`raise NotImplementedError(...)` hint; the grader later reads the student's
-answer back from between the same markers.
-
-Left out: nesting, and regions without a name in Python files (notebook cells
-may use unnamed regions; see `notebook.py`).
-
-Secrets. A student copy must not hold an assigned answer anywhere else either
-(a test that pins it, a variant layer that repeats it, a notebook cell). Lines
-are compared normalised (`normalise`: comments, whitespace and `self.` dropped,
-so `self.alpha = softmax(s)` and `alpha = softmax(s)` are one line). A region
-line is a *secret* unless it is trivial: a block header (`def backward(...):`,
-`if self.bias is not None:`), a line without any operation (`return dx`,
-`C = self.d`), or a line its own file shows outside the regions anyway (a
-reshape the forward does too). `find_leaks` reports every line of a
-text that contains a secret, or the right-hand side of one that does at least
-two operations (`t = np.tanh(<the GELU forward's right-hand side>)`).
+Secrets: a region line is a secret unless trivial (a block header, a line without an operation, or one
+its own file shows outside the regions anyway). Lines compare normalised (comments, whitespace and
+`self.` dropped); `find_leaks` reports every line of a text that holds a secret, or the right-hand side
+of one that does two operations or more (`t = np.tanh(<GELU's right-hand side>)`).
 """
 
 import re

@@ -71,10 +71,6 @@ def _drop_privileges(user):
     os.setuid(uid)
     if os.getuid() != uid or os.geteuid() != uid:
         raise RuntimeError("could not drop to the unprivileged user")
-    _no_new_privileges()
-
-
-def _no_new_privileges():
     try:
         ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)                # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
     except (OSError, AttributeError):
