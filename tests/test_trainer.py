@@ -153,6 +153,7 @@ def test_the_progress_bar_shows_the_loss_from_the_first_step(monkeypatch):
 
     printed = io.StringIO()
     monkeypatch.setattr(tqdm, "tqdm", lambda *args, **kwargs: tqdm.std.tqdm(*args, file=printed, **kwargs))
+    monkeypatch.setattr(minitransformer.training.trainer, "_is_terminal", lambda stream: True)   # as on a terminal
     trainer = tiny_trainer(eval_interval=100)
     trainer.progress = True
     trainer.fit(max_steps=3)
