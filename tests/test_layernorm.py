@@ -1,7 +1,7 @@
 """LayerNorm (layers/layernorm.py): everything that pins it, in one file.
 
 * definition: PyTorch's `nn.LayerNorm` (parity, 1e-10), also where eps dominates the variance; the
-  slides' form without eps (Si Wu, 001, "Layer Norm") is a different function;
+  slides' form without eps (Si Wu, "Transformers", CS 6120, Northeastern, slide "Layer Norm") is a different function;
 * gradients: the catalogue's LayerNorm rows against central differences (float64, 1e-7);
 * properties (hypothesis): before the affine the output has zero mean and unit variance, for every shape;
 * float32: agrees with float64 to 1e-5;
@@ -40,9 +40,9 @@ def test_matches_torch(eps, scale):
 
 @requires_torch
 def test_layernorm_of_the_slides_without_eps_is_a_different_function():
-    """Si Wu's slides (001, "Layer Norm") divide by sigma = sqrt(var) with no eps; PyTorch, GPT-2 and this
-    project use sqrt(var + eps). With small variance the two differ, and on a constant vector the
-    slides' form is 0/0 while the layer gives beta."""
+    """Si Wu's slides ("Transformers", CS 6120, Northeastern, slide "Layer Norm") divide by sigma = sqrt(var)
+    with no eps; PyTorch, GPT-2 and this project use sqrt(var + eps). With small variance the two differ,
+    and on a constant vector the slides' form is 0/0 while the layer gives beta."""
     rng = np.random.default_rng(14)
     x = 0.01 * rng.standard_normal((3, 6))
     slides = (x - x.mean(-1, keepdims=True)) / x.std(-1, keepdims=True)

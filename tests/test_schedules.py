@@ -111,4 +111,4 @@ def test_cosine_decay_at_its_quarter_points_by_hand():
     assert cosine_rate(35, 1.0, 0.1, 10, 110) == pytest.approx(0.868198, abs=1e-6)
     assert cosine_rate(60, 1.0, 0.1, 10, 110) == pytest.approx(0.55, abs=1e-12)
     assert cosine_rate(85, 1.0, 0.1, 10, 110) == pytest.approx(0.231802, abs=1e-6)
-    assert cosine_rate(4, 1.0, 0.1, 10, 110) == pytest.approx(5 / 11, rel=1e-14)     # warm-up: (step + 1) / (warmup + 1)
+    assert cosine_rate(4, 1.0, 0.1, 10, 110) == pytest.approx(5 / 11, rel=1e-14)    # warm-up: (step + 1) / (warmup + 1)
