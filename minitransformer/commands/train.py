@@ -279,6 +279,8 @@ def _introduce(args, setup, trainer, out):
     """The lines before training: corpus, model, and the untrained model's loss and sample (or where it resumes)."""
     import numpy as np
 
+    from ..training.metrics import perplexity
+
     config, tokenizer = setup.config, setup.tokenizer
     print(f"corpus: {setup.source}, {len(setup.text):,} characters -> {len(setup.ids):,} tokens "
           f"({tokenizer!r}; {len(setup.train_data):,} train / {len(setup.val_data):,} validation)")
@@ -288,9 +290,10 @@ def _introduce(args, setup, trainer, out):
         print(f"resuming at step {trainer.step} ({out})")
         return
     first = trainer.evaluate()
-    trainer.history["eval"].append([0, first["train"], first["val"]])     # measured: the curve starts untrained
-    print(f"untrained: val loss {first['val']:.4f} "
-          f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f})")
+    trainer.record_evaluation(first)                                    # measured: the curve starts untrained
+    print(f"untrained: val loss {first['val']:.4f}, perplexity {perplexity(first['val']):.2f} "
+          f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f}, perplexity V = "
+          f"{tokenizer.vocab_size})")
     _print_sample("sample before training", trainer, tokenizer, args)
 
 
@@ -300,6 +303,7 @@ def _train(args, setup, trainer, out):
 
     import numpy as np
 
+    from ..training.metrics import perplexity
     from ..training.parallel import TornUpdate, WorkerTimeout
     from ..training.trainer import TrainingDiverged, TrainingInterrupted
 
@@ -321,7 +325,8 @@ def _train(args, setup, trainer, out):
         print(f"nothing to do: the checkpoint is already at step {trainer.step} >= --max-steps {setup.config.max_steps}")
         return 0
     print(f"\ntrained to step {trainer.step} in {time.perf_counter() - started:.0f} s "
-          f"(median {np.median(trainer.step_times) * 1e3:.0f} ms/step): val loss {losses['val']:.4f}")
+          f"(median {np.median(trainer.step_times) * 1e3:.0f} ms/step): val loss {losses['val']:.4f}, "
+          f"perplexity {perplexity(losses['val']):.2f}")
     _print_sample("sample after training", trainer, setup.tokenizer, args)
     print(f"\ncheckpoint: {out}   loss curve: {os.path.join(out, 'loss.png')}")
     print(f'sample more: python -m minitransformer sample --checkpoint {out} --prompt "..."')
