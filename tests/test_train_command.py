@@ -340,3 +340,20 @@ def test_every_commands_help_shows_the_default_of_every_option_that_takes_a_valu
         if takes_a_value and option != "-h":
             assert "(default" in text or "(required)" in text, \
                 f"{' '.join(argv)} --help: {option} shows no default: {' '.join(words)!r}"
+
+
+def test_train_prints_perplexity_beside_the_validation_loss(tmp_path, text_file, capsys):
+    """Untrained, at each evaluation, and at the end: perplexity = exp(loss), printed next to it."""
+    import math
+    import re
+
+    code, out, err = cli(train(text_file, "--out", str(tmp_path / "run")), capsys)
+    assert code == 0, err
+    untrained = re.search(r"untrained: val loss ([\d.]+), perplexity ([\d.]+) .*perplexity V = (\d+)", out)
+    final = re.search(r"trained to step 2 .*: val loss ([\d.]+), perplexity ([\d.]+)", out)
+    assert untrained and final, out
+    for match in (untrained, final):
+        assert float(match[2]) == pytest.approx(math.exp(float(match[1])), abs=0.006)
+    assert float(untrained[2]) == pytest.approx(int(untrained[3]), rel=0.2)     # untrained is about uniform
+    history = read_checkpoint(tmp_path / "run")[0]["history"]
+    assert [row[0] for row in history["perplexity"]] == [0, 2]                 # the untrained evaluation too

@@ -190,6 +190,7 @@ def run(args):
     from ..tokenizers import make_tokenizer
     from ..training.checkpoint import CheckpointError, check_training_meta, checkpoint_tokenizer, read_checkpoint
     from ..training.data import default_corpus, train_val_split
+    from ..training.metrics import perplexity
     from ..training.parallel import TornUpdate, WorkerTimeout
     from ..training.trainer import Trainer, TrainingDiverged
     from .runs import new_run_directory
@@ -258,9 +259,10 @@ def run(args):
           f"{config.max_steps} steps of {config.batch_size} x {config.block_size} tokens")
     if trainer.step == 0:
         first = trainer.evaluate()
-        trainer.history["eval"].append([0, first["train"], first["val"]])     # measured: the curve starts untrained
-        print(f"untrained: val loss {first['val']:.4f} "
-              f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f})")
+        trainer.record_evaluation(first)                                    # measured: the curve starts untrained
+        print(f"untrained: val loss {first['val']:.4f}, perplexity {perplexity(first['val']):.2f} "
+              f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f}, perplexity V = "
+              f"{tokenizer.vocab_size})")
         _print_sample("sample before training", trainer, tokenizer, args)
     else:
         print(f"resuming at step {trainer.step} ({out})")
@@ -283,7 +285,8 @@ def run(args):
         print(f"nothing to do: the checkpoint is already at step {trainer.step} >= --max-steps {config.max_steps}")
         return 0
     print(f"\ntrained to step {trainer.step} in {elapsed:.0f} s "
-          f"(median {np.median(trainer.step_times) * 1e3:.0f} ms/step): val loss {losses['val']:.4f}")
+          f"(median {np.median(trainer.step_times) * 1e3:.0f} ms/step): val loss {losses['val']:.4f}, "
+          f"perplexity {perplexity(losses['val']):.2f}")
     _print_sample("sample after training", trainer, tokenizer, args)
     print(f"\ncheckpoint: {out}   loss curve: {os.path.join(out, 'loss.png')}")
     print(f'sample more: python -m minitransformer sample --checkpoint {out} --prompt "..."')

@@ -291,9 +291,10 @@ def check_training_meta(meta, directory):
     for key in ("step", "loss", "lr"):
         require(history.get(key), lambda v: isinstance(v, list) and all(type(x) in (int, float) for x in v),
                 f"history.{key}", "a list of numbers")
-    require(history.get("eval"), lambda v: isinstance(v, list) and all(
-        isinstance(row, list) and len(row) == 3 and all(type(x) in (int, float) for x in row) for row in v),
-        "history.eval", "a list of [step, train loss, validation loss] rows")
+    for key, measure, absent in (("eval", "loss", None), ("perplexity", "perplexity", [])):   # 0.3 kept no perplexity
+        require(history.get(key, absent), lambda v: isinstance(v, list) and all(
+            isinstance(row, list) and len(row) == 3 and all(type(x) in (int, float) for x in row) for row in v),
+            f"history.{key}", f"a list of [step, train {measure}, validation {measure}] rows")
     rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
     for key in ("data", "dropout"):
         try:

@@ -57,6 +57,7 @@ from .checkpoint import (
 )
 from .config import TrainConfig, build_model, build_optimizer, build_parameter_groups  # noqa: F401 (0.2 had them here)
 from .data import get_batch
+from .metrics import perplexity
 from .objectives import LanguageModelObjective
 from .parallel import DataParallel, TornUpdate
 from .step import train_step
@@ -125,7 +126,8 @@ class Trainer:
         self.objective = LanguageModelObjective(self.model, self.loss_fn)
         self.data_rng = np.random.default_rng([config.seed, 1])
         self.step = 0
-        self.history = {"step": [], "loss": [], "lr": [], "eval": []}     # eval rows: [step, train, val]
+        self.history = {"step": [], "loss": [], "lr": [], "eval": [],     # eval rows: [step, train, val]
+                        "perplexity": []}                                 # rows: [step, train, val] perplexities
         self.step_times = []
         self.parallel = None            # DataParallel, started by the first step when config.workers > 1
         self.torn = None                # the TornUpdate that left the weights half updated, if one did
@@ -228,6 +230,19 @@ class Trainer:
                                                for x, y in evaluation_batches(data, config)]))
         return losses
 
+    def record_evaluation(self, losses):
+        """Keep an evaluation in the history (its losses, and their perplexities) at this step; say it in a line.
+
+        Args:
+            losses: {"train": mean NLL, "val": mean NLL}, as `evaluate` returns them (nats per token).
+        Returns:
+            "train loss 2.1234 (perplexity 8.37), val loss ..." for the progress output.
+        """
+        ppl = {split: perplexity(loss) for split, loss in losses.items()}
+        self.history["eval"].append([self.step, losses["train"], losses["val"]])
+        self.history["perplexity"].append([self.step, ppl["train"], ppl["val"]])
+        return ", ".join(f"{split} loss {losses[split]:.4f} (perplexity {ppl[split]:.2f})" for split in ("train", "val"))
+
     # ---------------------------------------------------------------- the loop
     def fit(self, max_steps=None, on_eval=None):
         """Train until `max_steps` (default config.max_steps), evaluating and checkpointing on the way.
@@ -264,8 +279,7 @@ class Trainer:
                             f"training diverged at step {self.step}: the evaluation losses are {losses}. Stopped "
                             f"before saving anything, so {self._last_checkpoint()} is as it was.")
                         raise self.diverged
-                    self.history["eval"].append([self.step, losses["train"], losses["val"]])
-                    bar.write(f"step {self.step:>5}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                    bar.write(f"step {self.step:>5}: {self.record_evaluation(losses)}")
                     if self.out_dir is not None:
                         self.save(self.out_dir)
                         self.plot(os.path.join(self.out_dir, "loss.png"))
@@ -333,6 +347,8 @@ class Trainer:
         meta = load_checkpoint(directory, trainer.model, trainer.optimizer, contents=contents)
         trainer.step = meta["step"]
         trainer.history = meta["history"]
+        trainer.history.setdefault("perplexity", [[step, perplexity(train), perplexity(val)]     # 0.3 kept none
+                                                  for step, train, val in trainer.history["eval"]])
         trainer.data_rng.bit_generator.state = meta["rng"]["data"]
         trainer.model.dropout_rng.bit_generator.state = meta["rng"]["dropout"]
         return trainer
