@@ -1,14 +1,14 @@
 # %% [markdown]
 # # 1. The worked attention example, by hand and by the package
 #
-# **Source.** Lecture notes 2025 (`seeds/002`), §1.1 "Key, Query, Value Attention", and the same
-# section of the 2024 notes (`seeds/000`). The notes give three 4-dimensional inputs and three
+# **Source.** Jonathan May, "Transformer Language Models", lecture notes 2025, §1.1 "Key, Query, Value
+# Attention", and the same section of his 2024 notes. The notes give three 4-dimensional inputs and three
 # 4 × 3 matrices, then state that the first position's weights come out as softmax([2, 4, 4]) ≈
 # [.06, .47, .47] and its result as [1.9, 6.7, 1.6].
 #
 # The notes call the three matrices K, Q and V. We write them `w_k`, `w_q`, `w_v` (as the package
 # does) and keep the letters q, k, v for the *projected* vectors, which is what the Si Wu slides
-# (`seeds/001`, "Final equations for one attention head") do.
+# (Si Wu, "Transformers", CS 6120, Northeastern: "Final equations for one attention head") do.
 #
 # Plan: (1) one query by hand, unscaled, as printed; (2) the same with the 1/√d_k of footnote 6;
 # (3) all three positions at once; (4) the causal mask, two ways; (5) the same numbers through

@@ -1,9 +1,9 @@
 # %% [markdown]
 # # 3. Byte-pair encoding, merge by merge
 #
-# **Sources.** Lecture notes 2025 (`seeds/002`) §1.5 "Shared embeddings and BPE" (the loop in
-# outline, and the exercise "BITTER BUTLER BITE BUTTER BITER"), the 2024 notes (`seeds/000`) §1.5, and
-# the survey note (`seeds/004`) §12, whose listing runs the classic toy vocabulary of Sennrich et al.
+# **Sources.** Jonathan May, "Transformer Language Models", lecture notes 2025, §1.5 "Shared embeddings and
+# BPE" (the loop in outline, and the exercise "BITTER BUTLER BITE BUTTER BITER"), the same section of his 2024
+# notes, and Greg Strabel, "Transformers" (2023), §12, whose listing runs the classic toy vocabulary of Sennrich et al.
 # (2016): low ×5, lower ×2, newest ×6, widest ×3, each word ending in the end-of-word symbol `</w>`.
 #
 # The loop: count every adjacent pair of symbols (weighted by how often its word occurs), merge the

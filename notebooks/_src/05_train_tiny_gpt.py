@@ -1,9 +1,9 @@
 # %% [markdown]
 # # 5. Train a tiny GPT on a CPU
 #
-# **Sources.** The notes (`seeds/002`) §1 (a stack of attention + feed-forward blocks, used as a
+# **Sources.** Jonathan May, "Transformer Language Models", lecture notes 2025, §1 (a stack of attention + feed-forward blocks, used as a
 # left-to-right language model, footnote 7) and §1.6 (Adam, a warm-up then a decaying learning rate);
-# the Si Wu slides (`seeds/001`) "Transformer language model" and "Masking out the future".
+# Si Wu's slides "Transformers" (CS 6120, Northeastern), "Transformer language model" and "Masking out the future".
 #
 # The model is small enough to train in well under a minute on a laptop CPU: 2 blocks, 4 heads,
 # C = 64, a context of 32 characters, one token per character. The text is the English help that ships
