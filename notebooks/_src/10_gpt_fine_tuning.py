@@ -14,6 +14,7 @@
 # symbols over {a, b, c}, label 1 when a occurs more often than b.
 
 # %%
+import functools
 import time
 
 import matplotlib.pyplot as plt
@@ -91,24 +92,24 @@ def unlabelled():
 
 train(LanguageModelObjective(pretrained.gpt, CrossEntropyLoss(ignore_index=-1)), unlabelled, 100)
 state = {name: p.data.copy() for name, p in pretrained.named_parameters()}
+def held_out(model):
+    """Accuracy, L2 and L1 on the test strings (one forward pass, dropout off)."""
+    with model.evaluating():
+        lm_logits, class_logits = model(test_ids)
+    l2 = float(CrossEntropyLoss()(class_logits, test_labels))
+    l1 = float(CrossEntropyLoss(ignore_index=-1)(lm_logits, next_token_targets(test_ids)))
+    return np.mean(class_logits.argmax(axis=-1) == test_labels), l2, l1
+
+
 runs = {}
 for lm_weight in (0.0, 0.5):
     model = fresh_classifier(dtype=np.float32)
     for name, p in model.named_parameters():
         p.data[...] = state[name]                                      # the same pre-trained start
     objective = FineTuningObjective(model, lm_weight)
-    batch_rng = np.random.default_rng(2)                               # the same batches for both
-
-    def held_out():
-        """Accuracy, L2 and L1 on the test strings (one forward pass, dropout off)."""
-        with model.evaluating():
-            lm_logits, class_logits = model(test_ids)
-        l2 = float(CrossEntropyLoss()(class_logits, test_labels))
-        l1 = float(CrossEntropyLoss(ignore_index=-1)(lm_logits, next_token_targets(test_ids)))
-        return np.mean(class_logits.argmax(axis=-1) == test_labels), l2, l1
-
-    runs[lm_weight] = [(0, *held_out())] + train(objective, lambda: majority_task(32, 12, rng=batch_rng), 100,
-                                                  record=held_out)
+    labelled = functools.partial(majority_task, 32, 12, rng=np.random.default_rng(2))   # the same batches for both
+    runs[lm_weight] = [(0, *held_out(model))] + train(objective, labelled, 100,
+                                                      record=functools.partial(held_out, model))
 print(f"pre-training and two fine-tuning runs in {time.perf_counter() - started:.1f} s")
 for lm_weight, history in runs.items():
     step, accuracy, l2, l1 = history[-1]

@@ -34,12 +34,12 @@ def product_flops(left_shape, right_shape):
     return 2 * m * k * n * int(np.prod(batch, dtype=np.int64))
 
 
-def median_time(function, repeats=3):
-    """Median wall time of `function()` in seconds (plotted only)."""
+def median_time(function, *args, repeats=3, **kwargs):
+    """Median wall time of `function(*args, **kwargs)` in seconds, over `repeats` calls (plotted only)."""
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
-        function()
+        function(*args, **kwargs)
         times.append(time.perf_counter() - started)
     return float(np.median(times))
 
@@ -66,12 +66,12 @@ def measure(n, d):
     """Counted operations, kept bytes and wall time of one attention head and one feed-forward layer."""
     q, k, v = (rng.standard_normal((1, n, d)) for _ in range(3))
     attention = ScaledDotProductAttention(causal=True)
-    attention_time = median_time(lambda: attention(q, k, v))
+    attention_time = median_time(attention, q, k, v)
     attention_flops = (product_flops(attention.q.shape, attention.k.swapaxes(-1, -2).shape)
                        + product_flops(attention.alpha.shape, attention.v.shape))
     ff = FeedForward(d, 4 * d, rng=0)
     x = rng.standard_normal((1, n, d))
-    ff_time = median_time(lambda: ff(x))
+    ff_time = median_time(ff, x)
     ff_flops = (product_flops(ff.fc1.x.shape, ff.fc1.weight.data.shape)
                 + product_flops(ff.fc2.x.shape, ff.fc2.weight.data.shape))
     return {"attention flops": attention_flops, "attention bytes": attention.alpha.nbytes,
@@ -152,13 +152,13 @@ banded_flops, banded_bytes, banded_s, dense_s = [], [], [], []
 for n in lengths:
     q, k, v = (rng.standard_normal((1, n, d)) for _ in range(3))
     banded = BandedAttention(window)
-    banded_s.append(median_time(lambda: banded(q, k, v)))
+    banded_s.append(median_time(banded, q, k, v))
     out_banded = banded(q, k, v)
     banded_flops.append(product_flops(banded.alpha.shape[:-1] + (1, window), (1, window, d))
                         + product_flops((*banded.q.shape[:-1], 1, d), (1, d, window)))
     banded_bytes.append(banded.alpha.nbytes)
     dense = ScaledDotProductAttention()
-    dense_s.append(median_time(lambda: dense(q, k, v, mask=band_mask(n, n, window))))
+    dense_s.append(median_time(dense, q, k, v, mask=band_mask(n, n, window)))
     assert np.allclose(out_banded, dense(q, k, v, mask=band_mask(n, n, window)))
     assert banded.alpha.shape[-2:] == (n, window)
 
