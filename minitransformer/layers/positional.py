@@ -84,7 +84,8 @@ class SinusoidalPositionalEncoding(Module):
         return dout
 
     def __repr__(self):
-        return f"SinusoidalPositionalEncoding(d={self.d}, max_len={self.max_len}{', extend=True' if self.extend else ''})"
+        extend = ", extend=True" if self.extend else ""
+        return f"SinusoidalPositionalEncoding(d={self.d}, max_len={self.max_len}{extend})"
 
 
 class LearnedPositionalEmbedding(Module):

@@ -21,8 +21,8 @@ layer, "none" leaves it out (Haviv et al. 2022: a causal mask alone lets the
 model infer positions); with these three there is no position table, so
 `max_len` is not a limit. Nor is it with "sinusoidal": the formula gives every
 position, and rows past max_len are computed when a longer input asks for them.
-Only learned positions (a table of max_len trained rows) refuse a longer input. `n_kv_heads` gives grouped-query attention and
-`window` a sliding attention window.
+Only learned positions (a table of max_len trained rows) refuse a longer input.
+`n_kv_heads` gives grouped-query attention and `window` a sliding attention window.
 
 Left out: GPT-2's dropout on the attention weights (attn_pdrop): dropout here
 acts after the embeddings and on each sublayer's output (resid_pdrop, embd_pdrop)

@@ -8,7 +8,8 @@ and a rate that rises linearly over `warmup` steps, then decays linearly to a
 tenth (`schedules.linear_rate`; post-norm Transformers need the warm-up, §5.3).
 
 `evaluate_seq2seq` decodes held-out sources, greedily or with beam search,
-and scores them by exact match (the task's metric; BLEU is in generation/bleu.py).
+and scores them by exact match (the task's metric; BLEU is in generation/bleu.py);
+`evaluate_loss` gives their teacher-forced loss per target token and its perplexity (metrics.py).
 
 Left out: label smoothing (§5.4), checkpoint averaging, batches bucketed by length.
 """

@@ -241,7 +241,8 @@ class Trainer:
         ppl = {split: perplexity(loss) for split, loss in losses.items()}
         self.history["eval"].append([self.step, losses["train"], losses["val"]])
         self.history["perplexity"].append([self.step, ppl["train"], ppl["val"]])
-        return ", ".join(f"{split} loss {losses[split]:.4f} (perplexity {ppl[split]:.2f})" for split in ("train", "val"))
+        return ", ".join(f"{split} loss {losses[split]:.4f} (perplexity {ppl[split]:.2f})"
+                         for split in ("train", "val"))
 
     # ---------------------------------------------------------------- the loop
     def fit(self, max_steps=None, on_eval=None):
