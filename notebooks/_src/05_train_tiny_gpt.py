@@ -67,7 +67,7 @@ assert abs(before["val"] - np.log(tokenizer.vocab_size)) < 0.3
 # %% [markdown]
 # ## Training
 # The cell prints how long the 1500 steps took. Measured on the project's test machine (2 cores of an AMD
-# EPYC, float32, one BLAS thread) while other jobs shared it (load average 12 to 16): 59 s, and 82 s for the
+# EPYC, float32, one BLAS thread) while other jobs shared it (load average 12 to 17): 59 s, and 82–96 s for the
 # whole notebook under `tests/test_notebooks.py`. The time scales with the load; on two idle cores expect a
 # fraction of that.
 
