@@ -64,6 +64,7 @@ from .training.optim import SGD, Adam, AdamW, clip_grad_norm, parameter_groups
 from .generation.sampling import generate, next_token, sample_text
 from .training.schedules import cosine_rate, noam_rate
 from .training.config import TrainConfig
+from .training.metrics import perplexity
 from .training.trainer import Trainer, TrainingDiverged
 from .training.parallel import WorkerTimeout
 from .tokenizers.checks import TokenizerConfigError
