@@ -10,8 +10,9 @@ Helpers for checks shared by several commands live here too.
 """
 
 import argparse
-import math
 import os
+
+from ..core.checks import is_finite_number
 
 
 class UsageError(Exception):
@@ -53,7 +54,7 @@ def _finite_float(text, allowed, bound):
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number {bound}, got {text!r}") from None
-    if not math.isfinite(value) or not allowed(value):
+    if not is_finite_number(value) or not allowed(value):
         raise argparse.ArgumentTypeError(f"expected a finite number {bound}, got {text!r}")
     return value
 

@@ -20,7 +20,6 @@ Left out: cgroups (an exact memory and CPU budget), seccomp filters, a limit on 
 """
 
 import ctypes
-import math
 import os
 import shutil
 import signal
@@ -30,6 +29,8 @@ import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..core.checks import is_finite_number
 
 MIB = 2**20
 NOBODY = "nobody"
@@ -57,8 +58,7 @@ class Limits:
                                                ("--memory", self.memory_mb, 256, "MB >= 256"),
                                                ("processes", self.processes, 1, "a whole number >= 1"),
                                                ("file size", self.file_mb, 1, "MB >= 1")):
-            number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not number or not math.isfinite(value) or not value > 0 or value < floor:
+            if not is_finite_number(value) or not value > 0 or value < floor:
                 raise ValueError(f"{option} expected {expected}, got {value!r}")
 
     def describe(self):

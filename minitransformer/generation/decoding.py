@@ -23,11 +23,11 @@ Left out: sampling from an encoder-decoder, n-best lists, early stopping of beam
 once no unfinished beam can win.
 """
 
-import math
 import numbers
 
 import numpy as np
 
+from ..core.checks import is_finite_number
 from .kv_cache import KVCache
 
 
@@ -54,8 +54,7 @@ def _check_decoding_options(where, model, bos_id, eos_id, pad_id, max_len, beam_
     for name, value in (("max_len", max_len), ("beam_size", beam_size)):
         if not _is_integer(value) or value < 1:
             raise ValueError(f"{where} expected {name} an integer >= 1, got {value!r}")
-    if isinstance(length_penalty, bool) or not isinstance(length_penalty, numbers.Real) \
-            or not math.isfinite(length_penalty):
+    if not is_finite_number(length_penalty):
         raise ValueError(f"{where} expected length_penalty a finite number, got {length_penalty!r}")
 
 

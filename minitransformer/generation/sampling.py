@@ -31,11 +31,11 @@ Left out: nucleus (top-p) sampling, repetition penalties, stop tokens, and beam
 search for GPT (decoding.py has it for the encoder-decoder).
 """
 
-import math
 import numbers
 
 import numpy as np
 
+from ..core.checks import is_finite_number
 from ..core.random import as_generator
 from ..layers.embedding import check_token_ids
 from .kv_cache import KVCache
@@ -46,8 +46,7 @@ def check_sampling_options(temperature, top_k, where="next_token"):
 
     A NaN temperature would turn every probability into NaN and the inverse-CDF draw into token 0.
     """
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not math.isfinite(temperature) \
-            or temperature < 0:
+    if not is_finite_number(temperature) or temperature < 0:
         raise ValueError(f"{where} expected temperature a finite number >= 0 (0 = greedy), got {temperature!r}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1):
         raise ValueError(f"{where} expected top_k None or an integer >= 1, got {top_k!r}")

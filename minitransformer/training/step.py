@@ -30,9 +30,8 @@ Left out: gradient accumulation, mixed precision, skipping a step on a
 non-finite loss.
 """
 
-import math
-import numbers
 
+from ..core.checks import is_finite_number
 from .optim import clip_factor, clip_grad_norm
 
 
@@ -75,6 +74,6 @@ def train_step(objective, optimizer, batch, lr, grad_clip, clip_in_place=False):
 def check_step_arguments(caller, lr, grad_clip):
     """Refuse a learning rate or a clipping norm that is not a finite number >= 0, naming `caller`."""
     for name, value in (("lr", lr), ("grad_clip", grad_clip)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        if not is_finite_number(value) or value < 0:
             raise ValueError(f"{caller} expected {name} to be a finite number >= 0"
                              f"{' (0: no clipping)' if name == 'grad_clip' else ''}, got {value!r}")
