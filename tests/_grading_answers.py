@@ -19,7 +19,7 @@ WRONG = {
     "crossentropy.forward": ("- target_shifted) * self.keep", "- target_shifted)"),                  # ignored rows count
     "crossentropy.backward": ("(grad / self.count)", "grad"),                                        # sum, not mean
     "embedding.backward": ("np.add.at(self.weight.grad, ids, dout2d)", "self.weight.grad[ids] += dout2d"),  # repeats
-    "gelu.forward": ("GELU_CUBIC * x ** 3", "GELU_CUBIC * x ** 2"),
+    "gelu.forward": ("GELU_CUBIC * x * x * x", "GELU_CUBIC * x * x"),                              # x^2, not x^3
     "gelu.backward": ("0.5 * (1 + self.t) + 0.5", "0.5 * (1 + self.t) - 0.5"),
     "layernorm.forward": ("(centered ** 2).mean(axis=-1, keepdims=True)",
                           "centered.var(axis=-1, ddof=1, keepdims=True)"),                            # unbiased

@@ -53,7 +53,7 @@ class BandedAttention(Module):
         self.key_index = np.where(self.valid, key_index, 0)
         k_band = k[..., self.key_index, :]                                      # 1. (..., T, w, hs) gather
         v_band = v[..., self.key_index, :]                                      # 1. (..., T, w, dv)
-        self.attention, self.T = ScaledDotProductAttention(scale=self.scale), T
+        self.attention, self.q, self.T = ScaledDotProductAttention(scale=self.scale), q, T
         out = self.attention.forward(q[..., :, None, :], k_band, v_band,       # 2-5. (..., T, 1, dv), one query each
                                      mask=self.valid[:, None, :])               # 3. slots before the start
         return out[..., 0, :]                                                   # (..., T, dv)
