@@ -30,6 +30,7 @@ lines) is shown as it is written, in a code block.
 import argparse
 import ast
 import fnmatch
+import hashlib
 import importlib
 import inspect
 import json
@@ -234,9 +235,29 @@ def execute_notebook(source, target):
     notebook = nbformat.read(source, as_version=4)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     os.environ.pop("MPLBACKEND", None)           # the kernel's inline backend, so that figures become outputs
+    os.environ["PYTHONHASHSEED"] = "0"
+    # one BLAS thread per kernel, as tests/test_notebooks.py says why: on a shared 2-core machine a
+    # multi-threaded OpenBLAS made notebook 5's small products about 20 times slower
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = "1"
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(source.parent)}}).execute()
     nbformat.write(notebook, target)
+
+
+def executed(path, cache):
+    """The notebook run, from the cache folder while neither it nor the package has changed."""
+    digest = hashlib.sha256(path.read_bytes())
+    for source in sorted((REPO / PACKAGE).rglob("*.py")):
+        digest.update(source.read_bytes())
+    cached = cache / f"{path.stem}-{digest.hexdigest()[:16]}.ipynb"
+    if not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        for stale in cached.parent.glob(f"{path.stem}-*.ipynb"):
+            stale.unlink()
+        print(f"executing {path.name}", flush=True)
+        execute_notebook(path, cached)
+    return cached
 
 
 def notebook_anchor(heading):
@@ -303,14 +324,22 @@ def copy_repo_file(pages_dir, site, repo_path, page):
     write(pages_dir, page, rewrite_links(text, repo_path, page, site))
 
 
+NPM_FILES = ("katex/dist/katex.min.js", "iframe-worker/shim/index.js")      # what docs/package.json installs
+
+
 def copy_assets(pages_dir):
-    """Our JavaScript and CSS, and KaTeX from docs/node_modules (npm ci --prefix docs)."""
+    """Our JavaScript and CSS; KaTeX and Material's search shim from docs/node_modules (npm ci --prefix docs)."""
     shutil.copytree(DOCS / "assets", pages_dir, dirs_exist_ok=True)
-    katex = DOCS / "node_modules" / "katex" / "dist"
-    if not (katex / "katex.min.js").is_file():
-        sys.exit("error: KaTeX is missing from docs/node_modules: run `npm ci --prefix docs` (docs/build.sh does)")
-    shutil.copytree(katex, pages_dir / "assets" / "katex",
+    modules = DOCS / "node_modules"
+    missing = [name for name in NPM_FILES if not (modules / name).is_file()]
+    if missing:
+        sys.exit(f"error: docs/node_modules has no {', '.join(missing)}: run `npm ci --prefix docs` "
+                 "(docs/build.sh does)")
+    shutil.copytree(modules / "katex" / "dist", pages_dir / "assets" / "katex",
                     ignore=shutil.ignore_patterns("*.mjs", "katex.js", "katex.css", "README.md"))
+    shim = pages_dir / "assets" / "javascripts" / "iframe-worker" / "shim.js"
+    shim.parent.mkdir(parents=True)
+    shutil.copy(modules / "iframe-worker" / "shim" / "index.js", shim)
 
 
 def select_notebooks(patterns):
@@ -322,8 +351,8 @@ def write_pages(pages_dir, notebooks, execute):
     """Every page; returns the navigation."""
     opening, sections = readme_parts()
     site = SiteMap(notebooks, [slug for _, slug, _ in sections])
-    front = (DOCS / "index.md").read_text(encoding="utf-8").replace("<!-- README opening -->", opening)
-    write(pages_dir, "index.md", rewrite_links(front, "README.md", "index.md", site))
+    opening = rewrite_links(opening, "README.md", "index.md", site)
+    write(pages_dir, "index.md", (DOCS / "index.md").read_text(encoding="utf-8").replace("<!-- README opening -->", opening))
     for _, slug, text in sections:
         write(pages_dir, f"guide/{slug}.md", rewrite_links(text, "README.md", f"guide/{slug}.md", site))
     nav_rooms = {}
@@ -335,7 +364,7 @@ def write_pages(pages_dir, notebooks, execute):
     for path in notebooks:
         target = pages_dir / "notebooks" / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
-        execute_notebook(path, target) if execute else shutil.copy(path, target)
+        shutil.copy(executed(path, pages_dir.parent / "executed") if execute else path, target)
     write(pages_dir, "errata/index.md", errata_page(site))
     errata_notes = sorted((REPO / "notebooks").glob("errata_*.md"))
     for path in errata_notes:
@@ -359,7 +388,8 @@ def write_pages(pages_dir, notebooks, execute):
 def write_config(out, nav, site_dir):
     """mkdocs.yml of the build: docs/mkdocs.yml with the pages' folder, the output folder and the navigation."""
     config = yaml.safe_load((DOCS / "mkdocs.yml").read_text(encoding="utf-8"))
-    config.update(docs_dir="pages", site_dir=str(site_dir), nav=nav)
+    config.update(docs_dir="pages", site_dir=str(site_dir), nav=nav,
+                  hooks=[str(DOCS / hook) for hook in config.get("hooks", [])])
     for plugin in config["plugins"]:
         if isinstance(plugin, dict) and "mkdocstrings" in plugin:
             plugin["mkdocstrings"]["handlers"]["python"]["paths"] = [str(REPO)]

@@ -1,7 +1,7 @@
 """The course website, built and opened in a real browser (headless Debian chromium, driven by Playwright).
 
-The module builds a representative part of the site once (every page, but only notebook 01 executed: the whole
-site, all notebooks run, takes a few minutes; this part takes well under one) and then checks what a reader
+The module builds a representative part of the site once (every page, but only notebooks 01 and 04 executed:
+the whole site, all seven notebooks run, takes a few minutes) and then checks what a reader
 would see: every page loads without a console error or a request leaving site/; the mathematics of the layer
 pages is rendered by KaTeX (no raw `\\frac` or `$$` left); the notebook page shows its figures; every internal
 link and anchor resolves; search finds "LayerNorm"; the code shown is the code in the package.
@@ -25,7 +25,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CHROMIUM = pathlib.Path("/usr/bin/chromium")
-NOTEBOOK = "01_attention_worked_example"
+NOTEBOOKS = ("01_attention_worked_example", "04_backprop_by_hand")      # the front page links both
 LAYER_ROOMS = ("layers", "variants")
 MATHS_PAGES = ("layers/layernorm.html", "layers/attention.html", "layers/softmax.html")
 
@@ -44,8 +44,9 @@ def _missing():
             missing.append(f"{name} (the [docs] extra: pip install -e \".[docs]\")")
     if not CHROMIUM.is_file():
         missing.append("/usr/bin/chromium (apt-get install chromium)")
-    if not (REPO / "docs" / "node_modules" / "katex" / "dist" / "katex.min.js").is_file():
-        missing.append("KaTeX in docs/node_modules (npm ci --prefix docs)")
+    for name in ("katex/dist/katex.min.js", "iframe-worker/shim/index.js"):       # docs/package.json
+        if not (REPO / "docs" / "node_modules" / name).is_file():
+            missing.append(f"docs/node_modules/{name} (npm ci --prefix docs)")
     return missing
 
 
@@ -57,7 +58,7 @@ def site(tmp_path_factory):
     """A representative build: every page, notebook 01 executed. Returns the site's folder."""
     build = tmp_path_factory.mktemp("site-build")
     subprocess.run([sys.executable, str(REPO / "docs" / "gen_site.py"), "--out", str(build / "src"),
-                    "--site-dir", str(build / "site"), "--notebooks", NOTEBOOK], check=True, cwd=REPO)
+                    "--site-dir", str(build / "site"), "--notebooks", *NOTEBOOKS], check=True, cwd=REPO)
     subprocess.run([sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(build / "src" / "mkdocs.yml")],
                    check=True, cwd=REPO, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     return build / "site"
@@ -109,7 +110,8 @@ def test_every_layer_variant_and_notebook_has_its_page(site):
         for path in (REPO / "minitransformer" / room).glob("*.py"):
             if not path.name.startswith("_"):
                 assert (site / room / f"{path.stem}.html").is_file(), f"no page for {room}/{path.name}"
-    assert (site / "notebooks" / f"{NOTEBOOK}.html").is_file()
+    for name in NOTEBOOKS:
+        assert (site / "notebooks" / f"{name}.html").is_file(), f"no page for notebook {name}"
     for page in ("index.html", "errata/index.html", "benchmarks.html", "guide/for-instructors.html",
                  "reference/index.html", "reference/training.html"):
         assert (site / page).is_file(), f"no {page}"
@@ -138,12 +140,13 @@ def test_layer_pages_show_rendered_mathematics_and_no_raw_tex(site, visit):
         assert page.locator(".katex-display").count() >= 2, f"{name}: expected displayed formulas"
 
 
-def test_notebook_page_shows_its_figures(site, visit):
-    executed = json.loads(next((site.parent / "src" / "pages" / "notebooks").glob(f"{NOTEBOOK}.ipynb")).read_text())
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_page_shows_its_figures(site, visit, name):
+    executed = json.loads((site.parent / "src" / "pages" / "notebooks" / f"{name}.ipynb").read_text())
     figures = sum(1 for cell in executed["cells"] for output in cell.get("outputs", [])
                   if "image/png" in output.get("data", {}))
-    assert figures >= 1, f"{NOTEBOOK} made no figure when executed"
-    page = visit.open(site / "notebooks" / f"{NOTEBOOK}.html")
+    assert figures >= 1, f"{name} made no figure when executed"
+    page = visit.open(site / "notebooks" / f"{name}.html")
     sizes = page.eval_on_selector_all(".jp-OutputArea-output img", "images => images.map(i => i.naturalWidth)")
     assert len(sizes) == figures, f"the page shows {len(sizes)} figures, the notebook made {figures}"
     assert all(width > 100 for width in sizes), f"a figure did not load: widths {sizes}"
@@ -195,11 +198,11 @@ def test_every_internal_link_and_anchor_resolves(site):
 def test_search_finds_layernorm(site, visit):
     page = visit.open(site / "index.html")
     page.click("label.md-search__icon, .md-search__input", timeout=5000)
-    page.fill(".md-search__input", "LayerNorm")
+    page.locator(".md-search__input").press_sequentially("LayerNorm", delay=30)     # typed, as a reader does
     page.wait_for_selector(".md-search-result__item", timeout=15000)
     results = page.eval_on_selector_all(".md-search-result__item a", "links => links.map(a => a.href)")
-    assert any(link.endswith("layers/layernorm.html") or "layers/layernorm.html#" in link for link in results), \
-        f"search for LayerNorm did not find its page: {results[:5]}"
+    found = {urllib.parse.urlsplit(link).path.removeprefix(site.as_uri().removeprefix("file://")) for link in results}
+    assert "/layers/layernorm.html" in found, f"search for LayerNorm did not find its page, only {sorted(found)}"
 
 
 def test_layernorm_page_shows_the_package_code_forward_above_backward(site, visit):
