@@ -3,12 +3,15 @@
 mkdocs-jupyter (0.26) makes a notebook page's table of contents with Python-Markdown's slugs, which drop a code
 span (a heading "The same numbers through `MultiHeadAttention`" gets `#the-same-numbers-through`), while the
 page's headings get ids from nbconvert's text, code included (`the-same-numbers-through-multiheadattention`).
-The contents and the headings list the same headings in the same order, so each entry takes its heading's id.
+The contents and the headings list the same headings in the same order, so each entry takes its heading's id
+(and its full text, which the contents had also cut short).
 """
 
+import html as html_text
 import re
 
-_HEADING_ID = re.compile(r"<h[1-6][^>]*\sid=\"([^\"]+)\"")
+_HEADING = re.compile(r"<h[1-6][^>]*\sid=\"([^\"]+)\"[^>]*>(.*?)</h[1-6]>", re.S)
+_TAG = re.compile(r"<[^>]+>")
 
 
 def _entries(toc):
@@ -19,9 +22,10 @@ def _entries(toc):
 
 def on_page_content(html, page, config, files):
     if page.file.src_path.endswith(".ipynb"):
-        ids = _HEADING_ID.findall(html)
+        headings = _HEADING.findall(html)
         entries = list(_entries(page.toc))
-        if len(ids) == len(entries):
-            for entry, heading_id in zip(entries, ids):
+        if len(headings) == len(entries):
+            for entry, (heading_id, inner) in zip(entries, headings):
                 entry.id = heading_id
+                entry.title = html_text.unescape(_TAG.sub("", inner)).rstrip("¶").strip()
     return html
