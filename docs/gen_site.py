@@ -31,6 +31,7 @@ import argparse
 import ast
 import fnmatch
 import hashlib
+import html
 import importlib
 import inspect
 import json
@@ -216,7 +217,7 @@ def member_section(obj, dotted, module_path):
     return "\n".join(parts)
 
 
-def room_index(room, pages):
+def room_index(room):
     """The list of a room's pages with each module's first docstring line."""
     heading = {"layers": "The layers", "variants": "The variants"}[room]
     rows = ["| file | what it is |", "| --- | --- |"]
@@ -261,10 +262,9 @@ def executed(path, cache):
 
 
 def notebook_anchor(heading):
-    """The id that nbconvert gives a heading of a notebook's markdown cell."""
-    from nbconvert.filters.strings import add_anchor
-    html = add_anchor(f"<h2>{heading}</h2>")
-    return re.search(r'id="([^"]+)"', html)[1]
+    """The id that a heading of a notebook's markdown cell has on its page (mkdocs-jupyter's, not nbconvert's)."""
+    from mkdocs_jupyter.convert import add_anchor_lower_id
+    return re.search(r'id="([^"]+)"', add_anchor_lower_id(f"<h2>{html.escape(heading)}</h2>"))[1]
 
 
 def errata_page(site):
@@ -357,7 +357,7 @@ def write_pages(pages_dir, notebooks, execute):
         write(pages_dir, f"guide/{slug}.md", rewrite_links(text, "README.md", f"guide/{slug}.md", site))
     nav_rooms = {}
     for room in LAYER_ROOMS:
-        write(pages_dir, f"{room}/index.md", room_index(room, site))
+        write(pages_dir, f"{room}/index.md", room_index(room))
         for path in layer_files(room):
             write(pages_dir, f"{room}/{path.stem}.md", layer_page(room, path))
         nav_rooms[room] = [f"{room}/index.md"] + [{path.stem: f"{room}/{path.stem}.md"} for path in layer_files(room)]

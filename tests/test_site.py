@@ -1,7 +1,7 @@
 """The course website, built and opened in a real browser (headless Debian chromium, driven by Playwright).
 
-The module builds a representative part of the site once (every page, but only notebooks 01 and 04 executed:
-the whole site, all seven notebooks run, takes a few minutes) and then checks what a reader
+The module builds a representative part of the site once (every page, but only notebooks 01, 04 and 06
+executed: the whole site, all seven notebooks run, takes about two minutes on 2 quiet cores) and then checks what a reader
 would see: every page loads without a console error or a request leaving site/; the mathematics of the layer
 pages is rendered by KaTeX (no raw `\\frac` or `$$` left); the notebook page shows its figures; every internal
 link and anchor resolves; search finds "LayerNorm"; the code shown is the code in the package.
@@ -25,7 +25,8 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CHROMIUM = pathlib.Path("/usr/bin/chromium")
-NOTEBOOKS = ("01_attention_worked_example", "04_backprop_by_hand")      # the front page links both
+# the front page links 01 and 04; the errata page links the cells of 06
+NOTEBOOKS = ("01_attention_worked_example", "04_backprop_by_hand", "06_errata")
 LAYER_ROOMS = ("layers", "variants")
 MATHS_PAGES = ("layers/layernorm.html", "layers/attention.html", "layers/softmax.html")
 
@@ -215,3 +216,12 @@ def test_layernorm_page_shows_the_package_code_forward_above_backward(site, visi
     text = page.inner_text("article")
     assert text.index("Forward") < text.index("Backward")
     assert re.search(r"self\.xhat = centered \* self\.rstd", text)
+
+
+def test_errata_page_has_one_section_per_mistake_linking_the_cell_that_proves_it(site):
+    source = (REPO / "notebooks" / "_src" / "06_errata.py").read_text(encoding="utf-8")
+    mistakes = re.findall(r"^# ## (E\d+)\.", source, flags=re.M)
+    errata = _parse(site / "errata" / "index.html")
+    proofs = [link for link in errata.links if link.startswith("../notebooks/06_errata.html#")]
+    assert len(mistakes) >= 13 and len(proofs) == len(mistakes), (mistakes, proofs)
+    # the anchors themselves are checked by test_every_internal_link_and_anchor_resolves
