@@ -1,13 +1,14 @@
 """The course website, built and opened in a real browser (headless Debian chromium, driven by Playwright).
 
-The module builds a representative part of the site once (every page, but only notebooks 01, 04 and 06
-executed: the whole site, all seven notebooks run, takes about two minutes on 2 busy cores) and then checks what a reader
-would see: every page loads without a console error or a request leaving site/; the mathematics of the layer
-pages is rendered by KaTeX (no raw `\\frac` or `$$` left); the notebook page shows its figures; every internal
-link and anchor resolves; search finds "LayerNorm"; the code shown is the code in the package.
+The module builds a representative part of the site once: every page, but only notebooks 01, 04 and 06
+executed (the whole site, all seven notebooks run, takes about two minutes on these 2 busy cores). Then it
+checks what a reader would see: every page loads without a console error or a request leaving site/; the
+mathematics of the layer pages is rendered by KaTeX (no raw `\\frac` or `$$` left); each notebook page shows its
+figures; every internal link and anchor resolves; the errata link the cells that prove them; search finds
+"LayerNorm"; the code shown is the code in the package, forward above backward.
 
 Installs nothing. It skips, naming what is missing, without the [docs] extra (pip install -e ".[docs]"),
-Debian's chromium (apt-get install chromium) or KaTeX (npm ci --prefix docs).
+Debian's chromium (apt-get install chromium) or docs/node_modules (npm ci --prefix docs).
 """
 
 import html.parser
