@@ -4,7 +4,8 @@ the package is longer than 60 lines.
 Paths: every `dir/file.py`-like name (.py, .md, .ipynb, .cfg, .toml) in a docstring of the package, in the
 README and the other documentation pages, and in the notebooks must name a file of the repository: relative
 to the repository, the package, tests/, notebooks/ or a folder above the text; a bare file name anywhere in
-the repository. The CHANGELOG is history (it names what went) and is not read. Other projects' files
+the repository. Links of the site's pages (docs/) name built pages, which tests/test_site.py follows. The
+CHANGELOG is history (it names what went) and is not read. Other projects' files
 (CS231n's gradient_check.py, nanoGPT's model.py and prepare.py, BERT's create_pretraining_data.py) and
 placeholders (layers/x.py) are listed below.
 """
@@ -23,6 +24,7 @@ PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:py|md|ipynb|cfg|toml))(
 NOT_OURS = {"gradient_check.py", "model.py", "prepare.py",                  # CS231n's and nanoGPT's files
             "create_pretraining_data.py",                                   # Google's BERT
             "layers/x.py", "x.ipynb", "notebooks/_src/NN_name.py"}          # placeholders in examples
+SITE_LINK = re.compile(r"\]\([^)\s]+\)")
 LONGEST = 60
 LONG_FOR_NOW = {("training/checkpoint.py", "check_training_meta")}   # 61 lines since issue 23; the integrator splits it
 
@@ -43,8 +45,11 @@ def _texts():
                 if ast.get_docstring(node, clean=False):
                     yield path, ast.get_docstring(node, clean=False)
     pages = [*ROOT.glob("*.md"), *ROOT.glob("benchmarks/*.md"), *ROOT.glob("notebooks/*.md"), *ROOT.glob("docs/**/*.md")]
-    for path in sorted(page for page in pages if page.name != "CHANGELOG.md"):
-        yield path, path.read_text()
+    for path in sorted(page for page in pages if page.name != "CHANGELOG.md" and "node_modules" not in page.parts):
+        text = path.read_text()
+        if "docs" in path.relative_to(ROOT).parts:        # a link there names a page of the built site (test_site.py)
+            text = SITE_LINK.sub("]", text)
+        yield path, text
     for path in sorted(ROOT.glob("notebooks/*.ipynb")):
         for cell in json.loads(path.read_text())["cells"]:
             yield path, "".join(cell["source"])
