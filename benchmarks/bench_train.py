@@ -53,7 +53,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from minitransformer.tokenizers import CharTokenizer
 from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
-from minitransformer.training.parallel import shut_down  # noqa: E402
 from minitransformer.training.trainer import TrainConfig, Trainer, evaluation_batches  # noqa: E402
 
 
@@ -120,7 +119,9 @@ def product_replay(products, workers=1):
 
     def close():
         try:
-            shut_down(processes, pipes)                              # the data-parallel workers' shut-down
+            for ours, process in zip(pipes, processes):
+                ours.send(None)
+                process.join()
         finally:
             limit.restore_original_limits()
     replay_in_parallel.close = close

@@ -64,7 +64,6 @@ from .training.optim import SGD, Adam, AdamW, clip_grad_norm, parameter_groups
 from .generation.sampling import generate, next_token, sample_text
 from .training.schedules import cosine_rate, noam_rate
 from .training.trainer import TrainConfig, Trainer, TrainingDiverged
-from .training.parallel import WorkerTimeout
 from .tokenizers.checks import TokenizerConfigError
 
 # 0.2's module paths (minitransformer.trainer, `from minitransformer import optim`, ...) for one more version.

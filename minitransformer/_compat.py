@@ -33,7 +33,6 @@ OLD_PATHS = {
     "optim.optimizer": "training.optim.optimizer",
     "schedules": "training.schedules",
     "trainer": "training.trainer",
-    "parallel": "training.parallel",
     "checkpoint": "training.checkpoint",
     "data": "training.data",
     "tasks": "training.tasks",

@@ -39,18 +39,3 @@ def test_the_replayed_products_add_up_to_the_models_flops():
     assert products.count((1, N, C, 3 * C)) == L and (1, N, 3 * C, C) not in products
     assert products.count((1, C, N, C)) == 4 * L     # dW for W_Q, W_K, W_V and W_O
     assert len(products) == L * (1 + 3 * 2 + 5 * 3) + 3
-
-
-def test_bench_train_runs_on_two_workers(tmp_path):
-    """As a script (spawned processes import it as the main module): the step and the replay on 2 processes."""
-    import subprocess
-    import sys
-
-    text = tmp_path / "tiny.txt"
-    text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
-    result = subprocess.run([sys.executable, str(BENCH), "--text", str(text), "--steps", "2", "--compare-steps", "1",
-                             "--workers", "2"], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    for figure in ("workers: 2 (1 BLAS thread each)", "final val loss", "its matrix products alone",
-                   "outside matrix products"):
-        assert figure in result.stdout, figure

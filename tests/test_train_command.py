@@ -201,7 +201,6 @@ USER_ERRORS = {
     "dropout 1": (_options("--dropout", "1"), "argument --dropout: expected a probability 0 <= p < 1"),
     "seed negative": (_options("--seed", "-1"), "argument --seed"),
     "workers 0": (_options("--workers", "0"), "argument --workers"),
-    "workers above the batch": (_options("--workers", "5"), "--workers 5 must be at most the batch size 4"),
     "heads do not divide": (_options("--n-heads", "3"), "--d-model 16 must be divisible by --n-heads 3"),
     "vocab size 0": (_options("--tokenizer", "bpe", "--vocab-size", "0"), "argument --vocab-size"),
     "out a file": (_out_is_a_file, "is a file, expected a directory"),
@@ -299,21 +298,6 @@ def test_without_symlinks_the_newest_run_is_the_highest_number(tmp_path, text_fi
     code, out, _ = cli(train(text_file, "--resume", steps=4), capsys)
     assert code == 0 and "(runs/run-002)" in out
     assert cli(["sample", "--max-new-tokens", "3", "--prompt", "the"], capsys)[0] == 0
-
-
-@pytest.mark.parametrize("failure", ["WorkerTimeout", "TornUpdate"])
-def test_a_frozen_or_dead_worker_is_one_error_line_exit_1_naming_resume(tmp_path, text_file, capsys, monkeypatch,
-                                                                      failure):
-    """The deadline itself is tested in test_parallel_deadline.py; here: what the command makes of its error."""
-    import minitransformer.training.parallel as parallel
-
-    def fit(self):
-        raise getattr(parallel, failure)("worker 1 (pid 4242) did not answer step 3 within 60 s")
-    monkeypatch.setattr(minitransformer.training.trainer.Trainer, "fit", fit)
-    out = tmp_path / "run"
-    code, _, err = cli(train(text_file, "--out", str(out)), capsys)
-    assert code == 1
-    assert_one_error_line(err, "worker 1 (pid 4242)", "--resume")
 
 
 EVERY_HELP = [["train"], ["sample"], ["bpe"], ["gradcheck"], ["seq2seq"], ["mlm"], ["finetune"],

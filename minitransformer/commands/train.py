@@ -190,7 +190,6 @@ def run(args):
     from ..tokenizers import make_tokenizer
     from ..training.checkpoint import CheckpointError, check_training_meta, checkpoint_tokenizer, read_checkpoint
     from ..training.data import default_corpus, train_val_split
-    from ..training.parallel import TornUpdate, WorkerTimeout
     from ..training.trainer import Trainer, TrainingDiverged
     from .runs import new_run_directory
 
@@ -273,10 +272,6 @@ def run(args):
             losses = trainer.fit()
     except TrainingDiverged as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
-    except (WorkerTimeout, TornUpdate) as error:         # a data-parallel worker froze or died; workers are gone
-        print(f"error: {error}; the last checkpoint in {out} is intact: continue with --resume --out {out}",
-              file=sys.stderr)
         return 1
     elapsed = time.perf_counter() - started
     if losses is None:

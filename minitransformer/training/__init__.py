@@ -11,7 +11,6 @@ layers, models, generation):
     step.py         train_step: zero_grad, forward, backward, clip, update; the same for every objective
     config.py       TrainConfig and the builders of the GPT and its AdamW (Adam for the encoder family)
     checkpoint.py   saving and loading weights, optimizer state and generators
-    parallel.py     data parallelism: a batch's forward and backward split over processes
     trainer.py      the GPT trainer: the loop, evaluation, the loss curve, resuming
     encdec.py       the encoder-decoder's training run and its evaluation by decoding
 """

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..models.gpt import GPT
 from .optim import Adam, AdamW, parameter_groups
+from .optim.fast import FastAdamW
 from .schedules import cosine_rate, scaled_noam_rate
 
 
@@ -87,8 +88,10 @@ def build_parameter_groups(model, config):
 
 
 def build_optimizer(model, config):
-    """AdamW over `build_parameter_groups(model, config)` with the config's betas and weight decay."""
-    return AdamW(build_parameter_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
+    """AdamW over `build_parameter_groups(model, config)` with the config's betas and weight decay: the fast
+    form (optim/fast.py) when config.kernels is "fast", the plain one (optim/adam.py) when "plain"."""
+    optimizer = FastAdamW if config.kernels == "fast" else AdamW
+    return optimizer(build_parameter_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
                  weight_decay=config.weight_decay)
 
 

@@ -31,10 +31,6 @@ batches from a generator derived from it; a checkpoint stores both generators'
 states, so a resumed run draws the very same batches and masks and produces
 the same losses, bit for bit, as one that never stopped.
 
-With `workers` > 1 each batch's forward and backward passes are split across
-processes, which then share the clipping norm and the AdamW update (data
-parallel, parallel.py); the numbers are the same up to float rounding.
-
 Left out: gradient accumulation, mixed precision, skipping a bad batch and going on.
 """
 
@@ -58,7 +54,6 @@ from .checkpoint import (
 from .config import TrainConfig, build_model, build_optimizer, build_parameter_groups  # noqa: F401 (0.2 had them here)
 from .data import get_batch
 from .objectives import LanguageModelObjective
-from .parallel import DataParallel, TornUpdate
 from .step import train_step
 
 RATE_WINDOW = 20        # the progress bar's tokens/s: the mean over the last this many steps
@@ -110,9 +105,9 @@ class Trainer:
             if len(data) < config.block_size + 1:
                 raise ValueError(f"Trainer: {split} has {len(data)} tokens, fewer than one window of "
                                  f"block_size + 1 = {config.block_size + 1}")
-        if type(config.workers) is not int or not 1 <= config.workers <= config.batch_size:
-            raise ValueError(f"Trainer: TrainConfig.workers must be an int from 1 to batch_size "
-                             f"({config.batch_size}), got {config.workers!r} ({type(config.workers).__name__})")
+        if config.workers != 1:
+            raise ValueError(f"Trainer: TrainConfig.workers must be 1, got {config.workers!r}: data parallelism "
+                             "runs under MPI")
         self.config, self.out_dir, self.progress = config, out_dir, progress
         # directories whose checkpoint this trainer may replace: ones it wrote, resumed from, or was told to
         self.replaceable = {os.path.realpath(out_dir)} if out_dir is not None and overwrite else set()
@@ -127,30 +122,19 @@ class Trainer:
         self.step = 0
         self.history = {"step": [], "loss": [], "lr": [], "eval": []}     # eval rows: [step, train, val]
         self.step_times = []
-        self.parallel = None            # DataParallel, started by the first step when config.workers > 1
-        self.torn = None                # the TornUpdate that left the weights half updated, if one did
         self.diverged = None            # the TrainingDiverged that stopped this run, if one did
 
     # ---------------------------------------------------------------- one step, evaluation
     def train_step(self):
         """One optimisation step; returns the training loss of the batch (a Python float)."""
-        self._refuse_if_torn("train_step")
+        self._refuse_if_diverged("train_step")
         config = self.config
         lr = config.learning_rate(self.step)
         x, y = get_batch(self.train_data, config.block_size, config.batch_size, self.data_rng)
-        if config.workers > 1 and (self.parallel is None or not self.parallel.alive):   # first step, or a failed one
-            self.parallel = DataParallel(self.model, self.optimizer, config, self.model.vocab_size, self.loss_fn)
         # NumPy's overflow warnings are left unsaid: _check_finite reports a non-finite loss or gradient norm
         # by step, and stops the run
         with np.errstate(over="ignore", invalid="ignore"):
-            if config.workers > 1:
-                try:
-                    loss = self.parallel.train_step(x, y, self.step, lr)    # the same step, split over processes
-                except TornUpdate as error:
-                    self.torn = error
-                    raise
-            else:
-                loss = train_step(self.objective, self.optimizer, (x, y), lr, config.grad_clip)   # step.py's
+            loss = train_step(self.objective, self.optimizer, (x, y), lr, config.grad_clip)   # step.py's
         self._check_finite(loss, lr)
         self.step += 1
         self.history["step"].append(self.step)
@@ -161,22 +145,15 @@ class Trainer:
     def _check_finite(self, loss, lr):
         """Stop the run (TrainingDiverged) if this step's loss or gradient norm is not finite.
 
-        One process: the gradients are still in the optimizer's buffers after the step (the clipping factor
-        is folded into the update, so they are never rewritten), and their global norm is the one the step
-        clipped with: one dot product per buffer. Data parallel: the gradients are spread over the processes
-        and cleared, so the weights, which a non-finite gradient makes non-finite, are checked instead.
+        The gradients are still in the optimizer's buffers after the step (a NaN or infinity stays one
+        when clipping scales it): one dot product per buffer.
         """
         problem = None
+        norm = math.sqrt(sum(float(np.vdot(grad, grad)) for grad in self.optimizer.gradients()))
         if not math.isfinite(loss):
             problem = f"the training loss is {loss}"
-        elif self.config.workers == 1:
-            norm = math.sqrt(sum(float(np.vdot(grad, grad)) for grad in self.optimizer.gradients()))
-            if not math.isfinite(norm):
-                problem = f"the gradient norm is {norm} (the loss was {loss:.4f})"
-        else:
-            name = self._first_non_finite_parameter()
-            if name is not None:
-                problem = f"the update made parameter {name} non-finite (the loss was {loss:.4f})"
+        elif not math.isfinite(norm):
+            problem = f"the gradient norm is {norm} (the loss was {loss:.4f})"
         if problem is not None:
             self.diverged = TrainingDiverged(
                 f"training diverged at step {self.step + 1}: {problem}, at learning rate {lr:.3g}. Stopped "
@@ -196,21 +173,13 @@ class Trainer:
         step, directory = self.last_saved
         return f"the last checkpoint (step {step}, in {os.fspath(directory)})"
 
-    def _refuse_if_torn(self, action):
-        """A run whose weights a failed data-parallel update left half updated, or whose loss became NaN or
-        infinite, must not train on or be saved."""
+    def _refuse_if_diverged(self, action):
+        """A run whose loss became NaN or infinite must not train on or be saved."""
         if self.diverged is not None:
             raise TrainingDiverged(f"Trainer.{action}: this run stopped because {self.diverged}")
-        if self.torn is not None:
-            raise TornUpdate(f"Trainer.{action}: a data-parallel update failed half way at step {self.step + 1}, "
-                             "so the weights are part updated; this run cannot go on or be saved. Resume it "
-                             f"from its last checkpoint (Trainer.resume). The failure: {self.torn.__cause__!r}")
 
     def close(self):
-        """Stop the worker processes of a data-parallel run (they also stop when the trainer is collected)."""
-        if self.parallel is not None:
-            self.parallel.close()
-            self.parallel = None
+        """Nothing to release: kept so that `with Trainer(...)` reads the same in every script."""
 
     def __enter__(self):
         return self
@@ -286,7 +255,7 @@ class Trainer:
         Raises:
             TrainingDiverged if a weight is NaN or infinite (the checkpoint there is left as it was).
         """
-        self._refuse_if_torn("save")
+        self._refuse_if_diverged("save")
         identity = os.path.realpath(directory)
         if not overwrite and identity not in self.replaceable and has_checkpoint(directory):
             raise CheckpointExistsError(f"Trainer.save: {os.fspath(directory)} already holds a checkpoint that this "
