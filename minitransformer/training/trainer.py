@@ -53,6 +53,7 @@ from .checkpoint import (
 )
 from .config import TrainConfig, build_model, build_optimizer, build_parameter_groups  # noqa: F401 (0.2 had them here)
 from .data import get_batch
+from .distributed import MODES, DataParallel, mpi_world
 from .objectives import LanguageModelObjective
 from .step import train_step
 
@@ -105,9 +106,15 @@ class Trainer:
             if len(data) < config.block_size + 1:
                 raise ValueError(f"Trainer: {split} has {len(data)} tokens, fewer than one window of "
                                  f"block_size + 1 = {config.block_size + 1}")
-        if config.workers != 1:
-            raise ValueError(f"Trainer: TrainConfig.workers must be 1, got {config.workers!r}: data parallelism "
-                             "runs under MPI")
+        if type(config.workers) is not int or not 1 <= config.workers <= config.batch_size:
+            raise ValueError(f"Trainer: TrainConfig.workers must be an int from 1 to batch_size "
+                             f"({config.batch_size}), got {config.workers!r} ({type(config.workers).__name__})")
+        if config.parallel not in MODES:
+            raise ValueError(f"Trainer: TrainConfig.parallel must be one of {MODES}, got {config.parallel!r}")
+        self.rank, size = mpi_world()
+        if size != config.workers:
+            raise ValueError(f"Trainer: TrainConfig.workers is {config.workers}, but this process is one of {size} "
+                             f"MPI rank(s); launch it as `mpiexec -n {config.workers} python ...` (distributed.py)")
         self.config, self.out_dir, self.progress = config, out_dir, progress
         # directories whose checkpoint this trainer may replace: ones it wrote, resumed from, or was told to
         self.replaceable = {os.path.realpath(out_dir)} if out_dir is not None and overwrite else set()
@@ -123,6 +130,9 @@ class Trainer:
         self.history = {"step": [], "loss": [], "lr": [], "eval": []}     # eval rows: [step, train, val]
         self.step_times = []
         self.diverged = None            # the TrainingDiverged that stopped this run, if one did
+        self.parallel = None if config.workers == 1 else DataParallel(self.model, self.optimizer, self.loss_fn,
+                                                                      config, config.parallel)
+        self.stop_requested = False     # data parallel: a rank was interrupted; every rank stops after this step
 
     # ---------------------------------------------------------------- one step, evaluation
     def train_step(self):
@@ -134,22 +144,26 @@ class Trainer:
         # NumPy's overflow warnings are left unsaid: _check_finite reports a non-finite loss or gradient norm
         # by step, and stops the run
         with np.errstate(over="ignore", invalid="ignore"):
-            loss = train_step(self.objective, self.optimizer, (x, y), lr, config.grad_clip)   # step.py's
-        self._check_finite(loss, lr)
+            if self.parallel is not None:       # the same step, the batch split over MPI ranks
+                loss, norm, self.stop_requested = self.parallel.train_step(x, y, self.step, lr)
+            else:
+                loss = train_step(self.objective, self.optimizer, (x, y), lr, config.grad_clip)   # step.py's
+                norm = math.sqrt(sum(float(np.vdot(grad, grad)) for grad in self.optimizer.gradients()))
+        self._check_finite(loss, norm, lr)
         self.step += 1
         self.history["step"].append(self.step)
         self.history["loss"].append(loss)
         self.history["lr"].append(lr)
         return loss
 
-    def _check_finite(self, loss, lr):
+    def _check_finite(self, loss, norm, lr):
         """Stop the run (TrainingDiverged) if this step's loss or gradient norm is not finite.
 
-        The gradients are still in the optimizer's buffers after the step (a NaN or infinity stays one
-        when clipping scales it): one dot product per buffer.
+        The norm is that of the step's whole gradient, measured after the step (one process: a NaN or an
+        infinity stays one when clipping scales it) or from the ranks' parts (data parallel): the same on
+        every rank, so every rank stops at the same step.
         """
         problem = None
-        norm = math.sqrt(sum(float(np.vdot(grad, grad)) for grad in self.optimizer.gradients()))
         if not math.isfinite(loss):
             problem = f"the training loss is {loss}"
         elif not math.isfinite(norm):
@@ -213,7 +227,8 @@ class Trainer:
         tokens_per_step = config.batch_size * config.block_size
         first_step = self.step
         losses = None
-        bar = tqdm(total=max_steps, initial=self.step, disable=not self.progress, unit="step", dynamic_ncols=True)
+        bar = tqdm(total=max_steps, initial=self.step, disable=not self.progress or self.rank != 0, unit="step",
+                   dynamic_ncols=True)
         try:
             while self.step < max_steps:
                 started = time.perf_counter()
@@ -227,21 +242,31 @@ class Trainer:
                 if self.step == first_step + 1 and not shown:
                     bar.refresh()                               # the loss from the first step on
                 if self.step % config.eval_interval == 0 or self.step == max_steps:
-                    losses = self.evaluate()
-                    if not all(math.isfinite(value) for value in losses.values()):
-                        self.diverged = TrainingDiverged(
-                            f"training diverged at step {self.step}: the evaluation losses are {losses}. Stopped "
-                            f"before saving anything, so {self._last_checkpoint()} is as it was.")
-                        raise self.diverged
-                    self.history["eval"].append([self.step, losses["train"], losses["val"]])
-                    bar.write(f"step {self.step:>5}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-                    if self.out_dir is not None:
-                        self.save(self.out_dir)
-                        self.plot(os.path.join(self.out_dir, "loss.png"))
-                    if on_eval is not None:
-                        on_eval(self, losses)
+                    losses = self._evaluate_and_save(bar, on_eval)
         finally:
             bar.close()
+        return losses
+
+    def _evaluate_and_save(self, bar, on_eval):
+        """fit's evaluation: the losses, the checkpoint and the loss curve (rank 0 alone: other ranks only send
+        their shard of the optimizer state to it first, and return None)."""
+        if self.parallel is not None:
+            self.parallel.gather_state()
+            if self.rank != 0:
+                return None
+        losses = self.evaluate()
+        if not all(math.isfinite(value) for value in losses.values()):
+            self.diverged = TrainingDiverged(
+                f"training diverged at step {self.step}: the evaluation losses are {losses}. Stopped "
+                f"before saving anything, so {self._last_checkpoint()} is as it was.")
+            raise self.diverged
+        self.history["eval"].append([self.step, losses["train"], losses["val"]])
+        bar.write(f"step {self.step:>5}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+        if self.out_dir is not None:
+            self.save(self.out_dir)
+            self.plot(os.path.join(self.out_dir, "loss.png"))
+        if on_eval is not None:
+            on_eval(self, losses)
         return losses
 
     # ---------------------------------------------------------------- checkpoints and pictures

@@ -1,0 +1,116 @@
+"""Data parallelism on MPI (training/distributed.py): the same training on 1, 2 or 3 ranks.
+
+The runs go through `mpiexec -n N` in a subprocess (tests/_distributed_run.py trains the compatibility
+record's small run and prints rank 0's numbers); they skip, naming what to install, without mpi4py or an
+`mpiexec`. What they prove:
+* replicated (DDP) and sharded (ZeRO-1), on 2 ranks and on 3 (shares 3 3 2 of a batch of 8: uneven), train to
+  the losses of one process to float rounding (float64: 1e-12 relative), and every rank ends with the very
+  same weights, bit for bit;
+* the same seed and number of ranks give the same numbers bit for bit, also across a checkpoint and resume
+  (which, sharded, gathers the moments of every shard to rank 0 first);
+* 2 ranks reproduce the compatibility record of 0.3's `--workers 2` (float32, with and without dropout).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minitransformer.training.distributed import mpi_world, shares
+
+HERE = Path(__file__).parent
+SCRIPT = HERE / "_distributed_run.py"
+INSTALL = 'pip install "minitransformer[mpi]" (mpi4py and an MPI: pip install mpi4py mpich)'
+
+
+def mpiexec():
+    """The mpiexec beside this Python (a venv with the mpich wheel) or on PATH; skip the test if there is none."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        pytest.skip(f"mpi4py is not installed: {INSTALL}")
+    beside = Path(sys.executable).parent / "mpiexec"
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if found is None:
+        pytest.skip(f"no mpiexec found: {INSTALL}")
+    return found
+
+
+def mpi_command(ranks, *args):
+    """`mpiexec -n ranks python args...`, allowed to oversubscribe the cores (3 ranks on 2 cores)."""
+    return [mpiexec(), "-n", str(ranks), sys.executable, *args]
+
+
+def run_ranks(ranks, request, timeout=600):
+    """Rank 0's JSON line of tests/_distributed_run.py on `ranks` ranks (1: in a plain subprocess)."""
+    command = mpi_command(ranks, str(SCRIPT), json.dumps(request)) if ranks > 1 else \
+        [sys.executable, str(SCRIPT), json.dumps(request)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent,
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1, f"expected one JSON line from rank 0 alone, got {result.stdout!r}"
+    return json.loads(lines[0])
+
+
+def test_the_shares_split_a_batch_as_array_split_with_rank_0_last():
+    assert [(s.start, s.stop) for s in shares(8, 3)] == [(6, 8), (0, 3), (3, 6)]      # 3 3 2: rank 0 the 2
+    assert [(s.start, s.stop) for s in shares(12, 1)] == [(0, 12)]
+    for batch in range(1, 13):
+        for size in range(1, batch + 1):
+            rows = sorted(i for part in shares(batch, size) for i in range(batch)[part])
+            assert rows == list(range(batch)), (batch, size)
+
+
+def test_without_mpiexec_a_process_is_rank_0_of_1_and_workers_2_is_refused(monkeypatch):
+    from test_checkpoint import tiny_trainer
+
+    for name in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert mpi_world() == (0, 1)
+    with pytest.raises(ValueError, match=r"TrainConfig.workers is 2, but this process is one of 1 MPI rank\(s\); "
+                                         r"launch it as `mpiexec -n 2"):
+        tiny_trainer(workers=2)
+    with pytest.raises(ValueError, match="TrainConfig.parallel must be one of"):
+        tiny_trainer(parallel="zero3")
+
+
+@pytest.fixture(scope="module")
+def one_process():
+    return run_ranks(1, {"settings": {"dtype": "float64"}})
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("mode", ["replicated", "sharded"])
+def test_ranks_train_to_the_losses_of_one_process(one_process, mode, ranks):
+    got = run_ranks(ranks, {"settings": {"dtype": "float64", "parallel": mode}})
+    assert got["ranks"] == ranks and got["same_weights"], "the ranks' weights differ"
+    np.testing.assert_allclose(got["loss"], one_process["loss"], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(np.array(got["eval"]), np.array(one_process["eval"]), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["replicated", "sharded"])
+def test_the_same_ranks_give_the_same_numbers_bit_for_bit_also_after_resume(tmp_path, mode):
+    settings = {"parallel": mode, "dropout": 0.1, "eval_interval": 3, "max_steps": 6}
+    whole = run_ranks(2, {"settings": settings})
+    again = run_ranks(2, {"settings": settings})
+    assert whole["loss"] == again["loss"] and whole["eval"] == again["eval"]
+    run_ranks(2, {"settings": settings, "out": str(tmp_path), "steps": 3})
+    resumed = run_ranks(2, {"settings": settings, "out": str(tmp_path), "resume": True})
+    assert resumed["loss"] == whole["loss"] and resumed["eval"] == whole["eval"]
+    assert resumed["same_weights"]
+
+
+@pytest.mark.parametrize("setting", ["workers2", "workers2_dropout"])
+def test_two_ranks_give_the_recorded_numbers_of_0_3s_two_workers(setting):
+    """tests/fixtures/compat_train_losses.json (test_compatibility.py, part c), float32, rtol 1e-6 as there."""
+    recorded = json.loads((HERE / "fixtures" / "compat_train_losses.json").read_text())[setting]
+    got = run_ranks(2, {"settings": {"dropout": 0.1 if "dropout" in setting else 0.0, "max_steps": 20,
+                                     "warmup_steps": 2, "lr_decay_steps": 20}})
+    np.testing.assert_allclose(got["loss"], recorded["loss"], rtol=1e-6, atol=0)
+    np.testing.assert_allclose(np.array(got["eval"])[-1], np.array(recorded["eval"])[-1], rtol=1e-6, atol=0)
