@@ -6,7 +6,8 @@ from a directory, and prints from rank 0 one JSON line: the losses, the evaluati
 whether every rank ends with the very same weights (their SHA-256, all-gathered).
 
 The JSON argument: {"settings": TrainConfig fields, "out": a directory or null, "resume": bool,
-"steps": fit's max_steps or null}.
+"steps": fit's max_steps or null, "announce": print "evaluated at step N" after each evaluation,
+"fail": [rank, step]: that rank's loss raises RuntimeError at that step}.
 """
 
 import hashlib
@@ -26,6 +27,21 @@ RUN = dict(block_size=16, batch_size=8, n_layers=2, n_heads=2, d_model=32, d_ff=
            lr_decay_steps=20, eval_batches=2)
 
 
+def fail_at(trainer, step):
+    """Make this rank's loss raise RuntimeError at the 1-based `step`."""
+    forward = trainer.loss_fn.forward
+
+    def failing(*args):
+        if trainer.step + 1 >= step:
+            raise RuntimeError("an injected failure")
+        return forward(*args)
+    trainer.loss_fn.forward = failing
+
+
+def announce(trainer, losses):
+    print(f"evaluated at step {trainer.step}", flush=True)
+
+
 def main(request):
     rank, size = mpi_world()
     text = CORPUS.read_text(encoding="utf-8")
@@ -37,7 +53,9 @@ def main(request):
         trainer = Trainer.resume(request["out"], train_data, val_data, config=config, out_dir=out, progress=False)
     else:
         trainer = Trainer(config, train_data, val_data, tokenizer.vocab_size, out_dir=out, progress=False)
-    trainer.fit(max_steps=request.get("steps"))
+    if request.get("fail") and request["fail"][0] == rank:              # e.g. [1, 3]: rank 1 raises at step 3
+        fail_at(trainer, request["fail"][1])
+    trainer.fit(max_steps=request.get("steps"), on_eval=announce if request.get("announce") else None)
     digest = hashlib.sha256(trainer.optimizer.data.tobytes()).hexdigest()
     digests = trainer.parallel.comm.allgather(digest) if trainer.parallel is not None else [digest]
     if rank == 0:

@@ -14,13 +14,17 @@ record's small run and prints rank 0's numbers); they skip, naming what to insta
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from minitransformer.training.checkpoint import read_checkpoint
 from minitransformer.training.distributed import mpi_world, shares
 
 HERE = Path(__file__).parent
@@ -114,3 +118,97 @@ def test_two_ranks_give_the_recorded_numbers_of_0_3s_two_workers(setting):
                                      "warmup_steps": 2, "lr_decay_steps": 20}})
     np.testing.assert_allclose(got["loss"], recorded["loss"], rtol=1e-6, atol=0)
     np.testing.assert_allclose(np.array(got["eval"])[-1], np.array(recorded["eval"])[-1], rtol=1e-6, atol=0)
+
+
+# ---------------------------------------------------------------- faults: a rank that stops answering or fails
+def job_processes(marker):
+    """{rank: pid} of the processes whose environment holds MINITRANSFORMER_TEST_JOB=marker and a PMI_RANK."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            environment = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if f"MINITRANSFORMER_TEST_JOB={marker}".encode() in environment:
+            ranks = [item[len(b"PMI_RANK="):] for item in environment if item.startswith(b"PMI_RANK=")]
+            if ranks and entry.name.isdigit():
+                found[int(ranks[0])] = int(entry.name)
+    return found
+
+
+@pytest.fixture()
+def jobs():
+    """The jobs a test starts ((process, marker) pairs): whatever the test's outcome, ended afterwards."""
+    started = []
+    yield started
+    for process, marker in started:
+        if process.poll() is None:
+            process.terminate()                     # mpiexec passes SIGTERM on to the ranks
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for pid in job_processes(marker).values():  # a stopped rank ignores SIGTERM until continued
+            os.kill(pid, signal.SIGKILL)
+
+
+def start_job(ranks, request, jobs):
+    """Start `mpiexec -n ranks` on tests/_distributed_run.py; return (process, marker), after rank 0's first
+    announced evaluation (so that every rank is past its start-up)."""
+    marker = uuid.uuid4().hex
+    process = subprocess.Popen(mpi_command(ranks, str(SCRIPT), json.dumps({**request, "announce": True})),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE.parent,
+                               env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "MINITRANSFORMER_TEST_JOB": marker})
+    jobs.append((process, marker))
+    for line in process.stdout:
+        if line.startswith("evaluated at step"):
+            return process, marker
+    process.wait()
+    pytest.fail(f"the job ended before its first evaluation: {process.stderr.read()}")
+
+
+def assert_job_ended(process, marker, error_phrases, timeout):
+    """The job ends within `timeout` s, non-zero, with our one `error:` line (naming `error_phrases`) before any
+    of MPI's lines, and no process of it is left."""
+    started = time.monotonic()
+    _, err = process.communicate(timeout=timeout)
+    assert process.returncode != 0
+    lines = [line for line in err.splitlines() if line.strip()]
+    ours = [index for index, line in enumerate(lines) if line.startswith("error: ")]
+    assert len(ours) == 1 and ours[0] == 0, err
+    for phrase in error_phrases:
+        assert phrase in lines[0], (phrase, lines[0])
+    deadline = time.monotonic() + 10
+    while job_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not job_processes(marker), f"left behind: {job_processes(marker)}"
+    return time.monotonic() - started
+
+
+FAULT_RUN = {"settings": {"max_steps": 100000, "lr_decay_steps": 100000, "eval_interval": 4, "worker_timeout": 5,
+                          "parallel": "sharded"}}
+
+
+@pytest.mark.parametrize("silent", [1, 0], ids=["rank-1-stopped", "rank-0-stopped"])
+def test_a_rank_that_stops_answering_ends_the_job_with_one_line_naming_it(tmp_path, jobs, silent):
+    """3 ranks on 2 cores (oversubscribed), under this machine's load: the healthy steps never trip the
+    deadline; SIGSTOP on one rank ends the job within the deadline, naming it, the checkpoint intact."""
+    out = tmp_path / "run"
+    process, marker = start_job(3, {**FAULT_RUN, "out": str(out)}, jobs)
+    for line in process.stdout:                           # a few evaluations and saves of healthy steps first
+        if line.startswith("evaluated at step 12"):
+            break
+    pids = job_processes(marker)
+    assert sorted(pids) == [0, 1, 2]
+    os.kill(pids[silent], signal.SIGSTOP)
+    assert_job_ended(process, marker, [f"rank {silent} (pid {pids[silent]}", "did not answer", "at step",
+                                       "--resume"], timeout=300)
+    meta = read_checkpoint(out)[0]
+    assert meta["step"] >= 12 and meta["step"] % 4 == 0 and meta["train_config"]["workers"] == 3
+
+
+def test_a_rank_that_fails_ends_the_job_with_one_line_naming_it(tmp_path, jobs):
+    out = tmp_path / "run"
+    process, marker = start_job(3, {**FAULT_RUN, "out": str(out), "fail": [2, 10]}, jobs)
+    assert_job_ended(process, marker, ["rank 2 failed at step 10: RuntimeError: an injected failure"], timeout=300)
+    assert read_checkpoint(out)[0]["step"] == 8

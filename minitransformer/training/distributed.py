@@ -21,39 +21,43 @@ all-gather (N - 1) / N of it (MPICH picks the algorithm; these are the bandwidth
 
 One step, replicated (PyTorch's DistributedDataParallel: the gradient all-reduced, every rank updates all):
 
-    forward and backward of this rank's share, (B_k / B) dL_k/dW into the flat gradient buffer
-    Isend [share of the loss, stop flag] to rank 0; rank 0 Irecv from each      # 16 bytes from each rank
-    Ibcast [loss, stop flag] from rank 0                                        # 16 bytes to each rank
-    Allreduce(gradient, SUM)                                                    # 4P: 2 (N-1)/N 4P bytes per rank
+    forward and backward of this rank's share: (B_k / B) dL_k/dW into the flat gradient buffer
+    Iallreduce([share of the loss, stop flag, rank 0's pause], SUM)            # 24 bytes
+    Iallreduce(gradient, SUM)                                                   # 4P: 2 (N-1)/N 4P bytes per rank
     clip with the norm of the whole gradient; AdamW on all of W (the same on every rank, bit for bit)
 
-One step, sharded (ZeRO stage 1, Rajbhandari et al. 2020; PyTorch's ZeroRedundancyOptimizer; FSDP calls
-the gradient's reduce-scatter SHARD_GRAD_OP, which frees the rest of the gradient too: here it is kept):
+One step, sharded (ZeRO stage 1, Rajbhandari et al. 2020; PyTorch's ZeroRedundancyOptimizer; FSDP's
+SHARD_GRAD_OP reduce-scatters the gradient the same way, and frees the rest of it, which is kept here):
 
     forward and backward of this rank's share, as above
-    the control message: [loss, stop flag] to rank 0 and back, as above         # 16 + 16 bytes
-    Reduce_scatter(gradient, SUM): rank k receives the sum of its shard         # (N-1)/N 4P bytes per rank
-    Allreduce([sum of squares of shard k], SUM): the clipping norm              # 8 bytes
+    Iallreduce([share of the loss, stop flag, rank 0's pause], SUM)            # 24 bytes
+    Ireduce_scatter(gradient, SUM): rank k receives the sum of its shard        # (N-1)/N 4P bytes per rank
+    Iallreduce([sum of squares of shard k], SUM): the clipping norm             # 8 bytes
     AdamW on shard k of W and of the moments (the fast AdamW's step(span=))
-    Allgatherv(shard k of W -> all of W)                                        # (N-1)/N 4P bytes per rank
-    (before a checkpoint: Gatherv(shard k of m, of v -> rank 0)                 # (N-1)/N 8P bytes, to rank 0)
+    Iallgatherv(shard k of W -> all of W)                                       # (N-1)/N 4P bytes per rank
+    before a checkpoint: Igatherv(shard k of m, then of v -> rank 0)            # (N-1)/N 4P bytes each, to rank 0
 
-Both move 2 (N - 1) / N 4P bytes per rank and step (6.5 MB for nanoGPT's model on 2 ranks); the sharded one
-updates P / N weights per rank instead of P, and needs moments only for its shard (ZeRO's memory saving;
-here every rank keeps room for all of them, a small model's 6.5 MB, and only its shard is current).
+Both move 2 (N - 1) / N 4P bytes per rank and step (3.2 MB each way for nanoGPT's model on 2 ranks); the
+sharded one updates P / N weights per rank instead of P, and needs moments only for its shard (ZeRO's
+memory saving; here every rank keeps room for all of them, a small model's 6.5 MB, only its shard current).
+benchmarks/README.md has the measured step times and the alpha-beta model for 4 to 64 machines.
 
-The control message comes first, before the large collectives, for two reasons. Stopping: Ctrl-C under
-mpiexec reaches every rank (mpiexec forwards it); each rank's SIGINT handler only raises a flag, the flags
-travel to rank 0, and rank 0's answer tells every rank to stop after this step's update, so they all stop
-at the same step, and rank 0 saves there. Deadlines: a large collective cannot say who is late, but rank 0
-hearing from each rank in turn can. Rank 0 waits at most the step deadline (the larger of
-TrainConfig.worker_timeout and STEP_TIMEOUT_FACTOR times the slowest step so far; START_TIMEOUT for the
-first step) and then prints one line naming the silent ranks (rank, pid, host) and aborts the job; the
-other ranks wait for rank 0 longer (they also wait while it evaluates and saves: EVAL_TIMEOUT at those
-steps), and name rank 0 if it is silent. A rank that raises prints one line naming itself and the step and
-aborts. `MPI_Abort` ends every rank (mpiexec kills them, stopped ones too), after our line and before MPI's
-own; checkpoints are written whole or not at all (checkpoint.py), so the last one stays intact. The waits
-poll with short sleeps, so a waiting rank leaves the cores to the ranks still computing.
+The first message comes before the large ones. It carries the loss, and the stop flag: Ctrl-C under mpiexec
+reaches every rank (mpiexec forwards it); each rank's SIGINT handler only raises its flag, the all-reduce
+adds the flags, so every rank learns at the same step that one was interrupted, finishes that step's
+update and stops; rank 0 saves there. And it carries rank 0's longest pause to evaluate and save, which
+the other ranks' deadline allows for.
+
+Deadlines: every message is sent non-blocking and waited for with a limit, the larger of
+TrainConfig.worker_timeout (train --worker-timeout, 60 s by default) and STEP_TIMEOUT_FACTOR times the
+slowest step so far (START_TIMEOUT for the first step). Rank 0 gives up first; rank k > 0 waits
+2 + (k - 1) / N times as long, plus, after an evaluation, rank 0's pause allowance, so one rank speaks.
+The rank that gives up pings every other rank (on a communicator of its own; every waiting rank answers
+pings), prints one line naming those that do not answer (rank, pid, host) and calls `MPI_Abort`, which
+ends every rank of the job, stopped ones too, after our line and before MPI's own. A rank that raises
+prints one line naming itself and the step and aborts the same way (trainer.py). Checkpoints are written
+whole or not at all (checkpoint.py), so the last one stays intact. A wait looks at its message without
+pause for SPIN seconds, then sleeps POLL between looks, leaving the cores to ranks still computing.
 
 Randomness: rank 0's dropout masks come from the model's generator (checkpoints save it); rank k > 0 seeds
 its generator at each step from (seed, DROPOUT_STREAM, step, k), so a resumed run draws the same masks with
@@ -77,9 +81,10 @@ from .optim.clipping import factor_for_norm
 
 DROPOUT_STREAM = 3          # rank k's dropout masks at a step: default_rng([seed, 3, step, k])
 START_TIMEOUT = 300         # seconds: the first step's wait (start-up, the untrained evaluation and sample)
-EVAL_TIMEOUT = 300          # seconds: a wait for rank 0 across its evaluation and checkpoint
 STEP_TIMEOUT_FACTOR = 20    # a wait may last this many times the slowest step so far (if > worker_timeout)
-POLL = 2e-4                 # seconds between two looks at an unfinished message
+SPIN = 0.02                 # seconds a wait looks at its message without pause (the others are about to answer)
+POLL = 2e-4                 # seconds between two looks after that, leaving the core to the ranks still computing
+PING, ANSWER = 1, 2         # tags of the ping communicator's messages
 MODES = ("replicated", "sharded")
 INSTALL = 'pip install "minitransformer[mpi]" (mpi4py and an MPI, e.g. pip install mpi4py mpich)'
 
@@ -137,7 +142,9 @@ class DataParallel:
         self.displacements = [size * k // self.size for k in range(self.size)]
         self.shard = (self.displacements[self.rank], self.displacements[self.rank] + self.counts[self.rank])
         self.who = self.comm.allgather(f"pid {os.getpid()} on {socket.gethostname()}")   # for the error lines
+        self.pings = self.comm.Dup()    # "are you there?" when a deadline passes, apart from the step's messages
         self.slowest_step, self.interrupted, self.steps = 0.0, False, 0
+        self.root_pause = 0.0           # seconds: rank 0's longest evaluation and save (it says so in each answer)
         signal.signal(signal.SIGINT, self._interrupt)
 
     def _interrupt(self, signum, frame):
@@ -158,34 +165,40 @@ class DataParallel:
         self.optimizer.zero_grad()
         loss = share * float(self.loss_fn(self.model(x[self.rows]), y[self.rows]))   # (B_k / B) L_k
         self.model.backward(share * self.loss_fn.backward())                         # (B_k / B) dL_k/dW
-        loss, stop = self._control(step, loss)
-        norm = self._sharded_update() if self.mode == "sharded" else self._replicated_update()
+        control = np.array([loss, float(self.interrupted), self.root_pause if self.rank == 0 else 0.0])
+        self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, control, op=self.MPI.SUM),         # 24 bytes
+                   step, "the step's first message (the loss and the stop flag)", after_evaluation=True)
+        self.root_pause = control[2]
+        norm = self._sharded_update(step) if self.mode == "sharded" else self._replicated_update(step)
         self.steps += 1
         self.slowest_step = max(self.slowest_step, time.perf_counter() - started)
-        return loss, norm, stop
+        return float(control[0]), norm, bool(control[1])
 
-    def _replicated_update(self):
+    def _replicated_update(self, step):
         """Allreduce the gradient; every rank clips and updates all of W."""
         grad = self.optimizer.grad
-        self.comm.Allreduce(self.MPI.IN_PLACE, grad, op=self.MPI.SUM)                  # 4P bytes, summed
+        self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, grad, op=self.MPI.SUM),            # 4P bytes, summed
+                   step, "the gradient's all-reduce")
         norm = math.sqrt(float(np.vdot(grad, grad)))
         self.optimizer.grad_scale = factor_for_norm(norm, self.config.grad_clip) if self.config.grad_clip else 1.0
         self.optimizer.step()
         return norm
 
-    def _sharded_update(self):
+    def _sharded_update(self, step):
         """Reduce_scatter the gradient, Allreduce the norm's parts, AdamW on this shard, Allgatherv W."""
-        start, stop = self.shard
-        optimizer, dtype = self.optimizer, self._dtype()
+        (start, stop), optimizer, dtype = self.shard, self.optimizer, self._dtype()
         mine = np.empty(stop - start, optimizer.grad.dtype)
-        self.comm.Reduce_scatter(optimizer.grad, mine, recvcounts=self.counts, op=self.MPI.SUM)   # (N-1)/N 4P bytes
+        self._wait(self.comm.Ireduce_scatter(optimizer.grad, mine, self.counts, op=self.MPI.SUM),   # (N-1)/N 4P
+                   step, "the gradient's reduce-scatter")
         optimizer.grad[start:stop] = mine
         squares = np.array([np.vdot(mine, mine)], np.float64)
-        self.comm.Allreduce(self.MPI.IN_PLACE, squares, op=self.MPI.SUM)                 # 8 bytes
+        self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, squares, op=self.MPI.SUM),         # 8 bytes
+                   step, "the all-reduce of the norm")
         norm = math.sqrt(squares[0])
         optimizer.grad_scale = factor_for_norm(norm, self.config.grad_clip) if self.config.grad_clip else 1.0
         optimizer.step(span=self.shard)
-        self.comm.Allgatherv(self.MPI.IN_PLACE, [optimizer.data, self.counts, self.displacements, dtype])
+        whole = [optimizer.data, self.counts, self.displacements, dtype]
+        self._wait(self.comm.Iallgatherv(self.MPI.IN_PLACE, whole), step, "the weights' all-gather")  # (N-1)/N 4P
         return norm
 
     def gather_state(self):
@@ -195,55 +208,60 @@ class DataParallel:
         start, stop = self.shard
         for moment in self.optimizer.moments.values():
             whole = [moment, self.counts, self.displacements, self._dtype()]
-            if self.rank == 0:
-                self.comm.Gatherv(self.MPI.IN_PLACE, whole, root=0)                       # (N-1)/N 4P bytes each
-            else:
-                self.comm.Gatherv(moment[start:stop], None, root=0)
+            own = self.MPI.IN_PLACE if self.rank == 0 else moment[start:stop]
+            self._wait(self.comm.Igatherv(own, whole if self.rank == 0 else None, root=0),      # (N-1)/N 4P bytes
+                       self.steps, "the gather of the moments")
 
     def _dtype(self):
         return self.MPI.FLOAT if self.optimizer.data.dtype == np.float32 else self.MPI.DOUBLE
 
-    # ---------------------------------------------------------------- the control message, with deadlines
-    def _control(self, step, loss):
-        """Every rank's [loss share, stop flag] to rank 0, their sums back to every rank; each wait has a deadline."""
-        mine, total, tag = np.array([loss, float(self.interrupted)]), np.zeros(2), step % 32768
-        if self.rank == 0:
-            parts = np.zeros((self.size, 2))
-            parts[0] = mine
-            heard = {k: self.comm.Irecv(parts[k], source=k, tag=tag) for k in range(1, self.size)}   # 16 bytes each
-            self._wait(heard, step, self.deadline(step, waiting_for_root=False))
-            total[...] = parts[:, 0].sum(), parts[:, 1].max()
-            self._wait({0: self.comm.Ibcast(total, root=0)}, step, self.deadline(step, waiting_for_root=False))
-        else:
-            sent = self.comm.Isend(mine, dest=0, tag=tag)                                        # 16 bytes
-            answer = self.comm.Ibcast(total, root=0)                                             # 16 bytes
-            self._wait({0: sent, -1: answer}, step, self.deadline(step, waiting_for_root=True))
-        return float(total[0]), bool(total[1])
-
-    def deadline(self, step, waiting_for_root):
-        """Seconds a wait of this step may last (see the module docstring)."""
+    # ---------------------------------------------------------------- deadlines
+    def deadline(self, step, after_evaluation=False):
+        """Seconds this rank's next wait may last (see "Deadlines" in the module docstring)."""
         limit = max(self.config.worker_timeout, STEP_TIMEOUT_FACTOR * self.slowest_step)
         if self.steps == 0:
             limit = max(limit, START_TIMEOUT)
-        if waiting_for_root:                   # rank 0 waits for the others first, and may evaluate and save
-            evaluated = step % self.config.eval_interval == 0
-            limit = 2 * limit + (max(EVAL_TIMEOUT, self.config.worker_timeout) if evaluated else 0.0)
+        if self.rank > 0:                      # rank 0 gives up first, then rank 1, ...: one line is printed
+            limit *= 2 + (self.rank - 1) / self.size
+            if after_evaluation and step % self.config.eval_interval == 0:     # rank 0 evaluated before it
+                limit += max(self.config.worker_timeout, STEP_TIMEOUT_FACTOR * self.root_pause)
         return limit
 
-    def _wait(self, requests, step, limit):
-        """Wait for every request of {rank it waits on: request}, sleeping POLL between looks; past `limit`
-        seconds, print one line naming the ranks still silent and abort the job."""
-        end = time.monotonic() + limit
-        pending = dict(requests)
-        while pending:
-            pending = {rank: request for rank, request in pending.items() if not request.Test()}
-            if pending and time.monotonic() > end:
-                silent = " and ".join(f"rank {k} ({self.who[k]})" for k in sorted({max(k, 0) for k in pending}))
-                self.abort(f"{silent} did not answer at step {step + 1} within {limit:.3g} s (the larger of "
+    def _wait(self, request, step, what, after_evaluation=False):
+        """Wait for `request`, answering other ranks' pings and sleeping POLL between looks (after the first
+        SPIN seconds); past the deadline, print one line naming the ranks that do not answer and abort."""
+        started = time.monotonic()
+        limit = self.deadline(step, after_evaluation)
+        while not request.Test():
+            self._answer_pings()
+            waited = time.monotonic() - started
+            if waited > limit:
+                silent = self._silent_ranks(grace=min(limit / 4, 10.0))
+                names = " and ".join(f"rank {k} ({self.who[k]})" for k in silent) or "a rank (which, none said)"
+                self.abort(f"{names} did not answer {what} at step {step + 1} within {limit:.3g} s (the larger of "
                            f"--worker-timeout, {self.config.worker_timeout:g} s, and {STEP_TIMEOUT_FACTOR} times the "
                            "slowest step so far); the last checkpoint is intact: continue with --resume")
-            if pending:
+            if waited > SPIN:
                 time.sleep(POLL)
+
+    def _answer_pings(self):
+        """Answer every ping waiting on the ping communicator (another rank asking who is alive)."""
+        while self.pings.iprobe(tag=PING):
+            asker = self.pings.recv(tag=PING)
+            self.pings.send(self.rank, dest=asker, tag=ANSWER)                   # a few bytes: sent at once
+
+    def _silent_ranks(self, grace):
+        """Ping every other rank; return, sorted, those that do not answer within `grace` seconds."""
+        for k in range(self.size):
+            if k != self.rank:
+                self.pings.send(self.rank, dest=k, tag=PING)
+        replies = {k: self.pings.irecv(source=k, tag=ANSWER) for k in range(self.size) if k != self.rank}
+        end = time.monotonic() + grace
+        while replies and time.monotonic() < end:
+            self._answer_pings()
+            replies = {k: reply for k, reply in replies.items() if not reply.test()[0]}
+            time.sleep(POLL)
+        return sorted(replies)
 
     def abort(self, message):
         """Print `error: <message>` (one line, flushed before MPI's own) and end every rank of the job."""
@@ -251,6 +269,7 @@ class DataParallel:
 
 
 def abort(message, comm=None):
-    """One `error:` line on stderr, then MPI_Abort: mpiexec ends every rank of the job (stopped ones too)."""
-    print(f"error: {message}", file=sys.stderr, flush=True)
+    """One `error:` line on the process's real stderr (other ranks' sys.stderr is silenced), flushed before
+    MPI's own lines, then MPI_Abort: mpiexec ends every rank of the job (stopped ones too)."""
+    print(f"error: {message}", file=sys.__stderr__, flush=True)
     (comm or _comm()).Abort(1)

@@ -243,6 +243,10 @@ class Trainer:
                     bar.refresh()                               # the loss from the first step on
                 if self.step % config.eval_interval == 0 or self.step == max_steps:
                     losses = self._evaluate_and_save(bar, on_eval)
+        except Exception as error:
+            if self.parallel is None or isinstance(error, TrainingDiverged):   # every rank diverges at one step
+                raise
+            self.parallel.abort(f"rank {self.rank} failed at step {self.step + 1}: {type(error).__name__}: {error}")
         finally:
             bar.close()
         return losses
@@ -254,6 +258,7 @@ class Trainer:
             self.parallel.gather_state()
             if self.rank != 0:
                 return None
+        started = time.perf_counter()
         losses = self.evaluate()
         if not all(math.isfinite(value) for value in losses.values()):
             self.diverged = TrainingDiverged(
@@ -267,6 +272,8 @@ class Trainer:
             self.plot(os.path.join(self.out_dir, "loss.png"))
         if on_eval is not None:
             on_eval(self, losses)
+        if self.parallel is not None:                   # the other ranks' deadline allows for it
+            self.parallel.root_pause = max(self.parallel.root_pause, time.perf_counter() - started)
         return losses
 
     # ---------------------------------------------------------------- checkpoints and pictures
