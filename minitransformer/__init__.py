@@ -63,6 +63,7 @@ from .generation.kv_cache import KVCache, LayerKVCache
 from .training.optim import SGD, Adam, AdamW, clip_grad_norm, parameter_groups
 from .generation.sampling import generate, next_token, sample_text
 from .training.schedules import cosine_rate, noam_rate
+from .training.metrics import perplexity
 from .training.trainer import TrainConfig, Trainer, TrainingDiverged
 from .tokenizers.checks import TokenizerConfigError
 

@@ -46,24 +46,55 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with its usage errors as one line (`error: python -m minitransformer train: ...`), exit 2."""
+    """argparse, with its usage errors as one line in the style of every other error of the commands
+    (`error: --max-steps: expected a whole number >= 0, got '-1' (see python -m minitransformer train --help)`),
+    exit status 2."""
 
     def error(self, message):
-        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+        message = message.removeprefix("argument ")           # argparse's "argument --max-steps: ..."
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def given_options(subparser, argv):
+    """The dests of the options that `argv` gives explicitly (not left at their defaults): `train --resume`
+    tells an option given again from one it should take from the checkpoint."""
+    defaults = [(action, action.default) for action in subparser._actions]
+    try:
+        for action, _ in defaults:
+            action.default = argparse.SUPPRESS
+        given, _ = subparser.parse_known_args(argv)
+    finally:
+        for action, default in defaults:
+            action.default = default
+    return set(vars(given))
 
 
 def main(argv=None):
+    """Run one command; its exit status. Ctrl-C ends any command with one line and status 130 (training saves
+    first: see commands/train.py)."""
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+
+
+def _main(argv):
     parser = _Parser(prog="python -m minitransformer", description=__doc__.splitlines()[0],
                      formatter_class=_HelpFormatter)
     subparsers = parser.add_subparsers(dest="command", metavar="command")
     subparsers.required = True
-    modules = {}
+    modules, commands = {}, {}
     for name, module_path in COMMANDS.items():
         module = importlib.import_module(module_path)
         modules[name] = module
-        module.add_arguments(subparsers.add_parser(name, help=module.HELP, description=module.HELP,
-                                                   formatter_class=_HelpFormatter))
+        commands[name] = subparsers.add_parser(name, help=module.HELP, description=module.HELP,
+                                               formatter_class=_HelpFormatter)
+        module.add_arguments(commands[name])
     args = parser.parse_args(argv)
+    args.argv = list(argv)                  # the command line as given (train --workers N runs it under mpiexec)
+    if getattr(modules[args.command], "RESUMES", False):
+        args.given = given_options(commands[args.command], argv[argv.index(args.command) + 1:])
     try:
         return modules[args.command].run(args)
     except UsageError as error:

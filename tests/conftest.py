@@ -148,3 +148,39 @@ def pytest_collect_file(file_path, parent):
     outcome = yield
     if Path(__file__).resolve().parent in Path(file_path).resolve().parents:
         outcome.force_result([node for node in outcome.get_result() if type(node).__name__ != "DoctestModule"])
+
+
+# ---------------------------------------------------------------- skips: one line per missing extra, not one per test
+
+EXTRA_OF_MODULE = {"torch": "parity", "transformers": "parity", "safetensors": "parity", "nbgrader": "nbgrader",
+                   "mpi4py": "mpi", "tiktoken": "gpt2", "playwright": "docs", "mkdocs": "docs"}
+_MISSING_MODULE = re.compile(r"could not import '(?P<module>[\w.]+)'|(?P<name>PyTorch|nbgrader|mpi4py) is (?:missing|not installed)")
+
+
+def skip_group(reason):
+    """What a skip's reason has in common with others: "needs the [parity] extra" for a missing optional package,
+    else the reason itself."""
+    match = _MISSING_MODULE.search(reason)
+    if match:
+        module = (match.group("module") or match.group("name")).split(".")[0]
+        module = {"PyTorch": "torch"}.get(module, module)
+        extra = EXTRA_OF_MODULE.get(module)
+        if extra:
+            return f"need the optional [{extra}] extra ({module} is not installed): pip install -e \".[{extra}]\""
+        return f"need {module}, which is not installed"
+    return reason
+
+
+def pytest_terminal_summary(terminalreporter):
+    """After the run, the skipped tests as one line per reason (pytest's -rs lists every test; ask for it by hand)."""
+    groups = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        groups.setdefault(skip_group(reason), []).append(report)
+    if not groups:
+        return
+    terminalreporter.section("skipped (one line per reason; pytest -rs lists each test)", sep="-")
+    for reason, reports in sorted(groups.items(), key=lambda item: -len(item[1])):
+        terminalreporter.write_line(f"{len(reports)} skipped: {reason}")

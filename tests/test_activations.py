@@ -59,3 +59,19 @@ def test_gelu_refuses_a_broadcastable_dout():
 @pytest.mark.parametrize("name", ACTIVATIONS)
 def test_backward_before_forward_is_a_clear_error(name):
     assert_backward_before_forward_is_refused(ACTIVATIONS[name]())
+
+
+# ---------------------------------------------------------------- definition by hand (no PyTorch needed)
+def test_gelu_constants_are_hendrycks_and_gimpels_by_hand():
+    """Hendrycks & Gimpel (2016) §2: GELU(x) ~ 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written out
+    with `math` here, entry by entry; and the approximation stays within 5e-4 of the exact x Phi(x) (erf)."""
+    import math
+
+    xs = np.array([-4.0, -2.5, -1.0, -0.3, 0.0, 0.4, 1.0, 1.7, 3.0, 5.0])
+    y = GELU()(xs)
+    for x, value in zip(xs, y, strict=True):
+        by_hand = 0.5 * x * (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+        assert value == pytest.approx(by_hand, rel=1e-14, abs=1e-15), x
+        exact = 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0)))
+        assert abs(value - exact) < 5e-4, x
+    assert GELU()(np.array([1.0]))[0] == pytest.approx(0.8411919906082768, rel=1e-14)   # the tanh form at 1

@@ -2,7 +2,8 @@
 
 * definition: PyTorch's `scaled_dot_product_attention` (parity, 1e-10) without a mask, causal (our
   rule aligns the queries to the end of the keys: torch's `causal_lower_right`, not its `is_causal`),
-  with a user mask; and the lecture notes' worked example (seed 002 / 000, §1.1), by hand;
+  with a user mask; and the worked example of May's notes "Transformer Language Models" (2025 and 2024,
+  §1.1), by hand;
 * gradients: the catalogue's ScaledDotProductAttention rows against central differences (float64, 1e-7);
 * properties (hypothesis): causal attention ignores the future and sends it no gradient;
 * float32: agrees with float64 to 1e-5;
@@ -74,10 +75,10 @@ def test_attention_with_a_user_mask_matches_torch():
 
 
 # ---------------------------------------------------------------- definition: the lecture's worked example
-# The worked self-attention example of the lecture notes (seed 002 / 000, §1.1). Inputs x1 = [1,0,1,0],
-# x2 = [0,2,0,2], x3 = [1,1,1,1] (from the figure the text refers to) with the notes' query, key and value
-# matrices give, for the first position, raw scores [2, 4, 4], weights softmax([2, 4, 4]) = [.06, .47, .47]
-# and output [1.9, 6.7, 1.6]. The printed example is unscaled, so `scale=1.0`.
+# The worked self-attention example of May's notes "Transformer Language Models" (2025 and 2024, §1.1).
+# Inputs x1 = [1,0,1,0], x2 = [0,2,0,2], x3 = [1,1,1,1] (from the figure the text refers to) with the notes'
+# query, key and value matrices give, for the first position, raw scores [2, 4, 4], weights
+# softmax([2, 4, 4]) = [.06, .47, .47] and output [1.9, 6.7, 1.6]. The printed example is unscaled, so `scale=1.0`.
 X = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], dtype=float)
 W_K = np.array([[0, 0.5, 0.5], [1, 1, 0], [0, 0.5, 0.5], [1, 1, 0]])
 W_Q = np.array([[0.5, 0, 1], [0, 0, 0], [0.5, 0, 1], [0, 0, 0]])

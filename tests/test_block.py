@@ -65,3 +65,24 @@ def test_a_block_with_an_unknown_norm_is_refused():
 
 def test_backward_before_forward_is_a_clear_error():
     assert_backward_before_forward_is_refused(TransformerBlock(4, 2, 8))
+
+
+# ---------------------------------------------------------------- definition by hand (no PyTorch needed)
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_the_residual_arrangement_by_hand(norm):
+    """Pre-norm (GPT-2; May's notes §1.3): h = x + attn(LN1(x)), y = h + ff(LN2(h)). Post-norm (Vaswani et al.
+    2017 §3.1; Wu and Strabel §2.4 call it the original): h = LN1(x + attn(x)), y = LN2(h + ff(h)). Written with
+    the block's own sublayers, each called on its own."""
+    rng = np.random.default_rng(8)
+    block = TransformerBlock(8, 2, 16, norm=norm, rng=0)
+    for ln in (block.ln1, block.ln2):
+        ln.gamma.data[...] = rng.uniform(0.5, 1.5, 8)
+        ln.beta.data[...] = rng.standard_normal(8)
+    x = rng.standard_normal((2, 5, 8))
+    if norm == "pre":
+        h = x + block.attn(block.ln1(x))
+        expected = h + block.ff(block.ln2(h))
+    else:
+        h = block.ln1(x + block.attn(x))
+        expected = block.ln2(h + block.ff(h))
+    np.testing.assert_allclose(block(x), expected, rtol=1e-13, atol=1e-14)

@@ -52,3 +52,10 @@ def test_bad_token_ids(ids, error, message):
 
 def test_backward_before_forward_is_a_clear_error():
     assert_backward_before_forward_is_refused(Embedding(5, 3))
+
+
+def test_initial_table_has_gpt2s_standard_deviation_0_02():
+    """GPT-2 (Radford et al. 2019; its released code's initializer_range) draws every table from N(0, 0.02^2)."""
+    table = Embedding(2000, 50, rng=0).weight.data                              # 100 000 draws
+    assert table.std() == pytest.approx(0.02, rel=0.01)
+    assert abs(table.mean()) < 0.02 * 0.01

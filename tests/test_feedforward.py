@@ -34,3 +34,17 @@ def test_an_unknown_activation_is_refused():
 
 def test_backward_before_forward_is_a_clear_error():
     assert_backward_before_forward_is_refused(FeedForward(4, 8))
+
+
+def test_two_linear_maps_around_the_activation_by_hand():
+    """Vaswani et al. (2017) eq. 2: FFN(x) = max(0, x W1 + b1) W2 + b2, C -> d_ff -> C, the same at every position."""
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    layer = FeedForward(4, 12, activation="relu", rng=0)
+    for linear in (layer.fc1, layer.fc2):
+        linear.bias.data[...] = rng.standard_normal(linear.bias.data.shape)
+    x = rng.standard_normal((3, 5, 4))
+    hidden = np.maximum(0.0, x @ layer.fc1.weight.data + layer.fc1.bias.data)          # (3, 5, 12)
+    np.testing.assert_allclose(layer(x), hidden @ layer.fc2.weight.data + layer.fc2.bias.data, rtol=1e-13)
+    assert hidden.shape[-1] == 12 and (hidden == 0).any() and (hidden > 0).any()       # the kink is used

@@ -83,3 +83,22 @@ def test_sequence_longer_than_max_len():
 
 def test_backward_before_forward_is_a_clear_error():
     assert_backward_before_forward_is_refused(GPT(7, 4, 2, 1, 8, 5))
+
+
+# ---------------------------------------------------------------- sinusoidal positions for any length (issue 24)
+def test_a_sinusoidal_gpt_runs_past_max_len_and_learned_positions_keep_their_limit():
+    """The formula gives every position: a sinusoidal GPT reads 15 tokens with max_len 6, forward and backward;
+    causal attention means the first 6 logits are those of the first 6 tokens alone; the positions past max_len
+    are the formula's (a GPT built with max_len 15 holds them in its table and gives the same logits)."""
+    config = dict(vocab_size=11, d_model=8, n_heads=2, n_layers=2, d_ff=16, positional="sinusoidal", rng=0)
+    model = GPT(max_len=6, **config)
+    ids = np.random.default_rng(0).integers(0, 11, size=(2, 15))
+    logits = model(ids)
+    assert logits.shape == (2, 15, 11) and np.all(np.isfinite(logits))
+    np.testing.assert_allclose(logits[:, :6], model(ids[:, :6]), rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(logits, GPT(max_len=15, **config)(ids))
+    model(ids)
+    assert model.backward(np.ones_like(logits)) is None
+    learned = GPT(max_len=6, **(config | {"positional": "learned"}))
+    with pytest.raises(ValueError, match=r"GPT\(.*\) expected at most max_len=6 positions, got T=15"):
+        learned(ids)

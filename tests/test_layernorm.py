@@ -1,7 +1,7 @@
 """LayerNorm (layers/layernorm.py): everything that pins it, in one file.
 
 * definition: PyTorch's `nn.LayerNorm` (parity, 1e-10), also where eps dominates the variance; the
-  slides' form without eps (Si Wu, 001, "Layer Norm") is a different function;
+  slides' form without eps (Si Wu, "Transformers", CS 6120, Northeastern, slide "Layer Norm") is a different function;
 * gradients: the catalogue's LayerNorm rows against central differences (float64, 1e-7);
 * properties (hypothesis): before the affine the output has zero mean and unit variance, for every shape;
 * float32: agrees with float64 to 1e-5;
@@ -40,9 +40,9 @@ def test_matches_torch(eps, scale):
 
 @requires_torch
 def test_layernorm_of_the_slides_without_eps_is_a_different_function():
-    """Si Wu's slides (001, "Layer Norm") divide by sigma = sqrt(var) with no eps; PyTorch, GPT-2 and this
-    project use sqrt(var + eps). With small variance the two differ, and on a constant vector the
-    slides' form is 0/0 while the layer gives beta."""
+    """Si Wu's slides ("Transformers", CS 6120, Northeastern, slide "Layer Norm") divide by sigma = sqrt(var)
+    with no eps; PyTorch, GPT-2 and this project use sqrt(var + eps). With small variance the two differ,
+    and on a constant vector the slides' form is 0/0 while the layer gives beta."""
     rng = np.random.default_rng(14)
     x = 0.01 * rng.standard_normal((3, 6))
     slides = (x - x.mean(-1, keepdims=True)) / x.std(-1, keepdims=True)
@@ -95,3 +95,17 @@ def test_upstream_gradient_of_the_wrong_shape_is_not_broadcast():
 
 def test_backward_before_forward_is_a_clear_error():
     assert_backward_before_forward_is_refused(LayerNorm(3))
+
+
+# ---------------------------------------------------------------- definition by hand (no PyTorch needed)
+def test_layernorm_by_hand_biased_variance_and_eps_1e5_inside_the_root():
+    """Ba et al. (2016) eq. 4 with GPT-2's and PyTorch's eps = 1e-5 inside the square root, variance over C
+    (not C - 1). x = (1, 2, 3, 4): mean 2.5, variance (2.25 + 0.25 + 0.25 + 2.25) / 4 = 1.25. x = (0, 0.002):
+    variance 1e-6, ten times smaller than eps, so eps decides the output: 0.001 / sqrt(1.1e-5) = 0.3015..."""
+    import math
+
+    y = LayerNorm(4)(np.array([1.0, 2.0, 3.0, 4.0]))
+    np.testing.assert_allclose(y, np.array([-1.5, -0.5, 0.5, 1.5]) / math.sqrt(1.25 + 1e-5), rtol=1e-14)
+    small = LayerNorm(2)(np.array([0.0, 0.002]))
+    np.testing.assert_allclose(small, [-0.001 / math.sqrt(1.1e-5), 0.001 / math.sqrt(1.1e-5)], rtol=1e-12)
+    assert LayerNorm(2).eps == 1e-5

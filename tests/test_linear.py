@@ -56,3 +56,14 @@ def test_upstream_gradient_of_the_wrong_shape_is_not_broadcast():
 
 def test_backward_before_forward_is_a_clear_error():
     assert_backward_before_forward_is_refused(Linear(3, 2))
+
+
+# ---------------------------------------------------------------- initial weights
+def test_initial_weights_have_standard_deviation_one_over_sqrt_d_in_and_keep_the_variance():
+    """N(0, 1/d_in) (LeCun et al. 1998, "Efficient BackProp" §4.6): each output sums d_in products of
+    variance 1/d_in, so unit-variance inputs give outputs of variance about 1. d_in = 400: std 0.05; biases 0."""
+    layer = Linear(400, 300, rng=0)
+    assert layer.weight.data.std() == pytest.approx(0.05, rel=0.01)                # 120 000 draws
+    assert not layer.bias.data.any()
+    y = layer(np.random.default_rng(1).standard_normal((200, 400)))
+    assert y.var() == pytest.approx(1.0, rel=0.05)

@@ -74,3 +74,15 @@ def test_bad_targets_and_shapes_in_the_loss():
 
 def test_backward_before_forward_is_a_clear_error():
     assert_backward_before_forward_is_refused(CrossEntropyLoss(), dout=1.0)
+
+
+def test_cross_entropy_by_hand_is_the_mean_nll_of_the_kept_targets():
+    """-log softmax(logits)[target], averaged over the targets not ignored: rows with probabilities
+    (1/6, 2/6, 3/6) and targets 2, 0 give (ln 2 + ln 6) / 2; a third row with target -1 is left out."""
+    import math
+
+    logits = np.log(np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [5.0, 1.0, 1.0]]))
+    assert float(CrossEntropyLoss()(logits[:2], np.array([2, 0]))) == pytest.approx(
+        (math.log(2) + math.log(6)) / 2, rel=1e-14)
+    assert float(CrossEntropyLoss(ignore_index=-1)(logits, np.array([2, 0, -1]))) == pytest.approx(
+        (math.log(2) + math.log(6)) / 2, rel=1e-14)

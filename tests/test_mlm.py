@@ -86,3 +86,37 @@ def test_training_smoke_masked_lm_loss_falls():
     assert model(inputs).dtype == np.float32                                    # nothing upcasts to float64
     assert np.mean(losses[-10:]) < 0.8 * np.mean(losses[:10])
     assert np.mean(losses[-10:]) < unigram_entropy - 0.1
+
+
+def test_the_masked_token_loss_is_kept_apart_from_the_nsp_term():
+    """The masked-token perplexity is exp(token_loss): the masked positions' mean NLL alone, the NSP term aside."""
+    from minitransformer.training.objectives import MaskedLMObjective
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(N_SPECIAL, V, size=(3, 10))
+    inputs, targets, _ = mask_tokens(ids, rng, MASK, N_SPECIAL, V)
+    follows = np.array([0, 1, 1])
+    model = BertMLM(V, 16, 2, 1, 32, 10, nsp=True, rng=0)
+    objective = MaskedLMObjective(model, nsp=True)
+    loss = objective.forward(inputs, targets, follows)
+    token_logits, nsp_logits = model(inputs)
+    assert objective.token_loss == pytest.approx(float(CrossEntropyLoss(ignore_index=-1)(token_logits, targets)))
+    assert loss == pytest.approx(objective.token_loss + float(CrossEntropyLoss()(nsp_logits, follows)))
+
+
+def test_the_mlm_command_prints_the_masked_token_perplexity(tmp_path, capsys):
+    import math
+    import re
+
+    from minitransformer.__main__ import main
+
+    path = tmp_path / "text.txt"
+    path.write_text("the cat sat on the mat. " * 40)
+    assert main(["mlm", "--text", str(path), "--steps", "2", "--batch-size", "4", "--d-model", "16",
+                 "--layers", "1", "--nsp"]) == 0
+    out = capsys.readouterr().out
+    step = re.search(r"step +2  loss [\d.]+  masked-token perplexity ([\d.]+)", out)
+    held_out = re.search(r"held-out masked-token loss ([\d.]+), perplexity ([\d.]+)", out)
+    assert step and held_out, out
+    assert float(held_out[2]) == pytest.approx(math.exp(float(held_out[1])), rel=1e-3)     # both rounded
+    assert 1 < float(step[1]) < 2 * (N_SPECIAL + len(set("the cat sat on the mat. ")))   # about uniform, untrained

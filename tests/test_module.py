@@ -142,3 +142,66 @@ def test_dtype_reaches_every_parameter_and_gradient(dtype):
         assert param.data.dtype == dtype and param.grad.dtype == dtype, name
     with pytest.raises(TypeError, match="float32 or float64"):
         Linear(2, 2, dtype=np.float16)
+
+
+# ---------------------------------------------------------------- an input changed in place between forward and backward
+
+def _layers_that_cache_their_input():
+    from minitransformer import GELU, FeedForward, MultiHeadAttention, ScaledDotProductAttention, TransformerBlock
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 5, 8))
+    return {
+        "Linear": (Linear(8, 4, rng=1), [x], (2, 5, 4)),
+        "GELU": (GELU(), [x], (2, 5, 8)),
+        "ScaledDotProductAttention": (ScaledDotProductAttention(causal=True), [x, x.copy(), x.copy()], (2, 5, 8)),
+        "MultiHeadAttention": (MultiHeadAttention(8, 2, causal=True, rng=1), [x], (2, 5, 8)),
+        "FeedForward": (FeedForward(8, 16, rng=1), [x], (2, 5, 8)),
+        "TransformerBlock(post-norm)": (TransformerBlock(8, 2, 16, norm="post", rng=1), [x], (2, 5, 8)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_layers_that_cache_their_input()))
+def test_an_input_changed_in_place_before_backward_is_refused_naming_the_layer(name):
+    from minitransformer.core.module import InputChangedError
+    layer, inputs, out_shape = _layers_that_cache_their_input()[name]
+    dout = np.ones(out_shape)
+    layer(*inputs)
+    layer.backward(dout)                                    # unchanged: fine
+    layer(*inputs)
+    inputs[0] += 1                                          # the caller's `x += 1`
+    with pytest.raises(InputChangedError, match=rf"{type(layer).__name__}.*input 0 of forward .*changed in place"):
+        layer.backward(dout)
+    layer(*inputs)                                          # a new forward sees the new values: fine again
+    layer.backward(dout)
+
+
+def test_a_buffer_reused_for_the_next_batch_is_refused_and_a_copy_is_not():
+    from minitransformer.core.module import InputChangedError
+    layer = Linear(8, 4, rng=1)
+    buffer = np.random.default_rng(0).normal(size=(3, 8))
+    layer(buffer)
+    buffer[...] = np.random.default_rng(1).normal(size=(3, 8))     # the next batch, read into the same array
+    with pytest.raises(InputChangedError, match=r"Linear\(8 -> 4\)"):
+        layer.backward(np.ones((3, 4)))
+    layer(buffer.copy())
+    buffer[...] = 0
+    layer.backward(np.ones((3, 4)))
+
+
+def test_the_check_is_in_the_base_class_not_in_each_layer():
+    """A layer written by a student, with no line for it, gets the check too."""
+    from minitransformer.core.module import InputChangedError, Module
+
+    class Double(Module):
+        def forward(self, x):
+            self.x = x
+            return 2 * x
+
+        def backward(self, dout):
+            return 2 * dout
+
+    layer, x = Double(), np.arange(6.0)
+    layer(x)
+    x[::2] = -1
+    with pytest.raises(InputChangedError):
+        layer.backward(np.ones(6))

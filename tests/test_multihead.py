@@ -99,3 +99,33 @@ def test_refuses_a_broadcastable_dout():
 
 def test_backward_before_forward_is_a_clear_error():
     assert_backward_before_forward_is_refused(MultiHeadAttention(4, 2))
+
+
+# ---------------------------------------------------------------- definition by hand (no PyTorch needed)
+def test_each_head_by_hand_and_concatenation_then_w_o_is_the_sum_over_heads():
+    """Vaswani et al. (2017) §3.2.2: head h uses columns h*hs .. (h+1)*hs of W_Q, W_K, W_V, attends with
+    softmax(q k^T / sqrt(hs)) under the causal mask, and out = concat(head_1 .. head_H) W_O + b_O. The same
+    product, cut by rows of W_O, is sum_h head_h W_O[h*hs:(h+1)*hs] + b_O (May's notes §1.2, Wu's slides,
+    Strabel §2.2). Written with one loop over heads, none of the layer's reshapes."""
+    import math
+
+    rng = np.random.default_rng(5)
+    C, H, T = 6, 3, 4
+    hs = C // H
+    layer = MultiHeadAttention(C, H, causal=True, rng=1)
+    for bias in (layer.b_q, layer.b_k, layer.b_v, layer.b_o):
+        bias.data[...] = rng.standard_normal(C)
+    x = rng.standard_normal((2, T, C))
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    heads = []
+    for h in range(H):
+        cols = slice(h * hs, (h + 1) * hs)
+        q, k, v = (x @ w.data[:, cols] + b.data[cols] for w, b in ((layer.w_q, layer.b_q), (layer.w_k, layer.b_k),
+                                                                     (layer.w_v, layer.b_v)))
+        scores = np.where(future, -np.inf, q @ k.transpose(0, 2, 1) / math.sqrt(hs))      # (B, T, T)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        heads.append(weights / weights.sum(axis=-1, keepdims=True) @ v)                     # (B, T, hs)
+    concatenated = np.concatenate(heads, axis=-1) @ layer.w_o.data + layer.b_o.data
+    summed = sum(heads[h] @ layer.w_o.data[h * hs:(h + 1) * hs] for h in range(H)) + layer.b_o.data
+    np.testing.assert_allclose(layer(x), concatenated, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(summed, concatenated, rtol=1e-12, atol=1e-14)

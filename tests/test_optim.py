@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from minitransformer import GPT, rel_error
 from minitransformer.core.parameter import Parameter
+from minitransformer.training.config import transformer_adam
 from minitransformer.training.optim import (
     SGD,
     Adam,
@@ -251,3 +252,33 @@ def test_bad_arguments_are_named():
         clip_grad_norm([_param([1.0], [0.0])], 0.0)
     with pytest.raises(ValueError, match="empty"):
         Adam([], lr=0.1)
+
+
+# ---------------------------------------------------------------- the papers' default settings, by hand
+def _two_steps_by_hand(param0, grads, lr, beta1, beta2, eps, decay=0.0):
+    """Kingma & Ba (2015) Algorithm 1 written out for two steps (and AdamW's p <- p - lr lambda p first)."""
+    p, m, v = np.array(param0, dtype=np.float64), 0.0, 0.0
+    for t, g in enumerate(grads, start=1):
+        p = p - lr * decay * p
+        m = beta1 * m + (1 - beta1) * np.array(g)
+        v = beta2 * v + (1 - beta2) * np.array(g) ** 2
+        p = p - lr * (m / (1 - beta1 ** t)) / (np.sqrt(v / (1 - beta2 ** t)) + eps)
+    return p
+
+
+@pytest.mark.parametrize("make, settings", [
+    (lambda params: Adam(params), (1e-3, 0.9, 0.999, 1e-8, 0.0)),            # Kingma & Ba (2015) §2 defaults
+    (lambda params: AdamW(params), (1e-3, 0.9, 0.999, 1e-8, 0.01)),          # PyTorch's AdamW defaults
+    (lambda params: transformer_adam(params), (1e-3, 0.9, 0.98, 1e-9, 0.0)),  # Vaswani et al. (2017) §5.3
+], ids=["Adam", "AdamW", "transformer_adam"])
+def test_default_betas_eps_and_decay_are_the_papers(make, settings):
+    """Two steps with the defaults against Algorithm 1 by hand. The gradients are chosen so that every setting
+    shows: 3e-9 is near eps (1e-8 against 1e-9 changes the step by a third), the second gradient differs from
+    the first (beta1, beta2 weigh them), and the weights are far from 0 (the decay moves them)."""
+    grads = [[3e-9, 1.0, -2.0], [1e-9, -3.0, 0.5]]
+    param = _param([5.0, -4.0, 3.0], grads[0])
+    optimizer = make([param])
+    optimizer.step()
+    param.grad[...] = grads[1]
+    optimizer.step()
+    np.testing.assert_allclose(param.data, _two_steps_by_hand([5.0, -4.0, 3.0], grads, *settings), rtol=1e-13)

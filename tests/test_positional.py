@@ -73,3 +73,33 @@ def test_sinusoidal_table_needs_an_even_width():
                          ids=lambda layer: type(layer).__name__)
 def test_backward_before_forward_is_a_clear_error(layer):
     assert_backward_before_forward_is_refused(layer)
+
+
+# ---------------------------------------------------------------- sinusoidal positions have no length limit (issue 24)
+def test_extended_sinusoidal_rows_past_max_len_are_the_formula_by_hand():
+    """Vaswani et al. (2017) §3.5: P[n, 2k] = sin(n / 10000^(2k/d)), P[n, 2k+1] = cos(n / 10000^(2k/d)), for any n.
+    With extend=True the rows past the stored table are computed on demand and equal the formula, written here
+    one entry at a time; rows that straddle the table's end agree bit for bit with a longer table."""
+    import math
+
+    d, max_len = 6, 4
+    layer = SinusoidalPositionalEncoding(d, max_len, extend=True)
+    rows = layer.forward(np.zeros((1, 5, d)), start=7)[0]                     # positions 7 .. 11, all past 4
+    for t, n in enumerate(range(7, 12)):
+        for k in range(d // 2):
+            angle = n / 10000 ** (2 * k / d)
+            assert rows[t, 2 * k] == pytest.approx(math.sin(angle), abs=1e-15)
+            assert rows[t, 2 * k + 1] == pytest.approx(math.cos(angle), abs=1e-15)
+    straddling = layer.forward(np.zeros((2, 6, d)), start=1)                   # positions 1 .. 6
+    np.testing.assert_array_equal(straddling[0], SinusoidalPositionalEncoding(d, 7).table[1:7])
+    assert layer.backward(np.ones((2, 6, d))).shape == (2, 6, d)               # dx = dout, any length
+
+
+def test_extended_rows_keep_the_tables_dtype_and_without_extend_the_limit_stays():
+    layer = SinusoidalPositionalEncoding(4, 3, dtype=np.float32, extend=True)
+    assert layer.forward(np.zeros((1, 9, 4), dtype=np.float32)).dtype == np.float32
+    assert "extend=True" in repr(layer)
+    with pytest.raises(ValueError, match="expected start >= 0, got -1"):
+        layer.forward(np.zeros((1, 1, 4)), start=-1)
+    with pytest.raises(ValueError, match="at most max_len=3 positions, got T=4"):
+        SinusoidalPositionalEncoding(4, 3).forward(np.zeros((1, 4, 4)))

@@ -91,3 +91,20 @@ def test_survey_listing_masks_away_the_entries_the_skew_needs():
     assert listing[0, 0] == 0.0 and direct[0, 0] != 0.0        # query 0 loses its own offset 0
     np.testing.assert_allclose(listing[-1], direct[-1])         # only the last row survives intact
     np.testing.assert_allclose(skew(x @ e_rel.T)[lower], direct[lower])     # no mask: correct
+
+
+@pytest.mark.parametrize("skewed", [False, True], ids=["direct", "skewed"])
+def test_relative_scores_by_hand(skewed):
+    """Shaw et al. (2018) eq. 5 (Huang et al. 2018 for the skew): score(i, j) = (q_i.k_j + q_i.a_(j-i)) / sqrt(hs).
+    hs = 4, so the scale is 1/2. Query 1 against key 0 (offset -1): (1 + 2) / 2 = 1.5; against key 1
+    (offset 0): (1 + 1) / 2 = 1.0; with v_0 = (1, 0), v_1 = (0, 1) the output is softmax(1.5, 1.0)."""
+    import math
+
+    layer = RelativePositionAttention(4, max_distance=1, skewed=skewed, rng=0)
+    layer.table.data[...] = [[0, 0, 2, 0], [1, 0, 0, 0], [5, 5, 5, 5]]       # rows: offsets -1, 0, +1
+    q = np.array([[0.0, 0, 0, 0], [1, 0, 1, 0]])
+    k = np.array([[1.0, 1, 0, 0], [0, 1, 1, 0]])
+    v = np.eye(2)
+    out = layer.forward(q, k, v)
+    first = math.exp(0.5) / (1 + math.exp(0.5))
+    np.testing.assert_allclose(out, [[1.0, 0.0], [first, 1 - first]], rtol=1e-14)

@@ -77,3 +77,18 @@ def test_odd_head_size_is_refused():
 def test_wrong_width_is_named():
     with pytest.raises(ValueError, match=r"RotaryEmbedding\(head_size=4\) expected input \(\.\.\., 4\)"):
         RotaryEmbedding(4)(np.ones((2, 3, 5)))
+
+
+def test_the_rotary_base_is_10000_as_in_the_paper():
+    """Su et al. (2021), "RoFormer", §3.2.2: theta_i = 10000^(-2(i-1)/d). With hs = 8 the four pairs turn by
+    p * 10000^(-0/8), p * 10000^(-2/8), p * 10000^(-4/8), p * 10000^(-6/8) radians: 1, 0.1, 0.01 and 0.001
+    per position, written out here rather than computed from a base. A base of 1000 would give 1, 0.178, ..."""
+    per_position = np.array([1.0, 0.1, 0.01, 0.001])                 # (hs/2,), by hand
+    cos, sin = rotary_angles(np.array([0, 5, 300]), 8)
+    for row, p in enumerate((0, 5, 300)):
+        np.testing.assert_allclose(cos[row], np.cos(p * per_position), rtol=0, atol=1e-13)
+        np.testing.assert_allclose(sin[row], np.sin(p * per_position), rtol=0, atol=1e-13)
+    pairs = np.tile([1.0, 0.0], 4)                                   # every pair (1, 0)
+    turned = RotaryEmbedding(8)(np.stack([pairs] * 6))               # positions 0 .. 5, the layer's default base
+    np.testing.assert_allclose(turned[5, 0::2], np.cos(5 * per_position), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(turned[5, 1::2], np.sin(5 * per_position), rtol=0, atol=1e-13)

@@ -26,14 +26,14 @@ def no_model(monkeypatch):
 
 
 OPTION_ERRORS = {
-    "max-new-tokens negative": (["--max-new-tokens", "-3"], "argument --max-new-tokens: expected a whole number >= 0"),
-    "temperature nan": (["--temperature", "nan"], "argument --temperature: expected a finite number >= 0, got 'nan'"),
-    "temperature inf": (["--temperature", "inf"], "argument --temperature"),
-    "temperature negative": (["--temperature", "-0.5"], "argument --temperature"),
-    "top-k 0": (["--top-k", "0"], "argument --top-k: expected a positive whole number, got 0"),
-    "top-k negative": (["--top-k", "-2"], "argument --top-k"),
-    "num-samples 0": (["--num-samples", "0"], "argument --num-samples"),
-    "seed negative": (["--seed", "-1"], "argument --seed"),
+    "max-new-tokens negative": (["--max-new-tokens", "-3"], "error: --max-new-tokens: expected a whole number >= 0"),
+    "temperature nan": (["--temperature", "nan"], "error: --temperature: expected a finite number >= 0, got 'nan'"),
+    "temperature inf": (["--temperature", "inf"], "error: --temperature"),
+    "temperature negative": (["--temperature", "-0.5"], "error: --temperature"),
+    "top-k 0": (["--top-k", "0"], "error: --top-k: expected a positive whole number, got 0"),
+    "top-k negative": (["--top-k", "-2"], "error: --top-k"),
+    "num-samples 0": (["--num-samples", "0"], "error: --num-samples"),
+    "seed negative": (["--seed", "-1"], "error: --seed"),
     "prompt not in the vocabulary": (["--prompt", "xyz"], "--prompt 'xyz' cannot be encoded"),
     "prompt empty": (["--prompt", ""], "--prompt is empty"),
 }

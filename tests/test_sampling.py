@@ -285,3 +285,19 @@ def test_beam_search_options_are_checked(options, message):
 
     with pytest.raises(ValueError, match=rf"beam_search {message}"):
         beam_search(_seq2seq(), np.array([[3, 4, 5]]), 1, 2, 4, **options)
+
+
+def test_a_sinusoidal_gpt_decodes_past_max_len_with_the_cache_and_generation_keeps_its_window():
+    """Positions past max_len are computed on demand, so a cached forward may go on past the table (and equals
+    the full recomputation); `generate` keeps to the trained window (max_len) all the same."""
+    model = tiny_gpt("sinusoidal")                                         # max_len 10
+    ids = np.random.default_rng(3).integers(0, 13, size=(2, 16))
+    cache = KVCache(len(model.blocks))
+    steps = [model.forward(ids[:, :4], cache=cache)[:, -1]]
+    steps += [model.forward(ids[:, t:t + 1], cache=cache)[:, -1] for t in range(4, 16)]
+    np.testing.assert_allclose(np.stack(steps, axis=1), model.forward(ids)[:, 3:], rtol=1e-10, atol=1e-12)
+    assert cache.length == 16
+    prompt = np.arange(13) % 13
+    cached = generate(model, prompt, 15, temperature=1.0, rng=5)
+    assert np.array_equal(cached, generate(model, prompt, 15, temperature=1.0, rng=5, use_cache=False))
+    assert cached.shape == (10 + 15,) and np.array_equal(cached[:10], prompt[-10:])

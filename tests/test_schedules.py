@@ -90,3 +90,25 @@ def test_the_old_encoder_decoder_rate_keeps_its_name_and_arguments_for_one_versi
 
     with pytest.warns(DeprecationWarning, match="linear_rate"):
         assert learning_rate(30, 100, 1e-3, 10) == linear_rate(30, 1e-3, 10, 100)
+
+
+def test_noam_values_at_given_steps_by_hand():
+    """Vaswani et al. (2017) eq. 3 with d_model 512 and warmup 4000: the peak at step 4000 is
+    1 / sqrt(512 * 4000) = 1 / sqrt(2 048 000) = 6.9877e-4; the rise is linear, so step 1000 gives a quarter of
+    it; the decay is 1/sqrt(step), so step 16 000 gives half of it and step 64 000 a quarter."""
+    peak = 1 / math.sqrt(2_048_000)
+    assert peak == pytest.approx(6.9877e-4, abs=5e-9)
+    assert noam_rate(4000, 512, 4000) == pytest.approx(peak, rel=1e-14)
+    assert noam_rate(1000, 512, 4000) == pytest.approx(peak / 4, rel=1e-14)
+    assert noam_rate(16_000, 512, 4000) == pytest.approx(peak / 2, rel=1e-14)
+    assert noam_rate(64_000, 512, 4000) == pytest.approx(peak / 4, rel=1e-14)
+
+
+def test_cosine_decay_at_its_quarter_points_by_hand():
+    """Loshchilov & Hutter (2017) eq. 5: min + (max - min)(1 + cos(pi r)) / 2. From 1.0 to 0.1 over steps
+    10 .. 110: r = 1/4 gives 0.1 + 0.45 (1 + sqrt(2)/2) = 0.868198, r = 1/2 gives 0.55, r = 3/4 gives
+    0.1 + 0.45 (1 - sqrt(2)/2) = 0.231802; a straight line would give 0.775, 0.55, 0.325."""
+    assert cosine_rate(35, 1.0, 0.1, 10, 110) == pytest.approx(0.868198, abs=1e-6)
+    assert cosine_rate(60, 1.0, 0.1, 10, 110) == pytest.approx(0.55, abs=1e-12)
+    assert cosine_rate(85, 1.0, 0.1, 10, 110) == pytest.approx(0.231802, abs=1e-6)
+    assert cosine_rate(4, 1.0, 0.1, 10, 110) == pytest.approx(5 / 11, rel=1e-14)    # warm-up: (step + 1) / (warmup + 1)

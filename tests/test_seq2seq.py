@@ -241,3 +241,38 @@ def test_float32_model_agrees_with_float64_and_keeps_its_dtype(norm):
     cache = KVCache(len(model.blocks), cross_attention=True)
     assert model.decode(tgt[:, :1], *model.encode(src), cache=cache).dtype == np.float32
     assert cache[0].k.dtype == cache.cross_attention[0].v.dtype == np.float32
+
+
+def test_held_out_loss_is_the_mean_nll_per_target_token_and_its_perplexity_by_hand():
+    """evaluate_loss weights each chunk by its target tokens: the same as summing -log p over every target token
+    (EOS included, padding not) by hand and dividing by their number; the perplexity is exp of that."""
+    import math
+
+    from minitransformer.training.encdec import evaluate_loss
+
+    task = ReverseTask(n_symbols=4, min_len=2, max_len=3, n_test=7, rng=0)
+    model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, 16, 2, 1, 32, 5, pad_id=PAD, rng=1)
+    total, count = 0.0, 0
+    for source in task.test_sources:                       # one sentence at a time: no padding at all
+        src, tgt_in, tgt_out = task.batch([source])
+        logits = model(src, tgt_in)[0]                     # (T, V)
+        log_p = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+        total -= log_p[np.arange(len(tgt_out[0])), tgt_out[0]].sum()
+        count += len(tgt_out[0])
+    loss, ppl = evaluate_loss(model, task, task.test_sources, batch_size=3)   # chunks of 3, 3, 1: padded
+    assert loss == pytest.approx(total / count, rel=1e-12)
+    assert ppl == pytest.approx(math.exp(total / count), rel=1e-12)
+
+
+def test_the_training_log_prints_perplexity_beside_the_loss():
+    import math
+    import re
+
+    task = ReverseTask(n_symbols=4, min_len=2, max_len=3, n_test=4, rng=0)
+    model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, 16, 2, 1, 32, 5, pad_id=PAD, rng=1)
+    lines = []
+    losses = train_seq2seq(model, task, steps=4, batch_size=4, log_every=2, log=lines.append)
+    for line, window in zip(lines, (losses[:2], losses[2:]), strict=True):
+        loss, ppl = map(float, re.search(r"loss ([\d.]+)  perplexity ([\d.]+)", line).groups())
+        assert loss == pytest.approx(np.mean(window), abs=5e-5)
+        assert ppl == pytest.approx(math.exp(np.mean(window)), abs=5e-4)

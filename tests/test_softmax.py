@@ -15,7 +15,7 @@ from _torch_parity import F, assert_matches_torch, requires_torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minitransformer import Softmax
+from minitransformer import Softmax, softmax
 
 shapes = st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple)
 seeds = st.integers(0, 2**32 - 1)
@@ -66,3 +66,13 @@ def test_extreme_float32_logits_stay_finite():
 # ---------------------------------------------------------------- bad input
 def test_backward_before_forward_is_a_clear_error():
     assert_backward_before_forward_is_refused(Softmax())
+
+
+def test_softmax_by_hand():
+    """exp(x_i) / sum_j exp(x_j): logits log 1, log 2, log 3 give 1/6, 2/6, 3/6; logits 0 and 1 give
+    1 / (1 + e) and e / (1 + e)."""
+    import math
+
+    np.testing.assert_allclose(softmax(np.log([1.0, 2.0, 3.0])), [1 / 6, 2 / 6, 3 / 6], rtol=1e-14)
+    np.testing.assert_allclose(softmax(np.array([[0.0, 1.0]])), [[1 / (1 + math.e), math.e / (1 + math.e)]],
+                               rtol=1e-14)

@@ -183,26 +183,27 @@ USER_ERRORS = {
     "text empty": (_write("empty.txt", b""), "is empty"),
     "text too short": (_write("short.txt", b"abcdefg"), "fewer than one window of --block-size + 1 = 9 tokens"),
     "validation too short": (_write("short.txt", b"abcdefghij" * 7), "validation (last 10 %) part has 7"),
-    "block size 0": (_options("--block-size", "0"), "argument --block-size: expected a positive whole number, got 0"),
-    "batch size 0": (_options("--batch-size", "0"), "argument --batch-size"),
-    "eval interval 0": (_options("--eval-interval", "0"), "argument --eval-interval"),
-    "eval batches 0": (_options("--eval-batches", "0"), "argument --eval-batches"),
-    "layers 0": (_options("--n-layers", "0"), "argument --n-layers"),
-    "d_model negative": (_options("--d-model", "-16"), "argument --d-model"),
-    "d_ff not a number": (_options("--d-ff", "wide"), "argument --d-ff: expected a positive whole number, got 'wide'"),
-    "max steps negative": (_options("--max-steps", "-1"), "argument --max-steps: expected a whole number >= 0"),
-    "sample tokens negative": (_options("--sample-tokens", "-3"), "argument --sample-tokens"),
-    "temperature nan": (_options("--temperature", "nan"), "argument --temperature: expected a finite number >= 0"),
-    "temperature negative": (_options("--temperature", "-1"), "argument --temperature"),
-    "top-k 0": (_options("--top-k", "0"), "argument --top-k"),
-    "lr nan": (_options("--lr", "nan"), "argument --lr"),
-    "lr negative": (_options("--lr", "-0.1"), "argument --lr"),
-    "grad clip inf": (_options("--grad-clip", "inf"), "argument --grad-clip"),
-    "dropout 1": (_options("--dropout", "1"), "argument --dropout: expected a probability 0 <= p < 1"),
-    "seed negative": (_options("--seed", "-1"), "argument --seed"),
-    "workers 0": (_options("--workers", "0"), "argument --workers"),
+    "block size 0": (_options("--block-size", "0"), "error: --block-size: expected a positive whole number, got 0"),
+    "batch size 0": (_options("--batch-size", "0"), "error: --batch-size"),
+    "eval interval 0": (_options("--eval-interval", "0"), "error: --eval-interval"),
+    "eval batches 0": (_options("--eval-batches", "0"), "error: --eval-batches"),
+    "layers 0": (_options("--n-layers", "0"), "error: --n-layers"),
+    "d_model negative": (_options("--d-model", "-16"), "error: --d-model"),
+    "d_ff not a number": (_options("--d-ff", "wide"), "error: --d-ff: expected a positive whole number, got 'wide'"),
+    "max steps negative": (_options("--max-steps", "-1"), "error: --max-steps: expected a whole number >= 0"),
+    "sample tokens negative": (_options("--sample-tokens", "-3"), "error: --sample-tokens"),
+    "temperature nan": (_options("--temperature", "nan"), "error: --temperature: expected a finite number >= 0"),
+    "temperature negative": (_options("--temperature", "-1"), "error: --temperature"),
+    "top-k 0": (_options("--top-k", "0"), "error: --top-k"),
+    "lr nan": (_options("--lr", "nan"), "error: --lr"),
+    "lr negative": (_options("--lr", "-0.1"), "error: --lr"),
+    "grad clip inf": (_options("--grad-clip", "inf"), "error: --grad-clip"),
+    "dropout 1": (_options("--dropout", "1"), "error: --dropout: expected a probability 0 <= p < 1"),
+    "seed negative": (_options("--seed", "-1"), "error: --seed"),
+    "workers 0": (_options("--workers", "0"), "error: --workers"),
+    "workers above the batch": (_options("--workers", "5"), "--workers 5 must be at most the batch size 4"),
     "heads do not divide": (_options("--n-heads", "3"), "--d-model 16 must be divisible by --n-heads 3"),
-    "vocab size 0": (_options("--tokenizer", "bpe", "--vocab-size", "0"), "argument --vocab-size"),
+    "vocab size 0": (_options("--tokenizer", "bpe", "--vocab-size", "0"), "error: --vocab-size"),
     "out a file": (_out_is_a_file, "is a file, expected a directory"),
     "prompt not in the vocabulary": (_options("--sample-tokens", "5", "--prompt", "ß"), "--prompt 'ß' cannot be encoded"),
     "prompt empty": (_options("--sample-tokens", "5", "--prompt", ""), "--prompt is empty"),
@@ -324,3 +325,20 @@ def test_every_commands_help_shows_the_default_of_every_option_that_takes_a_valu
         if takes_a_value and option != "-h":
             assert "(default" in text or "(required)" in text, \
                 f"{' '.join(argv)} --help: {option} shows no default: {' '.join(words)!r}"
+
+
+def test_train_prints_perplexity_beside_the_validation_loss(tmp_path, text_file, capsys):
+    """Untrained, at each evaluation, and at the end: perplexity = exp(loss), printed next to it."""
+    import math
+    import re
+
+    code, out, err = cli(train(text_file, "--out", str(tmp_path / "run")), capsys)
+    assert code == 0, err
+    untrained = re.search(r"untrained: val loss ([\d.]+), perplexity ([\d.]+) .*perplexity V = (\d+)", out)
+    final = re.search(r"trained to step 2 .*: val loss ([\d.]+), perplexity ([\d.]+)", out)
+    assert untrained and final, out
+    for match in (untrained, final):
+        assert float(match[2]) == pytest.approx(math.exp(float(match[1])), abs=0.006)
+    assert float(untrained[2]) == pytest.approx(int(untrained[3]), rel=0.2)     # untrained is about uniform
+    history = read_checkpoint(tmp_path / "run")[0]["history"]
+    assert [row[0] for row in history["perplexity"]] == [0, 2]                 # the untrained evaluation too

@@ -155,6 +155,7 @@ def test_the_progress_bar_shows_the_loss_from_the_first_step(monkeypatch):
 
     printed = io.StringIO()
     monkeypatch.setattr(tqdm, "tqdm", lambda *args, **kwargs: tqdm.std.tqdm(*args, file=printed, **kwargs))
+    monkeypatch.setattr(minitransformer.training.trainer, "_is_terminal", lambda stream: True)   # as on a terminal
     trainer = tiny_trainer(eval_interval=100)
     trainer.progress = True
     trainer.fit(max_steps=3)
@@ -238,3 +239,41 @@ def test_a_trainer_refuses_a_config_it_cannot_run(changes, message, monkeypatch)
     monkeypatch.setattr(trainer_module, "build_model", lambda *args: pytest.fail("a model was built"))
     with pytest.raises(ValueError, match=message):
         tiny_trainer(**changes)
+
+
+# ---------------------------------------------------------------- perplexity beside the loss (issue 24)
+def test_each_evaluation_prints_and_keeps_its_perplexity_in_the_history_and_the_checkpoint(tmp_path, capsys):
+    """Perplexity = exp(mean NLL per token): every evaluation's row [step, train, val] of perplexities sits beside
+    its row of losses, is written into the checkpoint, and is printed beside the loss."""
+    import json
+    import math
+    import re
+
+    trainer = tiny_trainer(out_dir=tmp_path)                           # evaluates at steps 3 and 6
+    trainer.fit()
+    assert [row[0] for row in trainer.history["perplexity"]] == [3, 6]
+    for (step, train, val), row in zip(trainer.history["eval"], trainer.history["perplexity"], strict=True):
+        assert row == [step, pytest.approx(math.exp(train), rel=1e-12), pytest.approx(math.exp(val), rel=1e-12)]
+    assert json.loads((tmp_path / "checkpoint.json").read_text())["history"]["perplexity"] == \
+        trainer.history["perplexity"]
+    printed = re.findall(r"(train|val) loss ([\d.]+) \(perplexity ([\d.]+)\)", capsys.readouterr().out)
+    assert len(printed) == 4
+    for _, loss, ppl in printed:
+        assert float(ppl) == pytest.approx(math.exp(float(loss)), abs=0.006)
+
+
+def test_a_checkpoint_from_before_perplexity_resumes_with_its_perplexities_filled_in(tmp_path):
+    import json
+    import math
+
+    trainer = tiny_trainer(out_dir=tmp_path)
+    trainer.fit(max_steps=3)
+    path = tmp_path / "checkpoint.json"
+    meta = json.loads(path.read_text())
+    del meta["history"]["perplexity"]                                  # as 0.3 wrote it
+    path.write_text(json.dumps(meta))
+    resumed = type(trainer).resume(tmp_path, trainer.train_data, trainer.val_data, out_dir=tmp_path, progress=False)
+    [(step, train, val)] = resumed.history["eval"]
+    assert resumed.history["perplexity"] == [[step, math.exp(train), math.exp(val)]]
+    resumed.fit()
+    assert [row[0] for row in resumed.history["perplexity"]] == [3, 6]

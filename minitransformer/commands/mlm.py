@@ -92,6 +92,7 @@ def run(args):
     from ..models.bert import BertMLM, mask_tokens
     from ..training.config import transformer_adam
     from ..training.data import default_corpus
+    from ..training.metrics import perplexity
     from ..training.objectives import MaskedLMObjective
     from ..training.schedules import linear_rate
     from ..training.step import train_step
@@ -111,33 +112,50 @@ def run(args):
           f"{len(corpus.parts['train']):,} training characters")
     objective = MaskedLMObjective(model, nsp=args.nsp)
     optimizer = transformer_adam(objective.parameters(), lr=args.lr)
-    started, window = time.perf_counter(), []
+    started, window, token_window = time.perf_counter(), [], []
     for step in range(args.steps):
         ids, follows = corpus.batch(args.batch_size)
         inputs, targets, _ = mask_tokens(ids, rng, MASK, len(SPECIALS), corpus.vocab_size)
         batch = (inputs, targets, follows) if args.nsp else (inputs, targets)
         rate = linear_rate(step, args.lr, 50, args.steps)
         window.append(train_step(objective, optimizer, batch, rate, grad_clip=1.0))
+        token_window.append(objective.token_loss)
         if (step + 1) % max(args.steps // 8, 1) == 0:
-            print(f"step {step + 1:5d}  loss {np.mean(window):.3f}")
-            window = []
+            print(f"step {step + 1:5d}  loss {np.mean(window):.3f}  masked-token perplexity "
+                  f"{perplexity(np.mean(token_window)):.2f}")
+            window, token_window = [], []
     print(f"trained in {time.perf_counter() - started:.0f} s")
+
+    _evaluate(model, corpus, rng, args.nsp)
+    return 0
+
+
+def _evaluate(model, corpus, rng, nsp):
+    """Print the held-out masked-token loss, perplexity and accuracy (and NSP accuracy), and three filled examples."""
+    import numpy as np
+
+    from ..layers.loss import CrossEntropyLoss
+    from ..models.bert import mask_tokens
+    from ..training.metrics import perplexity
 
     model.eval()
     ids, follows = corpus.batch(500, part="test")
     inputs, targets, chosen = mask_tokens(ids, rng, MASK, len(SPECIALS), corpus.vocab_size)
     out = model(inputs)
-    predicted = (out[0] if args.nsp else out).argmax(axis=-1)
+    token_logits = out[0] if nsp else out
+    predicted = token_logits.argmax(axis=-1)
+    held_out_loss = float(CrossEntropyLoss(ignore_index=-1)(token_logits, targets))
+    print(f"held-out masked-token loss {held_out_loss:.3f}, perplexity {perplexity(held_out_loss):.2f} "
+          f"(uniform over the {corpus.vocab_size} tokens: {corpus.vocab_size})")
     most_common = np.bincount(corpus.parts["train"]).argmax()
     print(f"held-out masked-token accuracy: {np.mean(predicted[chosen] == ids[chosen]):.1%} "
           f"(always guessing {corpus.show([most_common])!r}: {np.mean(ids[chosen] == most_common):.1%})")
-    if args.nsp:
+    if nsp:
         print(f"held-out next-sentence accuracy: {np.mean(out[1].argmax(axis=-1) == follows):.1%} (chance 50%)")
     masked = ids.copy()
     masked[chosen] = MASK
     logits = model(masked)
-    filled = np.where(chosen, (logits[0] if args.nsp else logits).argmax(axis=-1), ids)
+    filled = np.where(chosen, (logits[0] if nsp else logits).argmax(axis=-1), ids)
     for row in range(3):
         print(f"  original {corpus.show(ids[row])}\n  masked   {corpus.show(masked[row])}\n"
               f"  filled   {corpus.show(filled[row])}")
-    return 0

@@ -85,3 +85,19 @@ def latest_run(root=RUNS_DIRECTORY):
     if os.path.isdir(link):                     # 0.2's runs/latest, a real directory
         return link
     return None
+
+
+def remove_if_empty(path, root=RUNS_DIRECTORY):
+    """Remove the run directory `path` if nothing was put in it (a run that saved nothing), and point
+    `root/latest` back at the newest run left. A directory holding anything is left as it is."""
+    try:
+        os.rmdir(path)
+    except OSError:                             # not empty, or already gone: nothing of the user's is touched
+        return
+    link = os.path.join(root, LATEST)
+    if os.path.islink(link) and not os.path.exists(link):
+        numbers = _run_numbers(root)
+        if numbers:
+            _point_latest(root, numbers[max(numbers)])
+        else:
+            os.remove(link)

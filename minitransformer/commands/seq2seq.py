@@ -69,7 +69,7 @@ def run(args):
 
     from ..generation.bleu import corpus_bleu
     from ..models.seq2seq import Seq2SeqTransformer
-    from ..training.encdec import evaluate_seq2seq, train_seq2seq
+    from ..training.encdec import evaluate_loss, evaluate_seq2seq, train_seq2seq
     from ..training.tasks import PAD, ReverseTask
 
     check_options(args)
@@ -83,6 +83,8 @@ def run(args):
     started = time.perf_counter()
     train_seq2seq(model, task, args.steps, args.batch_size, args.lr, log_every=max(args.steps // 10, 1))
     print(f"trained {args.steps} steps in {time.perf_counter() - started:.0f} s")
+    print("held-out teacher-forced loss {:.4f}, perplexity {:.3f} (per target symbol)".format(
+        *evaluate_loss(model, task, task.test_sources)))
 
     started = time.perf_counter()
     accuracy, predictions = evaluate_seq2seq(model, task, task.test_sources)

@@ -11,6 +11,12 @@ so running the command twice keeps both runs. An --out that already holds a
 checkpoint is refused unless --resume (continue it) or --force (replace its
 checkpoint; other files there stay). `--resume` alone continues the newest run.
 
+`--resume` continues the run as it was configured: every option is stored in
+the checkpoint, and one given again with another value is applied and said, or
+refused (commands/resume.py). Ctrl-C stops at the end of the step under way,
+saves a checkpoint there and exits with status 130; `--resume` continues from
+that step bit for bit. A run directory is left only if something was saved in it.
+
 Everything a user can get wrong (options, the text file, --out) is checked
 before a model is built, and reported as one `error: ...` line with exit
 status 2 (commands/errors.py). A run whose loss becomes NaN or infinite stops
@@ -19,14 +25,18 @@ it was.
 """
 
 import argparse
+import dataclasses
 import os
 import sys
+import types
 
+from . import ranks, resume
 from .errors import UsageError, non_negative_float, non_negative_int, positive_float, positive_int, read_text_file
 
 HELP = "train a GPT language model on a text (default: CPython's pydoc help topics) and print samples"
 
 DEFAULT_STEPS = 2000
+RESUMES = True          # __main__ records which options were given (args.given), for --resume
 
 
 def _dropout_rate(text):
@@ -63,9 +73,13 @@ def add_arguments(parser):
                      help="seed of weights, dropout and batches")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--workers", type=positive_int, default=defaults.workers,
-                     help="processes that split each batch (data parallel), e.g. 2 on a 2-core machine")
+                     help="MPI ranks that split each batch (data parallel), e.g. 2 on a 2-core machine: runs this "
+                          "command under `mpiexec -n N` (needs the [mpi] extra); under mpiexec, its -n")
+    run.add_argument("--parallel", choices=("replicated", "sharded"), default=defaults.parallel,
+                     help="with several ranks: replicated (the gradient all-reduced, as PyTorch's DDP) or sharded "
+                          "(AdamW's state split over the ranks, as ZeRO-1)")
     run.add_argument("--worker-timeout", type=positive_float, default=defaults.worker_timeout, metavar="SECONDS",
-                     help="with --workers: the least a step waits for a worker's answer before the run stops "
+                     help="with several ranks: the least a step waits for a rank before the job stops "
                           "(or 20 x the slowest step, if longer)")
     model = parser.add_argument_group("model (defaults: nanoGPT's Shakespeare-char CPU configuration)")
     sizes = {"block_size": "context window T, in tokens", "batch_size": "windows per step B",
@@ -109,31 +123,16 @@ def _config_from_args(args):
                        warmup_steps=warmup, lr_decay_steps=args.max_steps, schedule=args.schedule,
                        weight_decay=args.weight_decay, grad_clip=args.grad_clip, eval_interval=args.eval_interval,
                        eval_batches=args.eval_batches, seed=args.seed, workers=args.workers,
-                       kernels=args.kernels, worker_timeout=args.worker_timeout)
-
-
-def _resumed_config(args, requested, saved, directory):
-    """The checkpoint's config with this call's max_steps / eval settings; a conflicting flag is an error."""
-    import dataclasses
-
-    from ..training.checkpoint import CheckpointError
-    from ..training.config import TrainConfig
-
-    defaults = TrainConfig()
-    keep = TrainConfig.RESUMABLE + ("lr_decay_steps", "warmup_steps")   # both derived from --max-steps
-    conflicts = [f"--{field.replace('_', '-')} {getattr(requested, field)!r} (checkpoint: {getattr(saved, field)!r})"
-                 for field in dataclasses.asdict(saved) if field not in keep
-                 and getattr(requested, field) != getattr(defaults, field)
-                 and getattr(requested, field) != getattr(saved, field)]
-    if conflicts:
-        raise CheckpointError(f"checkpoint {directory} was trained with a different config: " + ", ".join(conflicts))
-    return dataclasses.replace(saved, **{field: getattr(requested, field) for field in TrainConfig.RESUMABLE})
+                       parallel=args.parallel, kernels=args.kernels, worker_timeout=args.worker_timeout)
 
 
 def _check_options(args):
     """What argparse cannot see alone: options that must agree with each other, --out."""
     if args.d_model % args.n_heads:
         raise UsageError(f"--d-model {args.d_model} must be divisible by --n-heads {args.n_heads}")
+    if not args.resume and args.workers > args.batch_size:
+        raise UsageError(f"--workers {args.workers} must be at most the batch size {args.batch_size} "
+                         "(each rank takes at least one window of the batch)")
     if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out} is a file, expected a directory")
 
@@ -154,6 +153,72 @@ def _run_directory(args):
     return args.out
 
 
+def _read_text(path):
+    """(text, how to name it) of --text PATH, or of the default corpus when PATH is None."""
+    from ..training.data import default_corpus
+
+    if path is None:
+        return default_corpus(), "pydoc_data.topics (CPython's help text)"
+    text = read_text_file(path, "--text")
+    if not text:
+        raise UsageError(f"--text {path} is empty")
+    return text, path
+
+
+def _start(args):
+    """A new run: its text, tokenizer and config from the command line."""
+    from ..tokenizers import make_tokenizer
+
+    text, source = _read_text(args.text)
+    try:
+        tokenizer = make_tokenizer(args.tokenizer, text, args.vocab_size)
+    except ValueError as error:
+        raise UsageError(f"--tokenizer {args.tokenizer}: {error}") from None
+    return types.SimpleNamespace(text=text, source=source, text_path=args.text, tokenizer=tokenizer,
+                                 config=_config_from_args(args), contents=None, notes=[])
+
+
+def _resume(args, out):
+    """A resumed run: every option not given again from the checkpoint (commands/resume.py), its tokenizer."""
+    from ..training.checkpoint import check_training_meta, checkpoint_tokenizer, read_checkpoint
+
+    contents = read_checkpoint(out)                         # read and verified once
+    meta = contents[0]
+    saved = check_training_meta(meta, out)
+    given = resume.given_options(args, add_arguments)
+    info = meta.get("run")
+    stored = (resume.stored_options(info, f"checkpoint {out}", add_arguments) if info is not None
+              else resume.options_of_an_old_checkpoint(saved, args))
+    notes = resume.apply_stored_options(args, stored, given, out)
+    notes = [note for note in notes if not note.startswith("note: --max-steps")]
+    text_path = args.text if "text" in given or info is None else info["text"]["path"]
+    text, source = _read_text(text_path)
+    notes.append(resume.check_text(info["text"] if info else None, text_path, text, given))
+    config = resume.resumed_config(saved, args)
+    notes.append(resume.horizon_note(saved.max_steps, config))
+    return types.SimpleNamespace(text=text, source=source, text_path=text_path, config=config, contents=contents,
+                                 tokenizer=checkpoint_tokenizer(meta, out), notes=[n for n in notes if n])
+
+
+def _split(args, setup):
+    """Token ids, split 90/10, checked against the window and the prompt."""
+    import numpy as np
+
+    from ..training.data import train_val_split
+
+    try:
+        ids = np.array(setup.tokenizer.encode(setup.text), dtype=np.int64)
+    except ValueError as error:
+        raise UsageError(f"--text {setup.source} does not fit the checkpoint's tokenizer: {error}") from None
+    if setup.config.workers > setup.config.batch_size:
+        raise UsageError(f"--workers {setup.config.workers} must be at most the batch size {setup.config.batch_size} "
+                         "(each rank takes at least one window of the batch)")
+    setup.ids = ids
+    setup.train_data, setup.val_data = train_val_split(ids)
+    _check_data(args, setup.text, setup.source, setup.tokenizer, setup.train_data, setup.val_data,
+                setup.config.block_size)
+
+
 def _check_data(args, text, source, tokenizer, train_data, val_data, block_size):
     """Enough tokens for one window in each split; a prompt the tokenizer can encode."""
     needed = block_size + 1
@@ -172,6 +237,43 @@ def _check_data(args, text, source, tokenizer, train_data, val_data, block_size)
                              "(or --sample-tokens 0 for no samples)")
 
 
+def _make_directory(args, out, saves):
+    """(the run's directory, True if this call created it, a note or None); nothing when nothing will be saved."""
+    from .runs import new_run_directory
+
+    if not saves:
+        return out, False, None
+    if out is None:
+        try:
+            out, note = new_run_directory()
+        except OSError as error:
+            raise UsageError(f"cannot create a run directory under runs/: {error}") from None
+        return out, True, note
+    created = not os.path.isdir(out)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"--out {out} cannot be created: {error.strerror or error}") from None
+    return out, created, None
+
+
+def _build_trainer(args, setup, out, out_dir):
+    """The Trainer: a new one, or the checkpoint in `out` resumed; it saves to `out_dir` (None: nowhere)."""
+    from ..training.checkpoint import CheckpointError
+    from ..training.trainer import Trainer
+
+    if not args.resume:
+        return Trainer(setup.config, setup.train_data, setup.val_data, setup.tokenizer.vocab_size,
+                       out_dir=out_dir, tokenizer_config=setup.tokenizer.to_config(),
+                       progress=not args.no_progress, overwrite=args.force)
+    try:
+        return Trainer.resume(out, setup.train_data, setup.val_data, config=setup.config, out_dir=out_dir,
+                              contents=setup.contents, progress=not args.no_progress)
+    except MemoryError:                     # e.g. a hand-edited d_model of 10**9
+        raise CheckpointError(f"checkpoint {out}: its train_config asks for a model too large for this "
+                              "machine's memory (was checkpoint.json edited?)") from None
+
+
 def _print_sample(title, trainer, tokenizer, args):
     from ..generation.sampling import sample_text
 
@@ -182,104 +284,128 @@ def _print_sample(title, trainer, tokenizer, args):
     print(f"\n--- {title} ---\n{text}\n---", flush=True)
 
 
-def run(args):
+def _introduce(args, setup, trainer, out):
+    """The lines before training: corpus, model, and the untrained model's loss and sample (or where it resumes)."""
+    import numpy as np
+
+    from ..training.metrics import perplexity
+
+    config, tokenizer = setup.config, setup.tokenizer
+    print(f"corpus: {setup.source}, {len(setup.text):,} characters -> {len(setup.ids):,} tokens "
+          f"({tokenizer!r}; {len(setup.train_data):,} train / {len(setup.val_data):,} validation)")
+    print(f"model: {trainer.model!r}, {trainer.model.num_parameters():,} parameters, {config.dtype}; "
+          f"{config.max_steps} steps of {config.batch_size} x {config.block_size} tokens")
+    if trainer.step > 0:
+        print(f"resuming at step {trainer.step} ({out})")
+        return
+    first = trainer.evaluate()
+    trainer.record_evaluation(first)                                    # measured: the curve starts untrained
+    print(f"untrained: val loss {first['val']:.4f}, perplexity {perplexity(first['val']):.2f} "
+          f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f}, perplexity V = "
+          f"{tokenizer.vocab_size})")
+    _print_sample("sample before training", trainer, tokenizer, args)
+
+
+def _train(args, setup, trainer, out):
+    """Fit and report; the exit status."""
     import time
 
     import numpy as np
 
-    from ..tokenizers import make_tokenizer
-    from ..training.checkpoint import CheckpointError, check_training_meta, checkpoint_tokenizer, read_checkpoint
-    from ..training.data import default_corpus, train_val_split
-    from ..training.trainer import Trainer, TrainingDiverged
-    from .runs import new_run_directory
+    from ..training.metrics import perplexity
+    from ..training.trainer import TrainingDiverged, TrainingInterrupted
 
-    _check_options(args)
-    out = _run_directory(args)
-    if args.text is None:
-        text, source = default_corpus(), "pydoc_data.topics (CPython's help text)"
-    else:
-        text, source = read_text_file(args.text, "--text"), args.text
-    if not text:
-        raise UsageError(f"--text {args.text} is empty")
-    config = _config_from_args(args)
-    try:
-        if args.resume:
-            contents = read_checkpoint(out)                     # read and verified once
-            saved = check_training_meta(contents[0], out)
-            config = _resumed_config(args, config, saved, out)
-            tokenizer = checkpoint_tokenizer(contents[0], out)
-            try:
-                ids = np.array(tokenizer.encode(text), dtype=np.int64)
-            except ValueError as error:
-                raise UsageError(f"--text {source} does not fit the checkpoint's tokenizer: {error}") from None
-        else:
-            try:
-                tokenizer = make_tokenizer(args.tokenizer, text, args.vocab_size)
-            except ValueError as error:
-                raise UsageError(f"--tokenizer {args.tokenizer}: {error}") from None
-            ids = np.array(tokenizer.encode(text), dtype=np.int64)
-        if config.workers > config.batch_size:
-            raise UsageError(f"--workers {config.workers} must be at most the batch size {config.batch_size} "
-                             "(each worker takes at least one window of the batch)")
-        train_data, val_data = train_val_split(ids)
-        _check_data(args, text, source, tokenizer, train_data, val_data, config.block_size)
-        saves = args.resume or config.max_steps > 0              # --max-steps 0 trains nothing, saves nothing
-        note = None
-        if saves and out is None:
-            try:
-                out, note = new_run_directory()
-            except OSError as error:
-                raise UsageError(f"cannot create a run directory under runs/: {error}") from None
-        elif saves:
-            try:
-                os.makedirs(out, exist_ok=True)
-            except OSError as error:
-                raise UsageError(f"--out {out} cannot be created: {error.strerror or error}") from None
-        if args.resume:
-            try:
-                trainer = Trainer.resume(out, train_data, val_data, config=config, out_dir=out, contents=contents,
-                                         progress=not args.no_progress)
-            except MemoryError:                     # e.g. a hand-edited d_model of 10**9
-                raise CheckpointError(f"checkpoint {out}: its train_config asks for a model too large for this "
-                                      "machine's memory (was checkpoint.json edited?)") from None
-        else:
-            trainer = Trainer(config, train_data, val_data, tokenizer.vocab_size, out_dir=out if saves else None,
-                              tokenizer_config=tokenizer.to_config(), progress=not args.no_progress,
-                              overwrite=args.force)
-    except CheckpointError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if note:
-        print(note, file=sys.stderr)
-    print(f"corpus: {source}, {len(text):,} characters -> {len(ids):,} tokens "
-          f"({tokenizer!r}; {len(train_data):,} train / {len(val_data):,} validation)")
-    print(f"model: {trainer.model!r}, {trainer.model.num_parameters():,} parameters, {config.dtype}; "
-          f"{config.max_steps} steps of {config.batch_size} x {config.block_size} tokens")
-    if trainer.step == 0:
-        first = trainer.evaluate()
-        trainer.history["eval"].append([0, first["train"], first["val"]])     # measured: the curve starts untrained
-        print(f"untrained: val loss {first['val']:.4f} "
-              f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f})")
-        _print_sample("sample before training", trainer, tokenizer, args)
-    else:
-        print(f"resuming at step {trainer.step} ({out})")
-    if not saves:
-        print("\n--max-steps 0: nothing trained, nothing saved")
-        return 0
     started = time.perf_counter()
     try:
-        with trainer:                                   # stops the worker processes of --workers N
+        with trainer:
             losses = trainer.fit()
     except TrainingDiverged as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    elapsed = time.perf_counter() - started
+    except TrainingInterrupted as stop:
+        print(f"{stop}; continue with: python -m minitransformer train --resume --out {out}", file=sys.stderr)
+        return 130
     if losses is None:
-        print(f"nothing to do: the checkpoint is already at step {trainer.step} >= --max-steps {config.max_steps}")
+        print(f"nothing to do: the checkpoint is already at step {trainer.step} >= --max-steps {setup.config.max_steps}")
         return 0
-    print(f"\ntrained to step {trainer.step} in {elapsed:.0f} s "
-          f"(median {np.median(trainer.step_times) * 1e3:.0f} ms/step): val loss {losses['val']:.4f}")
-    _print_sample("sample after training", trainer, tokenizer, args)
+    print(f"\ntrained to step {trainer.step} in {time.perf_counter() - started:.0f} s "
+          f"(median {np.median(trainer.step_times) * 1e3:.0f} ms/step): val loss {losses['val']:.4f}, "
+          f"perplexity {perplexity(losses['val']):.2f}")
+    _print_sample("sample after training", trainer, setup.tokenizer, args)
     print(f"\ncheckpoint: {out}   loss curve: {os.path.join(out, 'loss.png')}")
     print(f'sample more: python -m minitransformer sample --checkpoint {out} --prompt "..."')
     return 0
+
+
+def _ranks(args):
+    """(MPI_COMM_WORLD or None, this rank): None, 0 for one process. `--workers N` outside mpiexec runs this
+    command under `mpiexec -n N` instead (commands/ranks.py); under mpiexec, ranks but 0 are silenced."""
+    from ..training.distributed import mpi_world, world
+
+    rank, size = mpi_world()
+    if size == 1 and args.workers > 1:
+        _check_options(args)                    # a mistake found here is not worth starting mpiexec for
+        ranks.launch(args.workers, args.argv)
+    if size == 1:
+        return None, 0
+    ranks.quiet_unless_rank_0(rank)
+    if args.workers not in (1, size):
+        raise UsageError(f"--workers {args.workers} under mpiexec -n {size}: give one or the other, or the same")
+    args.workers = size
+    return world(), rank
+
+
+def _ranks_note(setup, comm):
+    """The run's config for this job's number of ranks, and a note when a resumed checkpoint had another."""
+    size = 1 if comm is None else comm.Get_size()
+    if setup.config.workers != size:
+        setup.notes.append(f"note: the checkpoint was trained on {setup.config.workers} rank(s) and continues on "
+                           f"{size}: its numbers will no longer match an uninterrupted run's bit for bit")
+        setup.config = dataclasses.replace(setup.config, workers=size)
+
+
+def _prepare(args, rank):
+    """Everything checked and read before a model is built: (setup, out, saves, created, note)."""
+    _check_options(args)
+    out = _run_directory(args)
+    setup = _resume(args, out) if args.resume else _start(args)
+    _split(args, setup)
+    saves = args.resume or setup.config.max_steps > 0          # --max-steps 0 trains nothing, saves nothing
+    out, created, note = _make_directory(args, out, saves) if rank == 0 else (out, False, None)
+    return setup, out, saves, created, note
+
+
+def run(args):
+    from ..training.checkpoint import CheckpointError
+    from .runs import remove_if_empty
+
+    comm, rank = _ranks(args)
+    failure = None
+    try:
+        setup, out, saves, created, note = _prepare(args, rank)
+        _ranks_note(setup, comm)
+    except (UsageError, CheckpointError) as error:
+        failure = error
+    if comm is not None:
+        ranks.agree(comm, failure)                  # every rank stops if one failed, rank 0 saying why
+    elif failure is not None:
+        raise UsageError(str(failure)) from None
+    trainer = None
+    try:
+        try:
+            trainer = _build_trainer(args, setup, out, out if saves and rank == 0 else None)
+        except CheckpointError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        trainer.run_info = resume.run_info(args, setup.text_path, setup.text)
+        for line in ([note] if note else []) + setup.notes:
+            print(line, file=sys.stderr)
+        if rank == 0:
+            _introduce(args, setup, trainer, out)
+        if not saves:
+            print("\n--max-steps 0: nothing trained, nothing saved")
+            return 0
+        return _train(args, setup, trainer, out)
+    finally:
+        if created and (trainer is None or trainer.last_saved is None):
+            remove_if_empty(out)                # a run directory only where something was saved

@@ -12,22 +12,79 @@ A `Module` has three jobs, all of them bookkeeping:
   (tied embeddings) is listed once, under the first name met.
 * `train()` / `eval()` set `training` on the whole tree (dropout reads it);
   `with model.evaluating():` switches to evaluation for a block and back.
+* Caches hold the forward's inputs themselves, not copies (a copy per layer would
+  double the memory of training). An input changed in place between `forward` and
+  `backward` (`x += 1`, a buffer reused for the next batch) would make `backward`
+  return the gradient of another input, silently. So every subclass's `forward`
+  remembers a fingerprint of each array it is given (17 evenly spaced elements, a
+  few microseconds), and its `backward` first checks that they still hold the
+  same values, raising `InputChangedError` naming the layer and the input if not.
+  Neither method of a layer needs a line for it: `__init_subclass__` adds both.
 
 Left out on purpose: hooks, device placement, automatic differentiation. The
 gradient of every layer is written out by hand in that layer's file.
 """
 
 import contextlib
+import functools
+import weakref
 
 import numpy as np
 
 from .parameter import Parameter
+
+FINGERPRINT_ELEMENTS = 16          # an input's fingerprint: about this many evenly spaced elements, as bytes
+
+
+class InputChangedError(RuntimeError):
+    """An array given to `forward` was changed in place before `backward`, which would use its cached value."""
+
+
+def fingerprint(array):
+    """The bytes of about FINGERPRINT_ELEMENTS evenly spaced elements of `array` (any layout, no full copy)."""
+    step = max(1, array.size // FINGERPRINT_ELEMENTS)
+    return array.flat[::step].tobytes()
+
+
+def _remembering_inputs(forward):
+    """`forward`, which first remembers (a weak reference to, and a fingerprint of) each array argument."""
+    @functools.wraps(forward)
+    def remembering(self, *inputs, **options):
+        arrays = [(str(index), value) for index, value in enumerate(inputs)] + list(options.items())
+        self._input_fingerprints = [(where, weakref.ref(value), fingerprint(value))
+                                    for where, value in arrays if isinstance(value, np.ndarray)]
+        return forward(self, *inputs, **options)
+    return remembering
+
+
+def _checking_inputs(backward):
+    """`backward`, which first checks that forward's array arguments still hold the values it saw."""
+    @functools.wraps(backward)
+    def checking(self, *args, **kwargs):
+        for where, reference, seen in getattr(self, "_input_fingerprints", ()):
+            array = reference()
+            if array is not None and fingerprint(array) != seen:
+                what = f"input {where}" if where.isdigit() else f"argument {where}="
+                raise InputChangedError(
+                    f"{self!r}.backward: {what} of forward (shape {array.shape}) was changed in place after forward "
+                    "(e.g. `x += 1`, or a buffer reused for the next batch); its cached value would give wrong "
+                    "gradients. Pass a copy to forward (x.copy()), or call forward again before backward")
+        return backward(self, *args, **kwargs)
+    return checking
 
 
 class Module:
     """Base class: parameter discovery, train/eval switch, and the shared error messages."""
 
     training = True
+
+    def __init_subclass__(cls, **kwargs):
+        """Every layer's forward remembers its inputs' fingerprints and its backward checks them (see above)."""
+        super().__init_subclass__(**kwargs)
+        if "forward" in cls.__dict__:
+            cls.forward = _remembering_inputs(cls.__dict__["forward"])
+        if "backward" in cls.__dict__:
+            cls.backward = _checking_inputs(cls.__dict__["backward"])
 
     def forward(self, *inputs):
         raise NotImplementedError(f"{type(self).__name__} does not implement forward")

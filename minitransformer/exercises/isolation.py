@@ -183,7 +183,8 @@ class ProcessIsolation(Isolation):
         return sorted(name for name in list(sys.modules) if name.split(".")[0] in wanted)
 
     def describe(self, limits):
-        why = f" ({self.reason})" if self.reason else ""
+        why = (f" fallback, bubblewrap unavailable ({self.reason})" if self.reason
+               else " (as --isolation process asked; bubblewrap not used)")
         if not self.user:
             reach = ("can read and write what that user can (the reference is checked against the assignment's hash "
                      "before each exercise)")
@@ -197,7 +198,7 @@ class ProcessIsolation(Isolation):
                  if _linux() else "its process group killed at the end of the exercise (a process that calls "
                                   "setsid escapes)")
         nproc = "" if (self.user or os.geteuid() != 0) else "; the process limit does not hold for root"
-        return (f"isolation: none available{why}: process group + rlimits only: a new session, an empty environment, "
+        return (f"isolation: process{why}: process group + rlimits only: a new session, an empty environment, "
                 f"{sweep}; the student's code {self._who()}: it {reach}{nproc}; limits: {limits.describe()}. "
                 f"Grade untrusted submissions where bubblewrap works")
 

@@ -302,7 +302,7 @@ def student_readme(manifest, regions, reference_readme=""):
     """
     lines = ["# minitransformer: exercises", "",
              "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy",
-             "with `pip install -e .`, then fill in each place below, between its `### BEGIN SOLUTION` and",
+             "with its tests' tools, `pip install -e \".[test]\"`, then fill in each place below, between its `### BEGIN SOLUTION` and",
              "`### END SOLUTION` lines (keep those two lines: the grader reads your answer from between them).",
              "The docstring above each place gives the shapes and the mathematics.", ""]
     for name in manifest["regions"]:

@@ -9,8 +9,10 @@ A cell is an exercise when
 Every code cell loses its outputs and execution count, so no result computed
 by the reference code reaches the students. A named region in a notebook is
 cleared only when its name is among the assigned regions (as in the package);
-an unnamed region or a tagged cell is always cleared. The hint names the
-exercise by the cell's nbgrader `grade_id` when it has one.
+an unnamed region or a tagged cell belongs to the exercise that starts its
+nbgrader `grade_id` (`layernorm_backward_steps`: layernorm) and is cleared only
+when that exercise is assigned (always, without a grade_id or a selection). The
+hint names the exercise by the cell's `grade_id` when it has one.
 
 A cell that still shows an assigned answer of the package (a line of an
 assigned region, `leaks.py`) is replaced by a LEFT_OUT note. The notebooks'
@@ -76,20 +78,29 @@ def student_cell(cell, selected=None, secrets=None):
     return exercise, bool(leaks)
 
 
+def _cell_assigned(cell, selected):
+    """True if the cell's exercise (the first word of its nbgrader grade_id) is assigned, or nothing says."""
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    if selected is None or not grade_id:
+        return True
+    return grade_id.split("_")[0] in {name.split(".")[0] for name in selected}
+
+
 def _clear_solutions(cell, selected):
     """Clear the solution regions (or the whole solution cell) in place; True if there were any."""
     if cell["cell_type"] == "code":
         cell["outputs"], cell["execution_count"] = [], None
     source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
     regions = find_regions(source, "notebook cell")
-    chosen = [r for r in regions if r.name is None or selected is None or r.name in selected]
+    assigned = _cell_assigned(cell, selected)
+    chosen = [r for r in regions if (assigned if r.name is None else selected is None or r.name in selected)]
     if chosen:
         lines = source.splitlines(keepends=True)
         for region in reversed(chosen):                     # from the bottom, so indices stay valid
             lines[region.begin + 1:region.end] = _hint(cell, region)
         cell["source"] = "".join(lines)
         return True
-    if not regions and is_solution_cell(cell):              # the whole cell is the answer: it gets markers
+    if not regions and assigned and is_solution_cell(cell):              # the whole cell is the answer: it gets markers
         cell["source"] = "".join(["### BEGIN SOLUTION\n", *_hint(cell, Region(None, 0, 0, "", [])), "### END SOLUTION\n"])
         return True
     return False

@@ -1,4 +1,4 @@
-"""Corpus BLEU (Papineni et al. 2002) from the definitions of the survey note (seed 004, §1.3).
+"""Corpus BLEU (Papineni et al. 2002) from the definitions of Strabel's survey note "Transformers" (2023), §1.3.
 
 For a corpus of hypotheses, each with one or more references:
 

@@ -23,7 +23,9 @@ protocol the encoder-decoder's decoding.py uses too) and hands it to
 longer prompt is cropped to its last `max_len` tokens, and once the text
 outgrows the window each step recomputes the last `max_len` tokens without the
 cache (the positions of a learned table shift, so cached keys no longer fit):
-exactly what a full recomputation would do.
+exactly what a full recomputation would do. The window stays max_len even when the
+model's positions have no limit (sinusoidal, rotary, ALiBi): generation keeps to the
+context length the model was trained on; call `model.forward` for a longer input.
 
 Left out: nucleus (top-p) sampling, repetition penalties, stop tokens, and beam
 search for GPT (decoding.py has it for the encoder-decoder).

@@ -49,7 +49,7 @@ class GELU(Module):
         self._check_float(x)                                    # the fast form calls it too
         self.x = x
         ### BEGIN SOLUTION gelu.forward
-        u = SQRT_2_OVER_PI * (x + GELU_CUBIC * x ** 3)          # 1. (...)
+        u = SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)       # 1. (...); x*x*x, not x**3 (a general pow: 10x slower)
         self.t = np.tanh(u)                                     # 2. t = tanh(u)
         return 0.5 * x * (1 + self.t)                           # 3. y = 0.5 x (1 + t)
         ### END SOLUTION
@@ -69,7 +69,7 @@ class GELU(Module):
         self._require("x")
         self._check_dout(dout, self.x.shape)
         ### BEGIN SOLUTION gelu.backward
-        du_dx = SQRT_2_OVER_PI * (1 + 3 * GELU_CUBIC * self.x ** 2)                  # undo 1. (...)
+        du_dx = SQRT_2_OVER_PI * (1 + 3 * GELU_CUBIC * self.x * self.x)              # undo 1. (...)
         dy_dx = 0.5 * (1 + self.t) + 0.5 * self.x * (1 - self.t ** 2) * du_dx       # undo 3 and 2. (...)
         return dout * dy_dx
         ### END SOLUTION

@@ -19,8 +19,10 @@ Attention variants (Kumar slides, `layers/rope.py`, `alibi.py`, `sliding_window.
 positional="rope" or "alibi" moves position information into every attention
 layer, "none" leaves it out (Haviv et al. 2022: a causal mask alone lets the
 model infer positions); with these three there is no position table, so
-`max_len` is not a limit. `n_kv_heads` gives grouped-query attention and
-`window` a sliding attention window.
+`max_len` is not a limit. Nor is it with "sinusoidal": the formula gives every
+position, and rows past max_len are computed when a longer input asks for them.
+Only learned positions (a table of max_len trained rows) refuse a longer input.
+`n_kv_heads` gives grouped-query attention and `window` a sliding attention window.
 
 Left out: GPT-2's dropout on the attention weights (attn_pdrop): dropout here
 acts after the embeddings and on each sublayer's output (resid_pdrop, embd_pdrop)
@@ -55,7 +57,7 @@ class GPTConfig:
     n_heads: int                     # H, attention heads per layer; must divide d_model
     n_layers: int                    # Transformer blocks, bottom to top
     d_ff: int                        # hidden width of the feed-forward sublayer (4 C in GPT-2)
-    max_len: int                     # context window: the longest sequence (not enforced without a table)
+    max_len: int                     # context window: the longest sequence (enforced for "learned" positions only)
     norm: str = "pre"                # "pre": LayerNorm inside each residual branch (GPT-2); "post": the 2017 paper
     positional: str = "learned"      # "learned" (GPT-2), "sinusoidal", "rope", "alibi" or "none"
     tie_weights: bool = True         # the output projection reuses the token-embedding matrix
@@ -72,8 +74,9 @@ class GPT(Module):
     Args:
         vocab_size: V.  d_model: C.  n_heads: H.  n_layers: number of blocks.
         d_ff: feed-forward hidden width (4 C in GPT-2).
-        max_len: the longest sequence (context window); not enforced with a
-            table-free `positional` ("rope", "alibi", "none").
+        max_len: the longest sequence (context window); enforced only for learned
+            positions, whose table has max_len rows: sinusoidal rows past it are computed
+            on demand, and "rope", "alibi", "none" have no table.
         norm: "pre" (GPT-2) or "post" (the 2017 paper).
         positional: "learned" (GPT-2), "sinusoidal" (the 2017 paper, notes §1.4),
             "rope" (rotary, Su et al.), "alibi" (linear biases, Press et al.) or
@@ -112,7 +115,7 @@ class GPT(Module):
         if positional == "learned":
             self.position = LearnedPositionalEmbedding(max_len, d_model, dtype=dtype, rng=rng, init_std=init_std)
         elif positional == "sinusoidal":
-            self.position = SinusoidalPositionalEncoding(d_model, max_len, dtype=dtype)
+            self.position = SinusoidalPositionalEncoding(d_model, max_len, dtype=dtype, extend=True)   # any length
         self.drop = Dropout(dropout, rng=self.dropout_rng)
         self.blocks = [TransformerBlock(d_model, n_heads, d_ff, norm=norm, causal=True, dropout=dropout,
                                         activation=activation, dtype=dtype, rng=rng, dropout_rng=self.dropout_rng,
@@ -133,7 +136,7 @@ class GPT(Module):
         return cls(**vars(config), rng=rng, kernels=kernels)
 
     def forward(self, ids, cache=None):
-        """ids int (B, T) with T <= max_len (any T without a position table) -> logits (B, T, V).
+        """ids int (B, T) with T <= max_len (any T unless positions are learned) -> logits (B, T, V).
 
         An empty batch or sequence (B = 0 or T = 0) is refused with a ValueError, as by every model.
 
@@ -157,7 +160,7 @@ class GPT(Module):
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(f"{self!r} expected a KVCache of {len(self.blocks)} layers, got {len(cache)}")
         start = 0 if cache is None else cache.length
-        if start + ids.shape[1] > self.max_len and self.position is not None:
+        if start + ids.shape[1] > self.max_len and isinstance(self.position, LearnedPositionalEmbedding):
             raise ValueError(f"{self!r} expected at most max_len={self.max_len} positions, "
                              f"got T={ids.shape[1]}" + (f" after {start} cached" if start else ""))
         x = self.token_embedding(ids)                                   # (B, T, C)

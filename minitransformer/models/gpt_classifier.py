@@ -1,4 +1,4 @@
-"""Fine-tuning a GPT for classification (Radford et al. 2018 §3.2; survey note, seed 004, §4).
+"""Fine-tuning a GPT for classification (Radford et al. 2018 §3.2; Strabel, "Transformers", 2023, §4).
 
 The pre-trained decoder reads the whole input x^1 .. x^m; the hidden state at
 the last position, h_l^m (the only one that has seen every token), goes

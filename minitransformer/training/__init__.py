@@ -8,6 +8,7 @@ layers, models, generation):
     data.py         the corpus, the train/validation split, random windows
     tasks.py        generated tasks: string reversal, the majority task
     objectives.py   what is minimised: language model, seq2seq, masked LM (+ NSP), fine-tuning
+    metrics.py      perplexity: exp of the mean negative log-likelihood per predicted token
     step.py         train_step: zero_grad, forward, backward, clip, update; the same for every objective
     config.py       TrainConfig and the builders of the GPT and its AdamW (Adam for the encoder family)
     checkpoint.py   saving and loading weights, optimizer state and generators

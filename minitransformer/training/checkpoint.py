@@ -287,13 +287,16 @@ def check_training_meta(meta, directory):
     tokenizer = meta.get("tokenizer")
     require(tokenizer, lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("kind"), str)),
             "'tokenizer'", "null or an object with a 'kind' string")
+    require(meta.get("run"), lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("options"), dict)),
+            "'run'", "null or an object with the run's 'options'")
     history = require(meta.get("history"), lambda v: isinstance(v, dict), "'history'", "an object")
     for key in ("step", "loss", "lr"):
         require(history.get(key), lambda v: isinstance(v, list) and all(type(x) in (int, float) for x in v),
                 f"history.{key}", "a list of numbers")
-    require(history.get("eval"), lambda v: isinstance(v, list) and all(
-        isinstance(row, list) and len(row) == 3 and all(type(x) in (int, float) for x in row) for row in v),
-        "history.eval", "a list of [step, train loss, validation loss] rows")
+    for key, measure, absent in (("eval", "loss", None), ("perplexity", "perplexity", [])):   # 0.3 kept no perplexity
+        require(history.get(key, absent), lambda v: isinstance(v, list) and all(
+            isinstance(row, list) and len(row) == 3 and all(type(x) in (int, float) for x in row) for row in v),
+            f"history.{key}", f"a list of [step, train {measure}, validation {measure}] rows")
     rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
     for key in ("data", "dropout"):
         try:
@@ -313,7 +316,7 @@ def checkpoint_tokenizer(meta, directory):
     try:
         tokenizer = tokenizer_from_config(meta["tokenizer"], source=f"checkpoint {directory}: field 'tokenizer'")
     except (ValueError, TypeError, KeyError) as error:      # the tokenizer's own checks of untrusted JSON
-        raise CheckpointError(f"its tokenizer cannot be rebuilt: {error}") from None
+        raise CheckpointError(f"{error} (the checkpoint's tokenizer cannot be rebuilt from it)") from None
     model_vocabulary = meta.get("model_config", {}).get("vocab_size")
     if model_vocabulary is not None and tokenizer.vocab_size != model_vocabulary:            # the model would emit ids the tokenizer cannot decode
         raise CheckpointError(f"checkpoint {directory}: its tokenizer has {tokenizer.vocab_size} tokens but its model "

@@ -43,9 +43,9 @@ memory saving; here every rank keeps room for all of them, a small model's 6.5 M
 benchmarks/README.md has the measured step times and the alpha-beta model for 4 to 64 machines.
 
 The first message comes before the large ones. It carries the loss, and the stop flag: Ctrl-C under mpiexec
-reaches every rank (mpiexec forwards it); each rank's SIGINT handler only raises its flag, the all-reduce
-adds the flags, so every rank learns at the same step that one was interrupted, finishes that step's
-update and stops; rank 0 saves there. And it carries rank 0's longest pause to evaluate and save, which
+reaches every rank (mpiexec forwards it); on each, the trainer's handler only raises a flag
+(`stop_at_step_boundary`), which the next step's all-reduce adds up, so every rank learns at the same step
+that one was interrupted, finishes that step's update and stops; rank 0 saves there (trainer.py). And it carries rank 0's longest pause to evaluate and save, which
 the other ranks' deadline allows for.
 
 Deadlines: every message is sent non-blocking and waited for with a limit, the larger of
@@ -70,7 +70,6 @@ the weights themselves (ZeRO-3, FSDP's FULL_SHARD), a rank joining or leaving a 
 
 import math
 import os
-import signal
 import socket
 import sys
 import time
@@ -96,11 +95,12 @@ def mpi_world():
     OMPI_COMM_WORLD_RANK), so that a one-process run never needs it."""
     if not any(name in os.environ for name in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK")):
         return 0, 1
-    comm = _comm()
+    comm = world()
     return comm.Get_rank(), comm.Get_size()
 
 
-def _comm():
+def world():
+    """mpi4py's MPI_COMM_WORLD; a RuntimeError saying what to install if mpi4py is missing."""
     try:
         from mpi4py import MPI
     except ImportError:
@@ -143,12 +143,9 @@ class DataParallel:
         self.shard = (self.displacements[self.rank], self.displacements[self.rank] + self.counts[self.rank])
         self.who = self.comm.allgather(f"pid {os.getpid()} on {socket.gethostname()}")   # for the error lines
         self.pings = self.comm.Dup()    # "are you there?" when a deadline passes, apart from the step's messages
-        self.slowest_step, self.interrupted, self.steps = 0.0, False, 0
+        self.slowest_step, self.steps = 0.0, 0
+        self.interrupted = False        # this rank's Ctrl-C, set by Trainer.fit; sent in the step's first message
         self.root_pause = 0.0           # seconds: rank 0's longest evaluation and save (it says so in each answer)
-        signal.signal(signal.SIGINT, self._interrupt)
-
-    def _interrupt(self, signum, frame):
-        self.interrupted = True                         # acted on at this step's control message
 
     def train_step(self, x, y, step, lr):
         """One step on (x, y), the whole batch (B, T); returns (loss, gradient norm, stop), the same on every rank.
@@ -272,4 +269,4 @@ def abort(message, comm=None):
     """One `error:` line on the process's real stderr (other ranks' sys.stderr is silenced), flushed before
     MPI's own lines, then MPI_Abort: mpiexec ends every rank of the job (stopped ones too)."""
     print(f"error: {message}", file=sys.__stderr__, flush=True)
-    (comm or _comm()).Abort(1)
+    (comm or world()).Abort(1)

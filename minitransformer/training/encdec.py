@@ -8,7 +8,8 @@ and a rate that rises linearly over `warmup` steps, then decays linearly to a
 tenth (`schedules.linear_rate`; post-norm Transformers need the warm-up, §5.3).
 
 `evaluate_seq2seq` decodes held-out sources, greedily or with beam search,
-and scores them by exact match (the task's metric; BLEU is in generation/bleu.py).
+and scores them by exact match (the task's metric; BLEU is in generation/bleu.py);
+`evaluate_loss` gives their teacher-forced loss per target token and its perplexity (metrics.py).
 
 Left out: label smoothing (§5.4), checkpoint averaging, batches bucketed by length.
 """
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..generation.decoding import beam_search, greedy_decode
 from .config import transformer_adam
+from .metrics import perplexity
 from .objectives import Seq2SeqObjective
 from .schedules import linear_rate
 from .step import train_step
@@ -34,7 +36,7 @@ def train_seq2seq(model, task, steps, batch_size=64, lr=1e-3, warmup=100, max_no
         steps, batch_size: the run's length and each batch's size.
         lr, warmup: the peak rate and the steps of warm-up to it (`schedules.linear_rate`).
         max_norm: the clipping norm.
-        log_every: print the mean loss every so many steps (0: never), with `log`.
+        log_every: print the mean loss (and its perplexity) every so many steps (0: never), with `log`.
     Returns:
         list of the training loss at every step.
     """
@@ -47,7 +49,9 @@ def train_seq2seq(model, task, steps, batch_size=64, lr=1e-3, warmup=100, max_no
         rate = linear_rate(step, lr, warmup, steps)
         losses.append(train_step(objective, optimizer, batch, rate, max_norm))
         if log_every and (step + 1) % log_every == 0:
-            log(f"step {step + 1:5d}  loss {np.mean(losses[-log_every:]):.4f}  lr {optimizer.lr:.2e}")
+            mean_loss = np.mean(losses[-log_every:])
+            log(f"step {step + 1:5d}  loss {mean_loss:.4f}  perplexity {perplexity(mean_loss):.3f}  "
+                f"lr {optimizer.lr:.2e}")
     model.eval()
     return losses
 
@@ -66,6 +70,23 @@ def evaluate_seq2seq(model, task, sources, beam_size=None, batch_size=250):
             out, _ = beam_search(model, src, BOS, EOS, max_len, beam_size=beam_size, pad_id=PAD)
         predictions += list(out)
     return exact_match(predictions, sources, task.target_of), predictions
+
+
+def evaluate_loss(model, task, sources, batch_size=250):
+    """The teacher-forced mean NLL per target token (EOS included, padding not) on `sources`, and its perplexity.
+
+    Each chunk's mean is weighted by its number of target tokens, so the result is the mean over all of them.
+    Returns:
+        (mean NLL in nats, perplexity), two Python floats.
+    """
+    objective = Seq2SeqObjective(model, PAD)
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, len(sources), batch_size):
+        batch = task.batch(sources[start:start + batch_size])      # (src, tgt_in, tgt_out)
+        total += float(objective.forward(*batch)) * objective.loss.count
+        count += objective.loss.count
+    return total / count, perplexity(total / count)
 
 
 def learning_rate(step, steps, lr, warmup):

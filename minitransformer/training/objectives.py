@@ -83,7 +83,8 @@ class MaskedLMObjective(Module):
         loss = CE(token_logits, targets)                              targets -1 where nothing was masked
              + CE(nsp_logits, follows)                                with nsp only
 
-    Each term is taken as a Python float before they are added.
+    Each term is taken as a Python float before they are added; the first, the masked tokens' mean NLL,
+    is kept as `token_loss` (its exp is the masked-token perplexity, which the NSP term would distort).
 
     Args:
         model: a BertMLM; built with nsp=True it returns (token_logits (B, T, V), nsp_logits (B, 2)).
@@ -104,10 +105,11 @@ class MaskedLMObjective(Module):
         if not self.nsp and follows is not None:
             raise ValueError(f"{self!r}.forward got next-sentence labels `follows`, but it was built with nsp=False")
         out = self.model(inputs)
+        token_logits, nsp_logits = out if self.nsp else (out, None)
+        self.token_loss = float(self.masked_loss(token_logits, targets))
         if not self.nsp:
-            return float(self.masked_loss(out, targets))
-        token_logits, nsp_logits = out
-        return float(self.masked_loss(token_logits, targets)) + float(self.next_sentence_loss(nsp_logits, follows))
+            return self.token_loss
+        return self.token_loss + float(self.next_sentence_loss(nsp_logits, follows))
 
     def backward(self, grad=1.0):
         """Both terms' gradients, sent back through the model together (the NSP head's into [CLS])."""

@@ -34,10 +34,15 @@ the same losses, bit for bit, as one that never stopped.
 Left out: gradient accumulation, mixed precision, skipping a bad batch and going on.
 """
 
+import contextlib
 import dataclasses
 import math
 import os
+import signal
+import sys
+import threading
 import time
+import types
 
 import numpy as np
 
@@ -54,6 +59,7 @@ from .checkpoint import (
 from .config import TrainConfig, build_model, build_optimizer, build_parameter_groups  # noqa: F401 (0.2 had them here)
 from .data import get_batch
 from .distributed import MODES, DataParallel, mpi_world
+from .metrics import perplexity
 from .objectives import LanguageModelObjective
 from .step import train_step
 
@@ -62,6 +68,42 @@ RATE_WINDOW = 20        # the progress bar's tokens/s: the mean over the last th
 
 class TrainingDiverged(FloatingPointError):
     """The loss, the gradient norm or the weights became NaN or infinite; the run stopped, nothing was saved."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped `Trainer.fit` at a step boundary, after saving a checkpoint there (if it saves).
+
+    Attributes: `step`, the last step done; `directory`, where its checkpoint is (None if the trainer saves nowhere).
+    """
+
+    def __init__(self, step, directory):
+        where = f"checkpoint saved in {os.fspath(directory)}" if directory is not None else "nothing saved"
+        super().__init__(f"interrupted at step {step}: {where}")
+        self.step, self.directory = step, directory
+
+
+@contextlib.contextmanager
+def stop_at_step_boundary():
+    """`with stop_at_step_boundary() as stop:` a first Ctrl-C only sets `stop.requested`; the loop stops there.
+
+    A second Ctrl-C interrupts at once (the handler that was there before is put back by the first). Outside
+    the main thread, where Python delivers no signal, nothing changes.
+    """
+    stop = types.SimpleNamespace(requested=False)
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    before = signal.getsignal(signal.SIGINT)
+
+    def request_stop(signum, frame):
+        stop.requested = True
+        signal.signal(signal.SIGINT, before)
+
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def evaluation_batches(data, config, n_batches=None):
@@ -121,13 +163,15 @@ class Trainer:
         self.last_saved = None          # (step, directory) of the last checkpoint this trainer wrote
         self.train_data, self.val_data = np.asarray(train_data), np.asarray(val_data)
         self.tokenizer_config = tokenizer_config
+        self.run_info = None            # what the `train` command stores to resume the run as it was (options, text)
         self.model = build_model(config, vocab_size)
         self.optimizer = build_optimizer(self.model, config)
         self.loss_fn = CrossEntropyLoss()
         self.objective = LanguageModelObjective(self.model, self.loss_fn)
         self.data_rng = np.random.default_rng([config.seed, 1])
         self.step = 0
-        self.history = {"step": [], "loss": [], "lr": [], "eval": []}     # eval rows: [step, train, val]
+        self.history = {"step": [], "loss": [], "lr": [], "eval": [],     # eval rows: [step, train, val]
+                        "perplexity": []}                                 # rows: [step, train, val] perplexities
         self.step_times = []
         self.diverged = None            # the TrainingDiverged that stopped this run, if one did
         self.parallel = None if config.workers == 1 else DataParallel(self.model, self.optimizer, self.loss_fn,
@@ -211,9 +255,28 @@ class Trainer:
                                                for x, y in evaluation_batches(data, config)]))
         return losses
 
+    def record_evaluation(self, losses):
+        """Keep an evaluation in the history (its losses, and their perplexities) at this step; say it in a line.
+
+        Args:
+            losses: {"train": mean NLL, "val": mean NLL}, as `evaluate` returns them (nats per token).
+        Returns:
+            "train loss 2.1234 (perplexity 8.37), val loss ..." for the progress output.
+        """
+        ppl = {split: perplexity(loss) for split, loss in losses.items()}
+        self.history["eval"].append([self.step, losses["train"], losses["val"]])
+        self.history["perplexity"].append([self.step, ppl["train"], ppl["val"]])
+        return ", ".join(f"{split} loss {losses[split]:.4f} (perplexity {ppl[split]:.2f})"
+                         for split in ("train", "val"))
+
     # ---------------------------------------------------------------- the loop
     def fit(self, max_steps=None, on_eval=None):
         """Train until `max_steps` (default config.max_steps), evaluating and checkpointing on the way.
+
+        Progress: a tqdm bar on a terminal; written to a file or a pipe, one line per evaluation instead
+        (no carriage-return frames). Ctrl-C stops at the end of the step under way: a checkpoint of that
+        step is saved (when the trainer saves) and TrainingInterrupted is raised; `Trainer.resume`
+        continues from there bit for bit. A second Ctrl-C interrupts at once.
 
         Args:
             on_eval: optional callback(trainer, losses) after each evaluation.
@@ -222,27 +285,23 @@ class Trainer:
         """
         from tqdm import tqdm
 
-        config = self.config
-        max_steps = config.max_steps if max_steps is None else max_steps
-        tokens_per_step = config.batch_size * config.block_size
-        first_step = self.step
-        losses = None
-        bar = tqdm(total=max_steps, initial=self.step, disable=not self.progress or self.rank != 0, unit="step",
-                   dynamic_ncols=True)
+        max_steps = self.config.max_steps if max_steps is None else max_steps
+        first_step, losses = self.step, None
+        on_terminal = self.progress and self.rank == 0 and _is_terminal(sys.stderr)
+        bar = tqdm(total=max_steps, initial=self.step, disable=not on_terminal, unit="step", dynamic_ncols=True)
         try:
-            while self.step < max_steps:
-                started = time.perf_counter()
-                loss = self.train_step()
-                self.step_times.append(time.perf_counter() - started)
-                recent = self.step_times[-RATE_WINDOW:]         # one slow step (a worker starting) does not jump
-                bar.set_postfix_str(f"loss {loss:.3f}  lr {self.history['lr'][-1]:.2e}  "
-                                    f"{tokens_per_step * len(recent) / max(sum(recent), 1e-9):,.0f} tok/s",
-                                    refresh=False)
-                shown = bar.update(1)                           # True if it drew: with the postfix just set
-                if self.step == first_step + 1 and not shown:
-                    bar.refresh()                               # the loss from the first step on
-                if self.step % config.eval_interval == 0 or self.step == max_steps:
-                    losses = self._evaluate_and_save(bar, on_eval)
+            with stop_at_step_boundary() as stop:
+                while self.step < max_steps:
+                    started = time.perf_counter()
+                    if self.parallel is not None:       # the ranks agree on stopping in the step's first message
+                        self.parallel.interrupted = stop.requested
+                    loss = self.train_step()
+                    self.step_times.append(time.perf_counter() - started)
+                    self._show_step(bar, loss, first_step)
+                    if self.step % self.config.eval_interval == 0 or self.step == max_steps:
+                        losses = self._evaluate_and_save(bar if on_terminal else None, on_eval)
+                    if self.stop_requested if self.parallel is not None else stop.requested:
+                        self._save_interrupted()
         except Exception as error:
             if self.parallel is None or isinstance(error, TrainingDiverged):   # every rank diverges at one step
                 raise
@@ -251,13 +310,25 @@ class Trainer:
             bar.close()
         return losses
 
+    def tokens_per_second(self):
+        """Tokens per second over the last RATE_WINDOW steps (one slow step, a worker starting, does not jump)."""
+        recent = self.step_times[-RATE_WINDOW:]
+        return self.config.batch_size * self.config.block_size * len(recent) / max(sum(recent), 1e-9)
+
+    def _show_step(self, bar, loss, first_step):
+        bar.set_postfix_str(f"loss {loss:.3f}  lr {self.history['lr'][-1]:.2e}  {self.tokens_per_second():,.0f} tok/s",
+                            refresh=False)
+        shown = bar.update(1)                           # True if it drew: with the postfix just set
+        if self.step == first_step + 1 and not shown:
+            bar.refresh()                               # the loss from the first step on
+
     def _evaluate_and_save(self, bar, on_eval):
-        """fit's evaluation: the losses, the checkpoint and the loss curve (rank 0 alone: other ranks only send
-        their shard of the optimizer state to it first, and return None)."""
-        if self.parallel is not None:
-            self.parallel.gather_state()
-            if self.rank != 0:
-                return None
+        """Evaluate, stop on a non-finite loss, record, print one line, checkpoint and plot; returns the losses.
+
+        Data parallel: rank 0 alone; the other ranks only send it their shards of the optimizer state
+        (`DataParallel.gather_state`) and return None."""
+        if not self._gather_for_rank_0():
+            return None
         started = time.perf_counter()
         losses = self.evaluate()
         if not all(math.isfinite(value) for value in losses.values()):
@@ -265,8 +336,13 @@ class Trainer:
                 f"training diverged at step {self.step}: the evaluation losses are {losses}. Stopped "
                 f"before saving anything, so {self._last_checkpoint()} is as it was.")
             raise self.diverged
-        self.history["eval"].append([self.step, losses["train"], losses["val"]])
-        bar.write(f"step {self.step:>5}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+        line = f"step {self.step:>5}: {self.record_evaluation(losses)}"
+        if bar is not None:
+            bar.write(line)
+        elif self.progress:                             # a file or a pipe: the bar's figures on the line
+            print(f"{line}  (lr {self.history['lr'][-1]:.2e}, {self.tokens_per_second():,.0f} tok/s)", flush=True)
+        else:
+            print(line, flush=True)
         if self.out_dir is not None:
             self.save(self.out_dir)
             self.plot(os.path.join(self.out_dir, "loss.png"))
@@ -275,6 +351,19 @@ class Trainer:
         if self.parallel is not None:                   # the other ranks' deadline allows for it
             self.parallel.root_pause = max(self.parallel.root_pause, time.perf_counter() - started)
         return losses
+
+    def _gather_for_rank_0(self):
+        """Data parallel: the shards of the optimizer state to rank 0 (sharded); True on the rank that saves."""
+        if self.parallel is not None:
+            self.parallel.gather_state()
+        return self.rank == 0
+
+    def _save_interrupted(self):
+        """Ctrl-C: save this step's checkpoint (unless the evaluation just did), then TrainingInterrupted."""
+        if self._gather_for_rank_0() and self.out_dir is not None and self.last_saved != (self.step, self.out_dir):
+            self.save(self.out_dir)
+            self.plot(os.path.join(self.out_dir, "loss.png"))
+        raise TrainingInterrupted(self.step, self.out_dir)
 
     # ---------------------------------------------------------------- checkpoints and pictures
     def save(self, directory, overwrite=False):
@@ -297,7 +386,7 @@ class Trainer:
             raise TrainingDiverged(f"Trainer.save: parameter {name} holds NaN or infinite values; not saved, so "
                                    f"{self._last_checkpoint()} is as it was")
         meta = {"step": self.step, "train_config": _config_dict(self.config), "tokenizer": self.tokenizer_config,
-                "history": self.history,
+                "history": self.history, "run": self.run_info,
                 "rng": {"data": self.data_rng.bit_generator.state,
                         "dropout": self.model.dropout_rng.bit_generator.state}}
         save_checkpoint(directory, self.model, self.optimizer, meta)
@@ -334,6 +423,9 @@ class Trainer:
         meta = load_checkpoint(directory, trainer.model, trainer.optimizer, contents=contents)
         trainer.step = meta["step"]
         trainer.history = meta["history"]
+        trainer.run_info = meta.get("run")
+        trainer.history.setdefault("perplexity", [[step, perplexity(train), perplexity(val)]     # 0.3 kept none
+                                                  for step, train, val in trainer.history["eval"]])
         trainer.data_rng.bit_generator.state = meta["rng"]["data"]
         trainer.model.dropout_rng.bit_generator.state = meta["rng"]["dropout"]
         return trainer
@@ -375,6 +467,13 @@ def loss_curve(history, eval_batches):
         series.append({"steps": steps, "losses": val, "label": "validation",
                        "style": {"marker": "s", "linestyle": "none"}})
     return series
+
+
+def _is_terminal(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):                # no isatty, or a closed stream
+        return False
 
 
 def _config_dict(config):

@@ -1,14 +1,15 @@
 # %% [markdown]
 # # 1. The worked attention example, by hand and by the package
 #
-# **Source.** Lecture notes 2025 (`seeds/002`), §1.1 "Key, Query, Value Attention", and the same
-# section of the 2024 notes (`seeds/000`). The notes give three 4-dimensional inputs and three
-# 4 × 3 matrices, then state that the first position's weights come out as softmax([2, 4, 4]) ≈
-# [.06, .47, .47] and its result as [1.9, 6.7, 1.6].
+# **Source.** Jonathan May, "Transformer Language Models", lecture notes 2025, §1.1 "Key, Query, Value
+# Attention", and the same section of his 2024 notes. The notes give three 4 × 3 matrices, then state
+# that the first position's weights come out as softmax([2, 4, 4]) ≈ [.06, .47, .47] and its result as
+# [1.9, 6.7, 1.6]. They do not print the three 4-dimensional inputs: the ones used here are our
+# reconstruction, consistent with every printed number (and not the only such inputs; notebook 6, E22).
 #
 # The notes call the three matrices K, Q and V. We write them `w_k`, `w_q`, `w_v` (as the package
-# does) and keep the letters q, k, v for the *projected* vectors, which is what the Si Wu slides
-# (`seeds/001`, "Final equations for one attention head") do.
+# does) and keep the letters q, k, v for the *projected* vectors, which is what Si Wu's slides
+# "Transformers" (CS 6120, Northeastern: "Final equations for one attention head") do.
 #
 # Plan: (1) one query by hand, unscaled, as printed; (2) the same with the 1/√d_k of footnote 6;
 # (3) all three positions at once; (4) the causal mask, two ways; (5) the same numbers through
@@ -23,7 +24,7 @@ from minitransformer import MultiHeadAttention, ScaledDotProductAttention, causa
 np.set_printoptions(precision=4, suppress=True)
 
 # %% [markdown]
-# ## The inputs and the three matrices of §1.1
+# ## The inputs (reconstructed) and the three matrices of §1.1
 # Rows of `X` are the positions x1, x2, x3. Every projection is a row vector times a matrix,
 # `q_i = x_i W_Q`, so all positions at once are `X @ w_q`.
 
@@ -149,15 +150,22 @@ assert np.allclose(out_layer[0, :, :3], out_all) and np.allclose(out_layer[0, :,
 assert np.allclose(layer.attention.alpha[0, 0], alpha_all)      # (B, H, T, T)
 
 # %% [markdown]
-# With the default 1/√hs scaling (hs = 4 here, because of the padding column) and two heads, each
-# head attends differently; the picture shows each head's table.
+# Above, one head used all C = 4 columns (hs = 4, the fourth one the zero padding). With two heads the
+# same C = 4 is split into two heads of hs = C / H = 2 columns each, and each head is scaled by its own
+# 1/√hs = 1/√2 (the package's default). Each head attends differently; the picture shows each head's table,
+# both on one colour scale.
 
 # %%
 two_heads = MultiHeadAttention(d_model=4, n_heads=2, causal=True, rng=1)
 two_heads(X[None])
-fig, axes = plt.subplots(1, 2, figsize=(7, 3))
-for head, ax in enumerate(axes):
-    ax.imshow(two_heads.attention.alpha[0, head], vmin=0, vmax=1)
-    ax.set_title(f"head {head} (causal, random weights)", fontsize=9)
-plt.show()
+print("head size:", two_heads.head_size, "| scale used:", two_heads.attention.used_scale)
+assert two_heads.head_size == 2 and np.isclose(two_heads.attention.used_scale, 1 / np.sqrt(2))
 assert np.allclose(two_heads.attention.alpha.sum(axis=-1), 1)
+fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.2), layout="constrained")
+for head, ax in enumerate(axes):
+    image = ax.imshow(two_heads.attention.alpha[0, head], vmin=0, vmax=1, cmap="viridis")
+    ax.set_title(f"head {head} (hs = 2, causal, random weights)", fontsize=9)
+    ax.set_xlabel("key position"); ax.set_ylabel("query position")
+    ax.set_xticks(range(3), ["x1", "x2", "x3"]); ax.set_yticks(range(3), ["x1", "x2", "x3"])
+fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight α")
+plt.show()

@@ -1,9 +1,9 @@
 # %% [markdown]
 # # 3. Byte-pair encoding, merge by merge
 #
-# **Sources.** Lecture notes 2025 (`seeds/002`) §1.5 "Shared embeddings and BPE" (the loop in
-# outline, and the exercise "BITTER BUTLER BITE BUTTER BITER"), the 2024 notes (`seeds/000`) §1.5, and
-# the survey note (`seeds/004`) §12, whose listing runs the classic toy vocabulary of Sennrich et al.
+# **Sources.** Jonathan May, "Transformer Language Models", lecture notes 2025, §1.5 "Shared embeddings and
+# BPE" (the loop in outline, and the exercise "BITTER BUTLER BITE BUTTER BITER"), the same section of his 2024
+# notes, and Greg Strabel, "Transformers" (2023), §12, whose listing runs the classic toy vocabulary of Sennrich et al.
 # (2016): low ×5, lower ×2, newest ×6, widest ×3, each word ending in the end-of-word symbol `</w>`.
 #
 # The loop: count every adjacent pair of symbols (weighted by how often its word occurs), merge the
@@ -42,10 +42,14 @@ def show_step(step, vocab):
 toy_counts = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
 vocab = lecture_vocab(toy_counts)
 print(vocab)
+tie_steps = []
 for step in range(1, 11):
-    best = show_step(step, vocab)[0]
-    vocab = merge_vocab(best, vocab)
+    tied = show_step(step, vocab)
+    tie_steps += [step] if len(tied) > 1 else []
+    vocab = merge_vocab(tied[0], vocab)
 print(vocab)
+print("steps decided by the tie rule:", tie_steps)
+assert tie_steps == [1, 2, 4, 6, 7, 10]
 
 merges = learn_bpe(toy_counts, 10)
 assert merges == [("e", "s"), ("es", "t"), ("est", "</w>"), ("l", "o"), ("lo", "w"), ("n", "e"),
@@ -54,9 +58,10 @@ assert learn_bpe(toy_counts, 10, method="reference") == merges        # the lect
 assert list(vocab) == ["low</w>", "low e r </w>", "newest</w>", "wi d est</w>"]
 
 # %% [markdown]
-# Four of the ten steps are ties. At step 1, ('e', 's'), ('s', 't') and ('t', '</w>') all occur 9 times
-# (in newest ×6 and widest ×3), but the next two merges rebuild est</w> from the same letters whichever
-# comes first. Step 10 is different: ('w', 'i'), ('i', 'd') and ('d', 'est</w>') occur 3 times each, and
+# Six of the ten steps are ties: 1, 2, 4, 6, 7 and 10. At step 1, ('e', 's'), ('s', 't') and ('t', '</w>')
+# all occur 9 times (in newest ×6 and widest ×3), but steps 1–3 rebuild est</w> from the same letters
+# whichever comes first; steps 4 (l o / o w) and 6–7 (n e / e w / w est</w>) are the same kind of tie, settled
+# within the same word whatever the order. Step 10 is different: ('w', 'i'), ('i', 'd') and ('d', 'est</w>') occur 3 times each, and
 # the first-met rule picks ('w', 'i') because widest is scanned left to right; preferring ('d', 'est</w>')
 # would have left widest as w i dest</w>. The exercise shows the rule at work more strongly.
 #
@@ -101,14 +106,18 @@ assert list(other) != list(vocab)
 
 # %% [markdown]
 # **To the very end.** With no minimum count the loop goes on merging pairs seen only once, until every
-# word is a single symbol and no pair is left. Pieces shared by several words (TTER</w>, BI, BU) are
-# merged once for all of them, so fewer merges are needed than the 5 + 6 + 4 + 6 + 5 = 26 that five
-# separate words would take.
+# word is a single symbol and no pair is left. A word of n letters is n + 1 symbols with `</w>`, and needs
+# n merges on its own: BITTER 6, BUTLER 6, BITE 4, BUTTER 6, BITER 5, so 6 + 6 + 4 + 6 + 5 = 27 for five
+# separate words. Pieces shared by several words (TTER</w>, BI, BU) are merged once for all of them, so
+# the five words together need far fewer.
 
 # %%
 all_merges = learn_bpe(exercise, None, min_count=1)
-print(len(all_merges), "merges; the last five:", all_merges[-5:])
-assert len(all_merges) < 26
+separately = {word: len(learn_bpe({word: 1}, None, min_count=1)) for word in exercise}
+print(len(all_merges), "merges together; separately", separately, "=", sum(separately.values()))
+print("the last five:", all_merges[-5:])
+assert separately == {word: len(word) for word in exercise} and sum(separately.values()) == 27
+assert len(all_merges) == 15
 final = lecture_vocab(exercise)
 for pair in all_merges:
     final = merge_vocab(pair, final)

@@ -1,10 +1,11 @@
 # %% [markdown]
 # # 4. Backpropagation by hand: softmax, LayerNorm, attention
 #
-# **Sources.** The softmax of the survey note (`seeds/004`, §1.2, Definition 1.1) and of the notes'
-# §1.1 (`seeds/002`); LayerNorm as the notes (§1.3, footnote 9) and the Si Wu slides ("Layer Norm")
-# define it; attention as in the notes' §1.1 and the Kumar slides' "most important formula"
-# (`seeds/003`). None of the lectures derives a backward pass; this notebook does, one step at a time,
+# **Sources.** The softmax of Greg Strabel, "Transformers" (2023), §1.2, Definition 1.1, and of Jonathan
+# May, "Transformer Language Models", lecture notes 2025, §1.1; LayerNorm as the notes (§1.3, footnote 9)
+# and Si Wu's slides "Transformers" (CS 6120, Northeastern, "Layer Norm") define it; attention as in the
+# notes' §1.1 and the "most important formula" of Sachin Kumar's slides "Language Modeling III:
+# Transformers" (CSE 5525, Ohio State, 2025). None of the lectures derives a backward pass; this notebook does, one step at a time,
 # and checks each derivation against central differences (`numerical_gradient`) and the package's
 # gradient checker (`check_module`).
 #

@@ -1,25 +1,28 @@
 # %% [markdown]
 # # 6. The lectures' errata, each with a computation
 #
-# The five lecture sources (in `seeds/`) are good teaching material, and they contain mistakes. Where
-# they do, the package follows the papers, and this notebook shows the difference with numbers. Every
-# item names the source and section, states the mistake and the correction in our own words, and
-# proves it with an `assert`.
+# The five lecture sources are good teaching material, and they contain mistakes. Where they do, the
+# package follows the papers, and this notebook shows the difference with numbers. Every item names the
+# source and section, states the mistake and the correction in our own words, and proves it with an
+# `assert` where a computation applies.
 #
-# | seed | source |
+# | short name | source |
 # | --- | --- |
-# | 000 | lecture notes, 2024 version (J. May) |
-# | 002 | lecture notes, 2025 version (J. May) |
-# | 001 | Si Wu's slides "Transformers" |
-# | 003 | Sachin Kumar's slides "Language Modeling III: Transformers" |
-# | 004 | Greg Strabel's survey note "Transformers" |
+# | the notes (2024) | Jonathan May, "Transformer Language Models", lecture notes, September 2024 |
+# | the notes (2025) | Jonathan May, "Transformer Language Models", lecture notes, September 2025 |
+# | Wu | Si Wu, "Transformers", slides, CS 6120 Natural Language Processing, Northeastern University |
+# | Kumar | Sachin Kumar, "Language Modeling III: Transformers", slides, CSE 5525, Ohio State, 2025 |
+# | Strabel | Greg Strabel, "Transformers", survey note, 2023 |
 #
 # Contents: E1 the positional-encoding formula · E2 the mask applied after the softmax · E3 "Vα" /
 # "XVα" · E4 footnote 6 in words · E5 the extra ReLU in the feed-forward formula · E6 dropout of
 # "parameters" · E7 the BPE listing, which merges nothing · E8 the Kumar slides' softmax numbers ·
 # E9 the [1 × N] position-embedding matrix · E10 the residual "concatenation" · E11 GPT's objective
-# called masked · E12 the BLEU definitions · E13 the relative-position
-# "skewing" listing.
+# called masked · E12 the BLEU definitions · E13 the relative-position "skewing" listing ·
+# E14 Wu's block reads keys and values from an undefined x¹ · E15 Wu's parallel block is post-norm ·
+# E16 "96 layers: GPT-3-large" · E17 the "N × d" result of one head · E18 Wu's i written for j ·
+# E19 the warm-up rule does not decay to 0 · E20 "WebText based on Common Crawl" · E21 the 2024 notes'
+# misspelt link · E22 the worked example's inputs are not printed.
 
 # %%
 import re
@@ -176,7 +179,7 @@ assert np.array_equal(drop(activations), activations)     # and nothing at all a
 # * `(!\S)` is not a lookaround at all but a group matching a literal `!` and a character; the intended
 #   `(?!\S)` says the pair ends a symbol.
 #
-# And a third slip (found by the BPE branch): each match is replaced by `' '.join(pair)`, the pair *with*
+# And a third slip: each match is replaced by `' '.join(pair)`, the pair *with*
 # its space, which is exactly the text that matched. Sennrich et al.'s original joins with `''`.
 #
 # So as printed nothing is ever merged, the pair counts never change, and the loop picks the same best
@@ -327,7 +330,7 @@ assert not np.allclose(bert(ids)[:, :6], bert(changed)[:, :6])
 # y_i … y_{i+M} = s, where s has M symbols. But y_i … y_{i+M} has M + 1 symbols, so it never equals s and
 # every count is 0; the modified precision of Definition 1.4 then divides 0 by 0. Reading the window as
 # the M symbols y_i … y_{i+M−1} but keeping the bound i + M ≤ K is still wrong: it stops one start early
-# and never counts the n-gram that ends the sentence (found on the encoder–decoder branch too). Right:
+# and never counts the n-gram that ends the sentence. Right:
 # i = 1 … K − M + 1 with the window y_i … y_{i+M−1}. The two functions below write the two wrong readings
 # literally, with 1-based i; the package's `ngram_counts` (in `minitransformer.generation.bleu`) is the right one.
 # (Definitions 1.4 and 1.5 also reuse M for the number of sentences.)
@@ -369,7 +372,7 @@ assert r == 2 and brevity_penalty(c, 2) == 1 and np.isclose(brevity_penalty(c, 6
 # reshape the (L × (L+1)) result to ((L+1) × L), drop the first row. Row r of E^r embeds the relative
 # distance r − (L − 1), from −(L − 1) up to 0 (the paper's order; the note does not say). After
 # skewing, entry (i, j) is q_i · e_{j−i}, which is what a causal query i needs for every key j ≤ i.
-# Three slips (found independently on two branches; see also `tests/test_relative_position.py`):
+# Three slips (see also `tests/test_relative_position.py`):
 #
 # 1. **The mask covers the wrong triangle.** Before skewing the listing multiplies by the
 #    lower-triangular "m_ij = 1 if i ≥ j". The entries that the skew moves into the causal (lower)
@@ -417,3 +420,191 @@ for ax, (matrix, title) in zip(axes, [(wanted, "q_i · e_(j−i), j ≤ i"), (as
     ax.imshow(matrix, cmap="RdBu", vmin=-3, vmax=3); ax.set_title(title, fontsize=9)
     ax.set_xlabel("key j"); ax.set_ylabel("query i")
 plt.tight_layout(); plt.show()
+
+# %% [markdown]
+# ## E14. Wu's block takes keys and values from an undefined x¹ ("Putting together a single transformer block")
+# The slide writes the attention step as t²ᵢ = MultiHeadAttention(t¹ᵢ, [x¹₁, …, x¹_N]): the query is the
+# normalised t¹ᵢ = LayerNorm(xᵢ), but the keys and values come from vectors x¹ⱼ that the slide never
+# defines. In the pre-norm block the slide is describing (and in the package's `TransformerBlock`), keys and
+# values come from the same normalised vectors as the queries: [t¹₁, …, t¹_N]. Reading x¹ as the raw
+# input x gives a different block. Both are computed below with one block's own sublayers (`attn` with
+# `context=` for the keys and values), on residual streams of several scales: the gap is smallest when x is
+# already of unit scale and grows as its scale moves away from 1, because LayerNorm removes the scale from
+# t¹ but not from x (the printed numbers below: about 0.8 at scale 1, 2.6 at scale 2, 6.6 at scale 4).
+
+# %%
+from minitransformer import MultiHeadAttention, noam_rate
+
+wu_block = TransformerBlock(d_model=16, n_heads=2, d_ff=64, rng=0)          # pre-norm, as Wu's slide
+gaps = {}
+for stream_scale in (0.5, 1.0, 2.0, 4.0):
+    x = stream_scale * np.random.default_rng(0).standard_normal((1, 8, 16))
+    right = wu_block(x)                                                     # K, V from t1 = LayerNorm(x)
+    t1 = wu_block.ln1(x)
+    h = x + wu_block.attn(t1, context=x)                                    # K, V from the raw x
+    as_raw_x = h + wu_block.ff(wu_block.ln2(h))
+    assert np.allclose(wu_block.attn(t1, context=t1), wu_block.attn(t1))   # K, V from t1: the block's own form
+    gaps[stream_scale] = float(np.abs(right - as_raw_x).max())
+print("largest output difference, K and V from raw x against from t1, by the stream's scale:",
+      {scale: round(gap, 2) for scale, gap in gaps.items()})
+assert gaps[1.0] > 0.3 and gaps[4.0] > 3
+assert gaps[4.0] > gaps[2.0] > gaps[1.0] < gaps[0.5]        # larger as the scale moves away from 1
+
+# %% [markdown]
+# ## E15. Wu's "Parallelizing Multi-head Attention" block is post-norm; the deck says pre-norm
+# The same deck announces "we are using the pre-norm version" and writes the per-token equations that way
+# (t¹ = LayerNorm(x), …, h = t⁵ + t³), but the matrix form on the parallelising slide is
+# O = LayerNorm(X + MultiHeadAttention(X)), H = LayerNorm(O + FFN(O)), and the list T¹ … H below it: the
+# post-norm block of Vaswani et al. (2017). The two are different functions of the same weights. Two
+# package blocks built with one seed share every weight; their outputs differ (notebook 11 compares the
+# two in depth).
+
+# %%
+pre_block = TransformerBlock(d_model=16, n_heads=2, d_ff=64, norm="pre", rng=0)
+post_block = TransformerBlock(d_model=16, n_heads=2, d_ff=64, norm="post", rng=0)
+assert all(np.array_equal(a.data, b.data) for a, b in zip(pre_block.parameters(), post_block.parameters()))
+norm_gaps = {}
+for stream_scale in (1.0, 2.0, 4.0):
+    x = stream_scale * np.random.default_rng(0).standard_normal((1, 8, 16))
+    norm_gaps[stream_scale] = float(np.abs(pre_block(x) - post_block(x)).max())
+    assert np.allclose(post_block(x).std(axis=-1), 1, atol=1e-3)          # post-norm ends normalised
+print("largest output difference, pre-norm against post-norm, same weights, by the stream's scale:",
+      {scale: round(gap, 2) for scale, gap in norm_gaps.items()})
+assert norm_gaps[1.0] > 1 and norm_gaps[2.0] > 3
+
+# %% [markdown]
+# ## E16. "96 layers: GPT-3-large" (Wu, "LLMs and transformer blocks")
+# In the GPT-3 paper (Brown et al. 2020, Table 2.1) the model called GPT-3 Large has 24 layers, d_model =
+# 1536, 760 M parameters; the 96-layer model is the largest one, GPT-3 175B (d_model = 12288, 96 heads). The
+# layer count and width fix the parameter count: the package's `GPT` has V·C + T·C embedding weights, then
+# per layer 12·C² + 13·C, and 2·C for the final LayerNorm, which we first check against `num_parameters()` of
+# a small GPT, then apply to GPT-3's sizes (V = 50257, T = 2048; GPT-3's feed-forward is 4·C wide, as here).
+# With 24 layers of 1536 the count is GPT-3 Large's 760 M; 96 layers of 1536 would be 2.8 B; 96 layers of
+# 12288 give the 175 B model.
+
+# %%
+def gpt_parameters(V, T, C, n_layers):
+    """Weights of the package's GPT with d_ff = 4C and tied output: embeddings, blocks, final LayerNorm."""
+    return V * C + T * C + n_layers * (12 * C * C + 13 * C) + 2 * C
+
+
+small = GPT(vocab_size=100, d_model=64, n_heads=4, n_layers=3, d_ff=256, max_len=32, rng=0)
+assert small.num_parameters() == gpt_parameters(100, 32, 64, 3)
+sizes = {"24 layers, C = 1536 (GPT-3 Large)": (24, 1536), "96 layers, C = 1536": (96, 1536),
+         "96 layers, C = 12288 (GPT-3 175B)": (96, 12288)}
+counts = {name: gpt_parameters(50257, 2048, C, layers) for name, (layers, C) in sizes.items()}
+for name, count in counts.items():
+    print(f"{name:36s} {count / 1e9:7.2f} B parameters")
+assert abs(counts["24 layers, C = 1536 (GPT-3 Large)"] / 760e6 - 1) < 0.01
+assert abs(counts["96 layers, C = 12288 (GPT-3 175B)"] / 175e9 - 1) < 0.01
+assert counts["96 layers, C = 1536"] > 3 * 760e6
+
+# %% [markdown]
+# ## E17. One attention head's result is N × d_v, not "N × d" (Wu, "Parallelizing attention")
+# The slide multiplies softmax(QKᵀ/√d_k) by V "resulting in a matrix of shape N × d". V = X W^V is
+# N × d_v, and the product has V's width; the same deck says two slides earlier that the projections may
+# go to a lower dimension d_k. With h heads of width d/h each head's result is N × d/h; only after the
+# concatenation and W^O is it N × d again.
+
+# %%
+N, d, d_k, d_v = 5, 12, 4, 3
+X = rng.standard_normal((N, d))
+w_q, w_k, w_v = rng.standard_normal((d, d_k)), rng.standard_normal((d, d_k)), rng.standard_normal((d, d_v))
+head = ScaledDotProductAttention(causal=True)(X @ w_q, X @ w_k, X @ w_v)
+print("one head:", head.shape)
+assert head.shape == (N, d_v) != (N, d)
+mha = MultiHeadAttention(d_model=d, n_heads=4, causal=True, rng=0)
+out = mha(X[None])
+assert mha.attention.v.shape == (1, 4, N, d // 4) and (mha.attention.alpha @ mha.attention.v).shape[-1] == 3
+assert out.shape == (1, N, d)                                           # N x d only after concat and W_O
+
+# %% [markdown]
+# ## E18. Wu's attention-head slides write i where j is meant ("Attention head", "An Actual Attention Head")
+# Printed: score(xᵢ, xᵢ) = xᵢ · xᵢ; aᵢ = Σ_{i≤i} αᵢⱼ xⱼ; "key and value of preceding word xᵢ"; "dot
+# product between qᵢ and kᵢ"; "similarity of current element xᵢ with some prior element xᵢ". Each should
+# pair the current position i with a preceding position j: score(xᵢ, xⱼ) = xᵢ · xⱼ, Σ_{j≤i}, the key of xⱼ,
+# qᵢ · kⱼ (as the deck's own "Final equations for one attention head" has it). Taken literally, score(xᵢ, xᵢ)
+# is the same number for every j, so the softmax over j is uniform and every position gets the plain
+# average of its prefix, whatever the words. We give the package's attention those row-constant scores as
+# a score bias (with zero queries) and compare.
+
+# %%
+T, C = 6, 8
+x = rng.standard_normal((T, C))
+right = ScaledDotProductAttention(causal=True)
+out_right = right(x, x, x)                                                  # score(x_i, x_j) = x_i . x_j / sqrt(C)
+literal = ScaledDotProductAttention(causal=True, scale=1.0)
+self_scores = np.sum(x * x, axis=1)[:, None] * np.ones((1, T))              # score(x_i, x_i) in every column j
+out_literal = literal(np.zeros((T, C)), x, x, bias=self_scores)
+prefix_mean = np.cumsum(x, axis=0) / np.arange(1, T + 1)[:, None]
+assert np.allclose(literal.alpha, np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None])   # uniform weights
+assert np.allclose(out_literal, prefix_mean)                                # just the average of the prefix
+assert not np.allclose(out_right, out_literal)
+print("weights of the last position, as printed:", literal.alpha[-1].round(3), "\n  with j:", right.alpha[-1].round(3))
+
+# %% [markdown]
+# ## E19. The warm-up rule does not "decay to 0" (the notes 2025, §1.6)
+# The notes summarise Vaswani et al.'s rule, rate = d_model^−0.5 · min(step^−0.5, step · warmup^−1.5), as
+# "warmup phase then decay to 0". After the warm-up it falls as 1/√step: never 0, and slowly; with the
+# paper's d_model = 512 and warmup = 4000 it is still a fifth of its peak at step 100,000 and a fiftieth at
+# ten million. A schedule that does reach 0 is the cosine with floor 0 (notebook 12 plots them side by side).
+
+# %%
+peak = noam_rate(4000, 512, 4000)
+tail = {step: noam_rate(step, 512, 4000) / peak for step in (100_000, 1_000_000, 10_000_000)}
+print("rate / peak:", {step: round(ratio, 3) for step, ratio in tail.items()})
+assert np.isclose(tail[100_000], np.sqrt(4000 / 100_000)) and np.isclose(tail[10_000_000], 0.02)
+assert all(ratio > 0 for ratio in tail.values())
+
+# %% [markdown]
+# ## E20. "WebText — based on Common Crawl data" (Strabel §5)
+# The survey note describes GPT-2's training set, WebText, as "based on Common Crawl data with outbound
+# Redit links". The GPT-2 paper (Radford et al. 2019, §2.1 "Training Dataset") says the opposite: it names
+# Common Crawl as the obvious source and sets it aside for its data-quality problems, and builds WebText
+# from a new scrape of the pages linked from Reddit posts with at least 3 karma (about 45 million links,
+# 8 million documents, 40 GB after cleaning; Wikipedia removed). (And "Redit" is Reddit.) No computation
+# applies: this is a statement about a paper.
+#
+# ## E21. The 2024 notes' link to the Illustrated Transformer is misspelt (the notes 2024, footnote 2)
+# Footnote 2 of the 2024 notes points to `jalamar.github.io`; the author is Jay Alammar, and the 2025 notes
+# correct it to `jalammar.github.io` (Kumar's slides link the same). The two printed addresses differ by one
+# letter:
+
+# %%
+import difflib
+
+printed_2024, printed_2025 = "http://jalamar.github.io/illustrated-transformer/", "http://jalammar.github.io/illustrated-transformer/"
+edits = [op for op in difflib.SequenceMatcher(None, printed_2024, printed_2025).get_opcodes() if op[0] != "equal"]
+print(edits)
+assert len(edits) == 1 and edits[0][0] == "insert" and printed_2025[edits[0][3]:edits[0][4]] == "m"
+
+# %% [markdown]
+# ## E22. The worked example's inputs are a reconstruction (the notes 2024 and 2025, §1.1)
+# The notes print the matrices K, Q, V (4 × 3), the weights α₁ = softmax([2, 4, 4]) = [.06, .47, .47] and
+# the result [1.9, 6.7, 1.6], but not the three inputs. Notebook 1 uses x₁ = [1, 0, 1, 0], x₂ = [0, 2, 0, 2],
+# x₃ = [1, 1, 1, 1]: our reconstruction, consistent with every printed number (checked here again). It is
+# not the only one: the three matrices have equal first and third rows, so adding any multiple of
+# [1, 0, −1, 0] to an input changes none of its projections and none of the printed numbers.
+
+# %%
+K = np.array([[0, .5, .5], [1, 1, 0], [0, .5, .5], [1, 1, 0]])
+Q = np.array([[.5, 0, 1], [0, 0, 0], [.5, 0, 1], [0, 0, 0]])
+Vm = np.array([[.5, 1, 1.5], [.5, 2, 0], [.5, 1, 1.5], [.5, 2, 0]])
+
+
+def printed_numbers(X):
+    """Scores, weights and result of position 1, unscaled, as the notes print them."""
+    unscaled = ScaledDotProductAttention(scale=1.0)
+    result = unscaled((X @ Q)[:1], X @ K, X @ Vm)[0]
+    return (X @ Q)[0] @ (X @ K).T, unscaled.alpha[0], result
+
+
+reconstruction = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], dtype=float)
+another = reconstruction + np.array([[2, 0, -2, 0], [-1, 0, 1, 0], [0, 0, 0, 0]])
+for X in (reconstruction, another):
+    scores, alpha_1, result = printed_numbers(X)
+    assert np.array_equal(scores, [2, 4, 4])
+    assert np.array_equal(np.round(alpha_1, 2), [0.06, 0.47, 0.47])
+    assert np.array_equal(np.round(result, 1), [1.9, 6.7, 1.6])
+print("both input sets reproduce scores [2, 4, 4], alpha [.06, .47, .47] and the result [1.9, 6.7, 1.6]:\n",
+      reconstruction, "\n", another)

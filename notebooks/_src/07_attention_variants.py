@@ -1,14 +1,16 @@
 # %% [markdown]
 # # 7. Attention and position variants on one tiny task
 #
-# **Sources.** Kumar slides (`seeds/003`), "Variants of Positional Embeddings" (RoPE, ALiBi, no
-# embeddings) and "Variants of multi-head attention" (GQA); the survey note (`seeds/004`) §9.2–9.3
+# **Sources.** Sachin Kumar, "Language Modeling III: Transformers" (CSE 5525, Ohio State, 2025), the slides
+# "Variants of Positional Embeddings" (RoPE, ALiBi, no embeddings) and "Variants of multi-head attention"
+# (GQA); Greg Strabel, "Transformers" (2023), §9.2–9.3
 # (sparse and sliding-window attention), §10.1 (LoRA), §11 (relative positions and the skewing
-# algorithm); lecture notes 2025 §1.4 on RoPE.
+# algorithm); Jonathan May, "Transformer Language Models", lecture notes 2025, §1.4 on RoPE.
 #
 # Claims checked here:
 # 1. every position scheme lets a one-layer GPT learn a task that needs to know *where* a token is;
-# 2. ALiBi, trained on 8 tokens, still works on 32; a learned table cannot even run there;
+# 2. ALiBi, trained on 8 tokens, still works on 32; a learned table cannot even run there, and sinusoidal
+#    positions (computed for any length) run but fail at positions never seen in training;
 # 3. a RoPE score depends only on the offset between query and key;
 # 4. grouped-query attention trades key/value weights for a little accuracy, and with as many
 #    key/value heads as heads it *is* standard attention;
@@ -125,25 +127,30 @@ for scheme in SCHEMES:
     for T in LENGTHS:
         try:
             row.append(loss_on(models[scheme], eval_ids[T]))
-        except ValueError as error:            # a position table has only max_len rows
+        except ValueError as error:            # a learned position table has only max_len rows
             row.append(np.nan)
             message = str(error)
     long_loss[scheme] = row
     print(f"{scheme:>10}: " + "  ".join(f"T={T}: {value:.3f}" for T, value in zip(LENGTHS, row)))
 print("learned at T = 32:", message)
 
-for offset, scheme in enumerate(["rope", "alibi", "none"]):
-    plt.bar(np.arange(3) + 0.25 * offset, long_loss[scheme], width=0.25, label=scheme)
-plt.xticks(np.arange(3) + 0.25, [f"T = {T}" for T in LENGTHS]); plt.ylabel("loss"); plt.legend()
+for offset, scheme in enumerate(["sinusoidal", "rope", "alibi", "none"]):
+    plt.bar(np.arange(3) + 0.2 * offset, long_loss[scheme], width=0.2, label=scheme)
+plt.xticks(np.arange(3) + 0.3, [f"T = {T}" for T in LENGTHS]); plt.ylabel("loss on the held-out sequences")
+plt.xlabel("evaluation length (learned positions: cannot run past T = 8)"); plt.legend()
 plt.title("trained on T = 8"); plt.show()
 
-assert np.isnan(long_loss["learned"][2]) and np.isnan(long_loss["sinusoidal"][2])
+assert np.isnan(long_loss["learned"][1]) and np.isnan(long_loss["learned"][2])
+assert np.isfinite(long_loss["sinusoidal"]).all() and long_loss["sinusoidal"][2] > 1.0
 assert long_loss["alibi"][2] < 1.0 < min(long_loss["rope"][2], long_loss["none"][2])
 
 # %% [markdown]
 # ALiBi keeps its accuracy at four times the training length. RoPE runs (it has no table) but
 # degrades sharply: at T = 16 and 32 it meets offsets, and so rotation angles, it never saw in
-# training. Without positions the model also falls apart. In this run both end near or beyond
+# training. Sinusoidal positions have no length limit either (the package computes rows past its table
+# on demand, with the same formula), and fail the same way: "no limit to the number of tokens that can
+# be read", as the notes put it (§1.4), is true of the formula, not of what a model trained on 8 positions
+# makes of position 20. Without positions the model also falls apart. In this run both end near or beyond
 # uniform guessing (log 8 ≈ 2.08) at T = 32, which of the two is worse depends on the seed. This is
 # Press et al.'s "train short, test long" result in miniature.
 #
@@ -167,12 +174,19 @@ for offset in range(-23, 24):
 
 # %% [markdown]
 # And ALiBi's bias for 4 heads, the steepest head first: a straight penalty on distance, nothing learned.
+# All four panels share one colour scale, so the slopes can be compared: the first head's penalty reaches
+# −7 · 2⁻² = −1.75 at distance 7, the last head's only −7 · 2⁻⁸ ≈ −0.03.
 
 # %%
-fig, axes = plt.subplots(1, 4, figsize=(12, 3))
+biases = alibi_bias(4, 8, 8)                                       # (H, Tq, Tk)
+assert np.allclose(biases[:, 7, 0], [-7 * 2.0 ** -(2 * (head + 1)) for head in range(4)])
+lowest = biases[:, band_mask(8, 8, 8)].min()
+fig, axes = plt.subplots(1, 4, figsize=(13, 3.2), layout="constrained")
 for head, axis in enumerate(axes):
-    axis.imshow(np.where(band_mask(8, 8, 8), alibi_bias(4, 8, 8)[head], np.nan), cmap="viridis")
-    axis.set_title(f"head {head + 1}, slope 2^-{2 * (head + 1)}"); axis.axis("off")
+    image = axis.imshow(np.where(band_mask(8, 8, 8), biases[head], np.nan), cmap="viridis", vmin=lowest, vmax=0)
+    axis.set_title(f"head {head + 1}, slope 2^-{2 * (head + 1)}", fontsize=9)
+    axis.set_xlabel("key position n"); axis.set_ylabel("query position m")
+fig.colorbar(image, ax=axes, shrink=0.8, label="bias added to the score (one scale)")
 plt.show()
 
 # %% [markdown]

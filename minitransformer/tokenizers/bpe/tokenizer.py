@@ -257,10 +257,13 @@ class BPETokenizer:
             TokenizerConfigError (a ValueError) naming the source and the field.
         """
         expected = {"format": FILE_FORMAT, "version": FILE_VERSION, "chunk_pattern": CHUNK_PATTERN.pattern}
-        if not isinstance(config, dict) or any(config.get(key) != value for key, value in expected.items()):
-            found = ({key: short_repr(config.get(key)) for key in expected} if isinstance(config, dict)
-                     else type(config).__name__)
-            raise TokenizerConfigError(f"{source} is not a tokenizer file: expected {expected}, got {found}")
+        if not isinstance(config, dict):
+            raise TokenizerConfigError(f"{source} is not a tokenizer file: expected a JSON object, "
+                                       f"got {type(config).__name__}")
+        wrong = [f"field {key!r} should be {value!r}, got {short_repr(config.get(key))}"
+                 for key, value in expected.items() if config.get(key) != value]
+        if wrong:
+            raise TokenizerConfigError(f"{source} is not a tokenizer file of this version: {wrong[0]}")
         if "merges" not in config:
             raise TokenizerConfigError(f"{source} has no field 'merges'")
         merges, lengths = check_merges(config["merges"], source)

@@ -1,0 +1,192 @@
+"""`train --resume` continues a run as it was configured, Ctrl-C saves at the step boundary and exits 130, and a run
+directory is left only where something was saved (issue 23)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_train_command import TINY, assert_one_error_line, cli
+
+import minitransformer.training.trainer as trainer_module
+
+TEXT = "the quick brown fox jumps over the lazy dog. " * 20
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = TINY[:12]          # the model options alone (block size to d_ff)
+
+
+@pytest.fixture()
+def text_file(tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text(TEXT)
+    return path
+
+
+def meta(directory):
+    return json.loads((Path(directory) / "checkpoint.json").read_text())
+
+
+def interrupt_at(monkeypatch, step):
+    """Ctrl-C (a real SIGINT to this process) during training step `step` (1-based)."""
+    real_step = trainer_module.Trainer.train_step
+
+    def train_step(self):
+        if self.step + 1 == step:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_step(self)
+    monkeypatch.setattr(trainer_module.Trainer, "train_step", train_step)
+
+
+def test_ctrl_c_saves_at_the_step_boundary_and_resume_continues_bit_for_bit(tmp_path, text_file, capsys, monkeypatch):
+    options = ["train", "--text", str(text_file), "--max-steps", "8", "--eval-interval", "4", *MODEL,
+               "--eval-batches", "1", "--no-progress", "--sample-tokens", "0"]
+    whole = tmp_path / "whole"
+    assert cli(options + ["--out", str(whole)], capsys)[0] == 0
+    parted = tmp_path / "parted"
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, 3)
+        code, out, err = cli(options + ["--out", str(parted)], capsys)
+    assert code == 130, err
+    assert err.strip() == (f"interrupted at step 3: checkpoint saved in {parted}; continue with: "
+                           f"python -m minitransformer train --resume --out {parted}"), err
+    assert meta(parted)["step"] == 3
+    code, out, err = cli(["train", "--resume", "--out", str(parted)], capsys)      # no option given again
+    assert code == 0 and "resuming at step 3" in out, err
+    assert meta(parted)["step"] == 8 and meta(parted)["train_config"] == meta(whole)["train_config"]
+    assert meta(parted)["history"]["loss"] == meta(whole)["history"]["loss"]            # bit for bit (floats in JSON)
+    assert meta(parted)["history"]["eval"] == meta(whole)["history"]["eval"]
+    for name in ("whole", "parted"):
+        assert (tmp_path / name / "loss.png").is_file()
+    with np.load(whole / meta(whole)["arrays_file"]) as a, np.load(parted / meta(parted)["arrays_file"]) as b:
+        assert sorted(a.files) == sorted(b.files) and all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
+def test_resume_without_options_keeps_the_runs_length_evaluations_and_text(tmp_path, text_file, capsys, monkeypatch):
+    out = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, 3)
+        assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "12", *MODEL,
+                    "--eval-interval", "5", "--eval-batches", "1", "--no-progress", "--sample-tokens", "0"],
+                   capsys)[0] == 130
+    os.chdir(tmp_path)                                   # the text is found by its stored absolute path
+    code, printed, err = cli(["train", "--resume", "--out", str(out)], capsys)
+    assert code == 0 and err == "", err
+    assert meta(out)["step"] == 12 and meta(out)["train_config"]["max_steps"] == 12
+    assert [row[0] for row in meta(out)["history"]["eval"]] == [0, 5, 10, 12]
+    assert meta(out)["run"]["options"]["eval_interval"] == 5 and meta(out)["run"]["text"]["path"] == str(text_file)
+
+
+def test_a_new_max_steps_is_applied_and_says_what_the_schedule_does(tmp_path, text_file, capsys):
+    out = tmp_path / "run"
+    assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "4", *TINY], capsys)[0] == 0
+    code, printed, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "7", "--eval-interval", "3"],
+                             capsys)
+    assert code == 0, err
+    assert err.splitlines() == [
+        "note: --eval-interval 3 (the run had 2): applied",
+        "note: --max-steps 7 (the run was configured for 4): the cosine schedule keeps its horizon of 4 steps, "
+        "so steps 5-7 run at its floor, --min-lr 0.0001"], err
+    saved = meta(out)
+    assert saved["train_config"]["lr_decay_steps"] == 4 and saved["train_config"]["max_steps"] == 7
+    assert saved["history"]["lr"][4:] == [pytest.approx(1e-4)] * 3
+    assert [row[0] for row in saved["history"]["eval"]] == [0, 2, 4, 6, 7]
+
+
+@pytest.mark.parametrize("option", [["--d-model", "32"], ["--lr", "0.5"], ["--seed", "7"], ["--tokenizer", "bpe"]])
+def test_an_option_that_defines_the_run_is_refused_in_one_line(tmp_path, text_file, capsys, option):
+    out = tmp_path / "run"
+    assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "2", *TINY], capsys)[0] == 0
+    before = (out / "checkpoint.json").read_bytes()
+    code, _, err = cli(["train", "--resume", "--out", str(out), *option], capsys)
+    assert code == 2
+    assert_one_error_line(err, "different config", option[0], "start a new one")
+    assert (out / "checkpoint.json").read_bytes() == before
+
+
+def test_a_changed_text_is_refused_unless_given_again(tmp_path, text_file, capsys):
+    out = tmp_path / "run"
+    assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "2", *TINY], capsys)[0] == 0
+    text_file.write_text(TEXT.upper().lower().replace("fox", "cat"))
+    code, _, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "3"], capsys)
+    assert code == 2
+    assert_one_error_line(err, f"the training text {text_file} has changed", f"give --text {text_file}")
+    code, _, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "3", "--text", str(text_file)], capsys)
+    assert code == 0, err
+    assert f"note: --text {text_file} is not the text this run was trained on" in err
+
+
+def test_a_hand_edited_option_in_the_checkpoint_is_one_error_line(tmp_path, text_file, capsys):
+    out = tmp_path / "run"
+    assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "2", *TINY], capsys)[0] == 0
+    saved = meta(out)
+    for key, value in (("temperature", -1.0), ("eval_interval", "2"), ("nonsense", 1)):
+        edited = json.loads(json.dumps(saved))
+        edited["run"]["options"][key] = value
+        (out / "checkpoint.json").write_text(json.dumps(edited))
+        code, _, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "3"], capsys)
+        assert code == 2, err
+        assert_one_error_line(err, "run.options", str(out))
+
+
+def test_nothing_saved_leaves_no_run_directory(tmp_path, text_file, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli(["train", "--text", str(text_file), "--max-steps", "2", *TINY], capsys)[0] == 0
+    assert os.readlink("runs/latest") == "run-001"
+    code, _, err = cli(["train", "--text", str(text_file), "--max-steps", "2", "--lr", "1e30", *TINY], capsys)
+    assert code == 1 and "diverged" in err
+    assert sorted(os.listdir("runs")) == ["latest", "run-001"] and os.readlink("runs/latest") == "run-001"
+    code, _, err = cli(["train", "--text", str(text_file), "--out", "fresh", "--max-steps", "2", "--lr", "1e30", *TINY],
+                       capsys)
+    assert code == 1 and not os.path.exists("fresh")
+    os.mkdir("mine")
+    (Path("mine") / "notes.txt").write_text("the user's")
+    assert cli(["train", "--text", str(text_file), "--out", "mine", "--max-steps", "2", "--lr", "1e30", *TINY],
+               capsys)[0] == 1
+    assert os.listdir("mine") == ["notes.txt"]
+
+
+@pytest.mark.parametrize("command", [["sample", "--checkpoint", "CHECKPOINT", "--prompt", "the"], ["gradcheck"], ["train"]])
+def test_ctrl_c_ends_every_command_with_one_line(command, tmp_path, text_file, capsys, monkeypatch):
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+    out = tmp_path / "run"
+    assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "2", *TINY], capsys)[0] == 0
+    import minitransformer.gradcheck.checker
+    import minitransformer.models.gpt
+    monkeypatch.setattr(minitransformer.models.gpt.GPT, "forward", stop)
+    monkeypatch.setattr(minitransformer.gradcheck.checker, "check_module", stop)
+    monkeypatch.chdir(tmp_path)
+    argv = [str(out) if word == "CHECKPOINT" else word for word in command]
+    if command == ["train"]:
+        argv += ["--text", str(text_file), *TINY]
+    code, _, err = cli(argv, capsys)
+    assert code == 130 and err.strip() == "interrupted (Ctrl-C)", err
+    assert not os.path.exists(tmp_path / "runs" / "run-001")         # train: nothing saved, no run directory
+
+
+def test_a_real_ctrl_c_under_a_pipe_is_one_line_and_progress_has_no_terminal_frames(tmp_path, text_file):
+    """The command as a user runs it, its output piped: one line per evaluation, Ctrl-C one line and status 130."""
+    out = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "minitransformer", "train", "--text", str(text_file), "--out",
+                                str(out), "--max-steps", "100000", *MODEL, "--eval-interval", "5",
+                                "--eval-batches", "1", "--sample-tokens", "0"],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    deadline = time.monotonic() + 300
+    while len([line for line in lines if line.startswith("step ")]) < 2 and time.monotonic() < deadline:
+        lines.append(process.stdout.readline())
+    process.send_signal(signal.SIGINT)
+    rest, err = process.communicate(timeout=300)
+    assert process.returncode == 130, err
+    step = meta(out)["step"]
+    assert step >= 10 and err.splitlines() == [f"interrupted at step {step}: checkpoint saved in {out}; continue "
+                                               f"with: python -m minitransformer train --resume --out {out}"], err
+    printed = "".join(lines) + rest
+    assert "\r" not in printed + err and "Traceback" not in err
+    steps = [line for line in printed.splitlines() if line.startswith("step ")]
+    assert steps[0].startswith("step     5: train loss") and "tok/s)" in steps[0]
