@@ -212,3 +212,76 @@ def test_a_rank_that_fails_ends_the_job_with_one_line_naming_it(tmp_path, jobs):
     process, marker = start_job(3, {**FAULT_RUN, "out": str(out), "fail": [2, 10]}, jobs)
     assert_job_ended(process, marker, ["rank 2 failed at step 10: RuntimeError: an injected failure"], timeout=300)
     assert read_checkpoint(out)[0]["step"] == 8
+
+
+# ---------------------------------------------------------------- the train command under mpiexec
+CORPUS = HERE / "fixtures" / "compat_corpus.txt"
+TRAIN = ["train", "--text", str(CORPUS), "--block-size", "16", "--batch-size", "8", "--n-layers", "2", "--n-heads", "2",
+         "--d-model", "32", "--d-ff", "64", "--eval-batches", "2", "--sample-tokens", "0", "--no-progress"]
+
+
+def history(directory):
+    return read_checkpoint(directory)[0]["history"]
+
+
+def test_workers_n_runs_the_command_under_mpiexec_and_trains_as_one_process(tmp_path):
+    from minitransformer.__main__ import main
+
+    argv = TRAIN + ["--dtype", "float64", "--max-steps", "12", "--eval-interval", "6"]
+    assert main(argv + ["--out", str(tmp_path / "one")]) == 0
+    mpiexec()
+    result = subprocess.run([sys.executable, "-m", "minitransformer", *argv, "--workers", "2", "--out",
+                             str(tmp_path / "two")], capture_output=True, text=True, timeout=600, cwd=HERE.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("running: ") and " -n 2 " in result.stderr.splitlines()[0]
+    assert result.stdout.count("corpus: ") == 1                          # rank 0 alone prints
+    one, two = history(tmp_path / "one"), history(tmp_path / "two")
+    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(np.array(two["eval"]), np.array(one["eval"]), rtol=1e-12, atol=0)
+    assert read_checkpoint(tmp_path / "two")[0]["train_config"]["workers"] == 2
+
+
+def test_workers_n_without_mpi_is_one_error_line_naming_the_extra(tmp_path, capsys, monkeypatch):
+    from minitransformer.__main__ import main
+    from minitransformer.commands import ranks
+
+    monkeypatch.setattr(ranks, "find_mpiexec", lambda: None)
+    assert main(TRAIN + ["--workers", "2", "--out", str(tmp_path / "run")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --workers 2 runs the command under mpiexec")
+    assert 'pip install "minitransformer[mpi]"' in lines[0] and not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_under_mpiexec_stops_every_rank_at_one_step_and_saves_there(tmp_path, jobs):
+    """Sharded, so that a rank stopping at another step would leave the moments' gather waiting (and fail)."""
+    constant = ["--schedule", "constant", "--eval-interval", "100000", "--parallel", "sharded"]
+    marker = uuid.uuid4().hex
+    process = subprocess.Popen(mpi_command(2, "-m", "minitransformer", *TRAIN, *constant, "--max-steps", "100000",
+                                           "--out", str(tmp_path / "run")),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE.parent,
+                               env={**os.environ, "MINITRANSFORMER_TEST_JOB": marker})
+    jobs.append((process, marker))
+    for line in process.stdout:
+        if line.startswith("untrained:"):                  # rank 0 is about to train
+            break
+    time.sleep(3)
+    process.send_signal(signal.SIGINT)                     # as the terminal's Ctrl-C reaches mpiexec
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    first = err.strip().splitlines()[0]
+    assert first.startswith("interrupted at step ") and "checkpoint saved in" in first, err
+    step = int(first.split("interrupted at step ")[1].split(":")[0])
+    assert read_checkpoint(tmp_path / "run")[0]["step"] == step > 0
+    more = ["--max-steps", str(step + 3)]
+    resumed = subprocess.run(mpi_command(2, "-m", "minitransformer", *TRAIN, *more, "--resume", "--out",
+                                         str(tmp_path / "run")), capture_output=True, text=True, timeout=600)
+    straight = subprocess.run(mpi_command(2, "-m", "minitransformer", *TRAIN, *constant, *more, "--out",
+                                          str(tmp_path / "straight")), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == straight.returncode == 0, resumed.stderr + straight.stderr
+    assert history(tmp_path / "run")["loss"] == history(tmp_path / "straight")["loss"]      # bit for bit
+    other = subprocess.run(mpi_command(3, "-m", "minitransformer", *TRAIN, "--max-steps", str(step + 4), "--resume",
+                                       "--out", str(tmp_path / "run")), capture_output=True, text=True, timeout=600)
+    assert other.returncode == 0, other.stderr
+    assert "note: the checkpoint was trained on 2 rank(s) and continues on 3: its numbers will no longer match" \
+        in other.stderr
+    assert read_checkpoint(tmp_path / "run")[0]["train_config"]["workers"] == 3
