@@ -72,15 +72,7 @@ def add_arguments(parser):
     run.add_argument("--seed", type=non_negative_int, default=defaults.seed,
                      help="seed of weights, dropout and batches")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--workers", type=positive_int, default=defaults.workers,
-                     help="MPI ranks that split each batch (data parallel), e.g. 2 on a 2-core machine: runs this "
-                          "command under `mpiexec -n N` (needs the [mpi] extra); under mpiexec, its -n")
-    run.add_argument("--parallel", choices=("replicated", "sharded"), default=defaults.parallel,
-                     help="with several ranks: replicated (the gradient all-reduced, as PyTorch's DDP) or sharded "
-                          "(AdamW's state split over the ranks, as ZeRO-1)")
-    run.add_argument("--worker-timeout", type=positive_float, default=defaults.worker_timeout, metavar="SECONDS",
-                     help="with several ranks: the least a step waits for a rank before the job stops "
-                          "(or 20 x the slowest step, if longer)")
+    _add_parallel_arguments(parser, defaults)
     model = parser.add_argument_group("model (defaults: nanoGPT's Shakespeare-char CPU configuration)")
     sizes = {"block_size": "context window T, in tokens", "batch_size": "windows per step B",
              "n_layers": "Transformer blocks", "n_heads": "attention heads (must divide --d-model)",
@@ -111,6 +103,20 @@ def add_arguments(parser):
     show.add_argument("--temperature", type=non_negative_float, default=0.8, help="0 for greedy decoding")
     show.add_argument("--top-k", type=positive_int, default=None,
                       help="sample only among the k most likely tokens (default: all tokens)")
+
+
+def _add_parallel_arguments(parser, defaults):
+    """Data parallelism on MPI ranks (training/distributed.py; commands/ranks.py)."""
+    group = parser.add_argument_group("data parallel (mpiexec -n N, or --workers N; needs the [mpi] extra)")
+    group.add_argument("--workers", type=positive_int, default=defaults.workers,
+                       help="MPI ranks that split each batch, e.g. 2 on a 2-core machine: runs this command "
+                            "under `mpiexec -n N`; under mpiexec, its -n")
+    group.add_argument("--parallel", choices=("replicated", "sharded"), default=defaults.parallel,
+                       help="with several ranks: replicated (the gradient all-reduced, as PyTorch's DDP) or "
+                            "sharded (AdamW's state split over the ranks, as ZeRO-1)")
+    group.add_argument("--worker-timeout", type=positive_float, default=defaults.worker_timeout, metavar="SECONDS",
+                       help="with several ranks: the least a step waits for a rank before the job stops "
+                            "(or 20 x the slowest step, if longer)")
 
 
 def _config_from_args(args):
