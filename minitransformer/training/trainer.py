@@ -31,6 +31,10 @@ batches from a generator derived from it; a checkpoint stores both generators'
 states, so a resumed run draws the very same batches and masks and produces
 the same losses, bit for bit, as one that never stopped.
 
+Under `mpiexec -n N` (TrainConfig.workers = N) every rank runs this same loop on
+its share of each batch (distributed.py); rank 0 alone evaluates, prints and
+saves, and a rank that raises ends the job with one line naming it.
+
 Left out: gradient accumulation, mixed precision, skipping a bad batch and going on.
 """
 
