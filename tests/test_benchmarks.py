@@ -39,3 +39,19 @@ def test_the_replayed_products_add_up_to_the_models_flops():
     assert products.count((1, N, C, 3 * C)) == L and (1, N, 3 * C, C) not in products
     assert products.count((1, C, N, C)) == 4 * L     # dW for W_Q, W_K, W_V and W_O
     assert len(products) == L * (1 + 3 * 2 + 5 * 3) + 3
+
+
+def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
+    """Under `mpiexec -n 2` (skipped without MPI): the interleaved contenders and the alpha-beta model."""
+    import subprocess
+
+    from test_distributed import mpi_command
+
+    text = tmp_path / "tiny.txt"
+    text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
+    script = BENCH.parent / "bench_distributed.py"
+    result = subprocess.run(mpi_command(2, str(script), "--text", str(text), "--rounds", "1"), capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    for figure in ("2 ranks, replicated", "2 ranks, sharded", "1 rank", "alpha-beta model", "64 machines, sharded"):
+        assert figure in result.stdout, figure

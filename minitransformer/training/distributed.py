@@ -45,8 +45,8 @@ benchmarks/README.md has the measured step times and the alpha-beta model for 4 
 The first message comes before the large ones. It carries the loss, and the stop flag: Ctrl-C under mpiexec
 reaches every rank (mpiexec forwards it); on each, the trainer's handler only raises a flag
 (`stop_at_step_boundary`), which the next step's all-reduce adds up, so every rank learns at the same step
-that one was interrupted, finishes that step's update and stops; rank 0 saves there (trainer.py). And it carries rank 0's longest pause to evaluate and save, which
-the other ranks' deadline allows for.
+that one was interrupted, finishes that step's update and stops; rank 0 saves there (trainer.py). And it
+carries rank 0's longest pause to evaluate and save, which the other ranks' deadline allows for.
 
 Deadlines: every message is sent non-blocking and waited for with a limit, the larger of
 TrainConfig.worker_timeout (train --worker-timeout, 60 s by default) and STEP_TIMEOUT_FACTOR times the
