@@ -48,12 +48,13 @@ def alpha_beta_table(weights, machines=(4, 16, 64), step_ms=STEP_MS, alpha=ALPHA
     Each of N machines keeps 12 windows per step (the global batch grows with N), so its compute stays
     step_ms; the collectives add, with n = 4 * weights bytes (float32) and the bandwidth-optimal
     algorithms: all-reduce 2 (N-1) alpha + 2 (N-1)/N n / beta; reduce-scatter and all-gather each
-    (N-1) alpha + (N-1)/N n / beta; the control message (N-1) alpha to rank 0 + log2 N alpha back; the
-    8-byte all-reduce of the norm 2 log2 N alpha. Sharded, the AdamW update (2 ms here) shrinks to 2/N ms.
+    (N-1) alpha + (N-1)/N n / beta; the step's first message (24 bytes) and the sharded norm's (8 bytes),
+    all-reduces by recursive doubling, 2 log2 N alpha each. Sharded, the AdamW update (2 ms here) shrinks to
+    2/N ms.
     """
     n, rows = 4 * weights, []
     for N in machines:
-        control = (N - 1) * alpha + np.log2(N) * alpha
+        control = 2 * np.log2(N) * alpha
         ring = (N - 1) / N * n
         replicated = control + 2 * (N - 1) * alpha + 2 * ring / beta
         sharded = control + 2 * ((N - 1) * alpha + ring / beta) + 2 * np.log2(N) * alpha
