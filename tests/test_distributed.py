@@ -284,4 +284,5 @@ def test_ctrl_c_under_mpiexec_stops_every_rank_at_one_step_and_saves_there(tmp_p
     assert other.returncode == 0, other.stderr
     assert "note: the checkpoint was trained on 2 rank(s) and continues on 3: its numbers will no longer match" \
         in other.stderr
-    assert read_checkpoint(tmp_path / "run")[0]["train_config"]["workers"] == 3
+    meta = read_checkpoint(tmp_path / "run")[0]
+    assert meta["train_config"]["workers"] == meta["run"]["options"]["workers"] == 3

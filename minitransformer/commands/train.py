@@ -361,13 +361,15 @@ def _ranks(args):
     return world(), rank
 
 
-def _ranks_note(setup, comm):
-    """The run's config for this job's number of ranks, and a note when a resumed checkpoint had another."""
+def _ranks_note(args, setup, comm):
+    """The run's config (and stored options) for this job's number of ranks, and a note when a resumed
+    checkpoint had another."""
     size = 1 if comm is None else comm.Get_size()
     if setup.config.workers != size:
         setup.notes.append(f"note: the checkpoint was trained on {setup.config.workers} rank(s) and continues on "
                            f"{size}: its numbers will no longer match an uninterrupted run's bit for bit")
         setup.config = dataclasses.replace(setup.config, workers=size)
+    args.workers = size
 
 
 def _prepare(args, rank):
@@ -389,7 +391,7 @@ def run(args):
     failure = None
     try:
         setup, out, saves, created, note = _prepare(args, rank)
-        _ranks_note(setup, comm)
+        _ranks_note(args, setup, comm)
     except (UsageError, CheckpointError) as error:
         failure = error
     if comm is not None:
