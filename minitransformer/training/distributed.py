@@ -81,7 +81,7 @@ from .optim.clipping import factor_for_norm
 DROPOUT_STREAM = 3          # rank k's dropout masks at a step: default_rng([seed, 3, step, k])
 START_TIMEOUT = 300         # seconds: the first step's wait (start-up, the untrained evaluation and sample)
 STEP_TIMEOUT_FACTOR = 20    # a wait may last this many times the slowest step so far (if > worker_timeout)
-SPIN = 0.02                 # seconds a wait looks at its message without pause (the others are about to answer)
+SPIN = 0.002                # seconds a wait looks at its message without pause (the others are about to answer)
 POLL = 2e-4                 # seconds between two looks after that, leaving the core to the ranks still computing
 PING, ANSWER = 1, 2         # tags of the ping communicator's messages
 MODES = ("replicated", "sharded")
