@@ -1,10 +1,12 @@
-"""Scaled dot-product attention (lecture notes 2025 §1.1 and footnote 6; Vaswani et al. 2017).
+r"""Scaled dot-product attention (lecture notes 2025 §1.1 and footnote 6; Vaswani et al. 2017).
 
-    scores = q k^T * scale          (Tq, Tk) per batch entry
-    alpha  = softmax(scores)        each row a distribution over the keys
-    out    = alpha v                (Tq, dv)
+$$
+\text{scores} = q k^\top \cdot \text{scale} \;\; (T_q, T_k), \qquad
+\alpha = \operatorname{softmax}(\text{scores}) \text{ row by row}, \qquad
+\text{out} = \alpha \, v \;\; (T_q, d_v)
+$$
 
-The notes write the last step as "XV alpha"; the product that has the right
+per batch entry, each row of $\alpha$ a distribution over the keys. The notes write the last step as "XV alpha"; the product that has the right
 shapes is alpha (X W_V), with alpha on the left (errata notebook).
 
 Masking: a key that a query may not see gets score -inf *before* the softmax,
@@ -54,7 +56,12 @@ def band_mask(Tq, Tk, window, causal=True):
 
 
 class ScaledDotProductAttention(Module):
-    """out = softmax(q k^T * scale + mask) v, with no parameters.
+    r"""out = softmax(q k^T * scale + mask) v, with no parameters:
+
+    $$
+    \text{out} = \operatorname{softmax}\!\Big( \frac{q k^\top}{\sqrt{d_k}} + M \Big) v, \qquad
+    M_{ij} = 0 \text{ where query } i \text{ may see key } j, \; -\infty \text{ elsewhere}
+    $$
 
     Args:
         causal: if True, query i attends only to keys at positions <= its own.
@@ -68,7 +75,17 @@ class ScaledDotProductAttention(Module):
         self.causal, self.scale = causal, scale
 
     def forward(self, q, k, v, mask=None, bias=None):
-        """Attend from each query to the keys.
+        r"""Attend from each query to the keys, in the numbered steps of the code:
+
+        $$
+        \begin{aligned}
+        &\text{1-2. } s = \text{scale} \cdot q k^\top && (\ldots, T_q, T_k) \\
+        &\text{2b. } s \mathrel{+}= \text{bias} \quad \text{(a constant, e.g. ALiBi's)} \\
+        &\text{3. } s_{ij} = -\infty \text{ where query } i \text{ may not see key } j \\
+        &\text{4. } \alpha = \operatorname{softmax}(s) \text{ along } T_k && (\ldots, T_q, T_k) \\
+        &\text{5. } \text{out} = \alpha \, v && (\ldots, T_q, d_v)
+        \end{aligned}
+        $$
 
         Args:
             q: (..., Tq, dk) queries.
@@ -98,14 +115,21 @@ class ScaledDotProductAttention(Module):
         return out
 
     def backward(self, dout):
-        """Reverse steps 5 to 1.
+        r"""Reverse steps 5 to 1, with $r = q k^\top$ the raw scores:
 
-            5. out = alpha v        ->  dalpha = dout v^T,   dv = alpha^T dout
-            4. alpha = softmax(s)   ->  ds = alpha * (dalpha - sum_j dalpha_j alpha_j)
-            3. masked entries have alpha = 0, so ds = 0 there: nothing to undo
-            2b. s += bias           ->  the bias is a constant: nothing to undo
-            2. s = scale * raw      ->  draw = scale * ds
-            1. raw = q k^T          ->  dq = draw k,   dk = draw^T q
+        $$
+        \begin{aligned}
+        \text{5. } \text{out} = \alpha \, v \;&\Rightarrow\;
+            d\alpha = \mathrm{dout} \, v^\top, \quad dv = \alpha^\top \mathrm{dout} \\
+        \text{4. } \alpha = \operatorname{softmax}(s) \;&\Rightarrow\;
+            ds_{ij} = \alpha_{ij} \Big( d\alpha_{ij} - \textstyle\sum_k d\alpha_{ik} \, \alpha_{ik} \Big) \\
+        \text{3. masked: } \alpha_{ij} = 0 \;&\Rightarrow\; ds_{ij} = 0 \text{ there: nothing to undo} \\
+        \text{2b. } s \mathrel{+}= \text{bias} \;&\Rightarrow\; \text{a constant: nothing to undo} \\
+        \text{2. } s = \text{scale} \cdot r \;&\Rightarrow\; dr = \text{scale} \cdot ds \\
+        \text{1. } r = q k^\top \;&\Rightarrow\; dq = dr \, k, \quad dk = dr^\top q
+        \end{aligned}
+        $$
+
         Args:
             dout: (..., Tq, dv).
         Returns:

@@ -17,7 +17,15 @@ from ..core.random import check_float_dtype
 
 
 class LayerNorm(Module):
-    """y = gamma * (x - mean) / sqrt(var + eps) + beta, statistics over the last axis.
+    r"""y = gamma * (x - mean) / sqrt(var + eps) + beta, statistics over the last axis.
+
+    For each row $x \in \mathbb{R}^C$ (every position of every batch entry):
+
+    $$
+    \mu = \frac{1}{C} \sum_{j=1}^{C} x_j, \qquad
+    \sigma = \sqrt{\frac{1}{C} \sum_{j=1}^{C} (x_j - \mu)^2 + \epsilon}, \qquad
+    y = \gamma \odot \frac{x - \mu}{\sigma} + \beta
+    $$
 
     Args:
         d: size of the normalised (last) axis, C.
@@ -36,7 +44,19 @@ class LayerNorm(Module):
         self.beta = Parameter(np.zeros(d, dtype=dtype))
 
     def forward(self, x):
-        """x (..., C) -> y (..., C)."""
+        r"""x (..., C) -> y (..., C), in the six numbered steps of the code:
+
+        $$
+        \begin{aligned}
+        &\text{1. } \mu = \operatorname{mean}(x) && (\ldots, 1) \\
+        &\text{2. } c = x - \mu && (\ldots, C) \\
+        &\text{3. } v = \operatorname{mean}(c^2) \quad \text{(biased: divided by } C \text{)} && (\ldots, 1) \\
+        &\text{4. } r = 1 / \sqrt{v + \epsilon} = 1 / \sigma && (\ldots, 1) \\
+        &\text{5. } \hat{x} = c \, r \quad \text{(zero mean, unit variance)} && (\ldots, C) \\
+        &\text{6. } y = \gamma \odot \hat{x} + \beta && (\ldots, C)
+        \end{aligned}
+        $$
+        """
         x = np.asarray(x)
         self._check_features(x, self.d)
         ### BEGIN SOLUTION layernorm.forward
@@ -49,15 +69,23 @@ class LayerNorm(Module):
         return self.xhat * self.gamma.data + self.beta.data   # 6. y = xhat * gamma + beta (..., C)
 
     def backward(self, dout):
-        """With g = dout * gamma and sigma = sqrt(var + eps) (the cached rstd = 1/sigma):
+        r"""Undo steps 6 to 1. With $g = \mathrm{dout} \odot \gamma$, the gradient that reaches $\hat{x}$:
 
-            dx     = (1/sigma) (g - mean(g) - xhat * mean(g * xhat))
-            dgamma += sum over all leading axes of dout * xhat
-            dbeta  += sum over all leading axes of dout
+        $$
+        \begin{aligned}
+        \text{6. } y = \gamma \odot \hat{x} + \beta \;&\Rightarrow\;
+            d\gamma \mathrel{+}= \textstyle\sum_{\text{rows}} \mathrm{dout} \odot \hat{x}, \quad
+            d\beta \mathrel{+}= \textstyle\sum_{\text{rows}} \mathrm{dout} \\
+        \text{5 to 1. } \hat{x} = \frac{x - \mu}{\sigma} \;&\Rightarrow\;
+            dx = \frac{1}{\sigma} \Big( g - \operatorname{mean}(g) - \hat{x} \odot \operatorname{mean}(g \odot \hat{x}) \Big)
+        \end{aligned}
+        $$
 
-        Where dx comes from: xhat depends on x directly (g/sigma), through the
-        mean (every entry shifts, -mean(g)/sigma) and through the variance
-        (d sigma / dx_j = xhat_j / (C sigma), giving -xhat mean(g xhat)/sigma).
+        The sums run over all leading axes, the means over the last one; the code keeps $1/\sigma$ as `rstd`.
+        Where $dx$ comes from: $x$ reaches $\hat{x}$ three ways, one term each: directly ($g / \sigma$);
+        through the mean, which shifts every entry ($-\operatorname{mean}(g) / \sigma$); and through the
+        variance, since $\partial \sigma / \partial x_j = \hat{x}_j / (C \sigma)$
+        ($-\hat{x} \operatorname{mean}(g \hat{x}) / \sigma$).
 
         Args:
             dout: (..., C).

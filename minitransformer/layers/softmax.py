@@ -13,7 +13,11 @@ from ..core.module import Module
 
 
 def softmax(x, axis=-1):
-    """y_i = exp(x_i - m) / sum_j exp(x_j - m), with m = max_j x_j.
+    r"""y_i = exp(x_i - m) / sum_j exp(x_j - m), with m = max_j x_j, along one axis:
+
+    $$
+    y_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}}, \qquad m = \max_j x_j
+    $$
 
     Subtracting the row maximum changes nothing mathematically (it cancels in
     the ratio) but keeps exp() from overflowing, so logits of +-1e4 in float32
@@ -35,10 +39,14 @@ def softmax(x, axis=-1):
 
 
 def softmax_backward(y, dy, axis=-1):
-    """Jacobian-vector product of softmax, given its output y.
+    r"""Jacobian-vector product of softmax, given its output y.
 
-    The Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so
-        dx_j = sum_i dy_i y_i (delta_ij - y_j) = y_j (dy_j - sum_i dy_i y_i).
+    The Jacobian is $\partial y_i / \partial x_j = y_i (\delta_{ij} - y_j)$, so
+
+    $$
+    dx_j = \sum_i dy_i \, y_i (\delta_{ij} - y_j) = y_j \Big( dy_j - \sum_i dy_i \, y_i \Big)
+    $$
+
     One multiply, one row sum, one subtract: the (T x T) Jacobian is never built.
 
     Args:
