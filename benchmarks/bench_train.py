@@ -21,16 +21,12 @@ Prints, in this order:
    (same shapes, biases, GELU-tanh) in PyTorch eager. Each takes turns of a few
    consecutive steps after an idle gap (see BLOCK, IDLE_GAP). Medians of wall
    time and of this process's CPU time, and the ratio. torch is never required.
-   With --workers N our step runs on N processes with 1 BLAS thread each
-   (minitransformer/parallel.py) and the products are replayed the same way;
-   the CPU figures then count the main process only, so only wall time is compared.
+   Data parallelism on MPI ranks is measured by bench_distributed.py.
 
 The machine is shared, so absolute times move; the ratio within one run is the figure to quote.
 """
 
 import argparse
-import contextlib
-import dataclasses
 import os
 import resource
 import sys
@@ -54,7 +50,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from minitransformer.tokenizers import CharTokenizer
 from minitransformer.training.config import TrainConfig  # noqa: E402
 from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
-from minitransformer.training.parallel import shut_down  # noqa: E402
 from minitransformer.training.trainer import Trainer, evaluation_batches  # noqa: E402
 
 
@@ -77,12 +72,8 @@ def flops(products):
     return sum(2 * batch * m * k * n for batch, m, k, n in products)
 
 
-def product_replay(products, workers=1):
-    """A function that runs every product of one step once, float32, on operands made here beforehand.
-
-    With workers > 1, `products` are one worker's (its part of the batch), and the replay runs them in
-    `workers` processes at once, each on 1 BLAS thread and told to start through a pipe, as the step's
-    worker processes are."""
+def product_replay(products):
+    """A function that runs every product of one step once, float32, on operands made here beforehand."""
     rng = np.random.default_rng(0)
 
     def operand(batch, rows, cols):
@@ -94,49 +85,7 @@ def product_replay(products, workers=1):
     def replay():
         for a, b in operands:
             a @ b
-    if workers == 1:
-        replay.close = lambda: None                              # nothing to stop (see the parallel form)
-        return replay
-    import multiprocessing
-
-    from threadpoolctl import threadpool_limits
-    context = multiprocessing.get_context("spawn")
-    pipes, processes = [], []
-    for _ in range(workers - 1):
-        ours, theirs = context.Pipe()
-        processes.append(context.Process(target=_replay_worker, args=(theirs, products), daemon=True))
-        processes[-1].start()
-        theirs.close()                                               # a dead replay process reads as EOF
-        pipes.append(ours)
-    for ours in pipes:
-        ours.recv()                                                  # ready
-    limit = threadpool_limits(limits=1, user_api="blas")
-
-    def replay_in_parallel():
-        for ours in pipes:
-            ours.send(True)
-        replay()
-        for ours in pipes:
-            ours.recv()
-
-    def close():
-        try:
-            shut_down(processes, pipes)                              # the data-parallel workers' shut-down
-        finally:
-            limit.restore_original_limits()
-    replay_in_parallel.close = close
-    return replay_in_parallel
-
-
-def _replay_worker(connection, products):
-    """A replay process: 1 BLAS thread, one replay per True received, until None (`shut_down`)."""
-    from threadpoolctl import threadpool_limits
-    threadpool_limits(limits=1, user_api="blas")
-    replay = product_replay(products)
-    connection.send("ready")
-    while connection.recv():
-        replay()
-        connection.send("done")
+    return replay
 
 
 def numpy_matmul_rate(repeats=30):
@@ -272,8 +221,6 @@ def main(argv=None):
                         help="train the PyTorch twin as nanoGPT's default bias=False (no Linear biases, no LayerNorm beta)")
     parser.add_argument("--kernels", choices=("fast", "plain"), default="fast",
                         help="our layers' tier: fast (default) or plain, the lecture's form")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="processes that split each batch (TrainConfig.workers; each uses 1 BLAS thread)")
     parser.add_argument("--threads", type=int, default=None,
                         help="BLAS and PyTorch threads (default: the libraries' own choice, all cores); "
                              "on a machine shared with other jobs 1 thread is often faster for both")
@@ -282,7 +229,7 @@ def main(argv=None):
         parser.error(f"--eval-batches must be at least the standard 20, got {args.eval_batches}")
 
     config = TrainConfig(max_steps=max(args.steps, 1), eval_interval=max(args.steps, 1), eval_batches=20,
-                         decay_embeddings=True, seed=args.seed, workers=args.workers, kernels=args.kernels)
+                         decay_embeddings=True, seed=args.seed, kernels=args.kernels)
     with open(args.text, encoding="utf-8") as file:
         text = file.read()
     tokenizer = CharTokenizer.train(text)
@@ -292,8 +239,7 @@ def main(argv=None):
     step_flops = flops(products)
 
     rate = numpy_matmul_rate()
-    print(f"threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'library default')}; workers: {args.workers}"
-          + (" (1 BLAS thread each)" if args.workers > 1 else ""))
+    print(f"threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'library default')}")
     print(f"NumPy {np.__version__} float32 matmul (768x512 @ 512x512): {rate:.0f} GFLOP/s (median of 30)")
     print(f"one training step: {step_flops / 1e9:.2f} GFLOP in {len(products)} matrix products; "
           f"floor at that rate {step_flops / rate / 1e6:.1f} ms")
@@ -353,9 +299,8 @@ def compare(config, train_data, val_data, V, products, args):
     except ImportError:
         torch = None
         print("\ntorch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
-    part = dataclasses.replace(config, batch_size=-(-config.batch_size // config.workers))   # the largest part
-    with Trainer(config, train_data, val_data, V, progress=False) as ours, \
-            contextlib.closing(product_replay(matmul_products(part, V), config.workers)) as replay:
+    with Trainer(config, train_data, val_data, V, progress=False) as ours:
+        replay = product_replay(products)
         contenders = {"minitransformer step": ours.train_step, "its matrix products alone": replay}
         if torch is not None:
             if args.threads:
@@ -376,19 +321,18 @@ def compare(config, train_data, val_data, V, products, args):
                     _timed(function, times[name])
     medians = {name: np.median(np.array(values), axis=0) for name, values in times.items()}
     print(f"\ninterleaved, {len(times['minitransformer step'])} timed steps each, in turns of {BLOCK - 1} "
-          "(median wall ms / median CPU ms of this process"
-          + (", which leaves out the worker processes' CPU" if config.workers > 1 else "") + "):")
+          "(median wall ms / median CPU ms of this process):")
     for name, (wall, cpu) in medians.items():
         print(f"  {name:<45} {wall * 1e3:7.1f} / {cpu * 1e3:7.1f}")
     ours_wall, ours_cpu = medians["minitransformer step"]
     products_wall, products_cpu = medians["its matrix products alone"]
     print(f"  outside matrix products: {1 - products_wall / ours_wall:.1%} of the step (wall)"
-          + (f", {1 - products_cpu / ours_cpu:.1%} (CPU)" if config.workers == 1 else "")
+          + f", {1 - products_cpu / ours_cpu:.1%} (CPU)"
           + f"; achieved {flops(products) / ours_wall / 1e9:.0f} GFLOP/s")
     if torch is not None:
         torch_wall, torch_cpu = list(medians.values())[-1]
         print(f"  ratio minitransformer / PyTorch: {ours_wall / torch_wall:.2f} (wall)"
-              + (f", {ours_cpu / torch_cpu:.2f} (CPU)" if config.workers == 1 else ""))
+              + f", {ours_cpu / torch_cpu:.2f} (CPU)")
 
 
 if __name__ == "__main__":

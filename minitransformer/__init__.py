@@ -65,6 +65,5 @@ from .generation.sampling import generate, next_token, sample_text
 from .training.schedules import cosine_rate, noam_rate
 from .training.config import TrainConfig
 from .training.metrics import perplexity
-from .training.trainer import Trainer, TrainingDiverged
-from .training.parallel import WorkerTimeout
+from .training.trainer import Trainer, TrainingDiverged, TrainingInterrupted
 from .tokenizers.checks import TokenizerConfigError

@@ -92,6 +92,7 @@ def _main(argv):
                                                formatter_class=_HelpFormatter)
         module.add_arguments(commands[name])
     args = parser.parse_args(argv)
+    args.argv = list(argv)                  # the command line as given (train --workers N runs it under mpiexec)
     if getattr(modules[args.command], "RESUMES", False):
         args.given = given_options(commands[args.command], argv[argv.index(args.command) + 1:])
     try:

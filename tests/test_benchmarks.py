@@ -41,16 +41,17 @@ def test_the_replayed_products_add_up_to_the_models_flops():
     assert len(products) == L * (1 + 3 * 2 + 5 * 3) + 3
 
 
-def test_bench_train_runs_on_two_workers(tmp_path):
-    """As a script (spawned processes import it as the main module): the step and the replay on 2 processes."""
+def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
+    """Under `mpiexec -n 2` (skipped without MPI): the interleaved contenders and the alpha-beta model."""
     import subprocess
-    import sys
+
+    from test_distributed import mpi_command
 
     text = tmp_path / "tiny.txt"
     text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
-    result = subprocess.run([sys.executable, str(BENCH), "--text", str(text), "--steps", "2", "--compare-steps", "1",
-                             "--workers", "2"], capture_output=True, text=True, timeout=300)
+    script = BENCH.parent / "bench_distributed.py"
+    result = subprocess.run(mpi_command(2, str(script), "--text", str(text), "--rounds", "1"), capture_output=True,
+                            text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    for figure in ("workers: 2 (1 BLAS thread each)", "final val loss", "its matrix products alone",
-                   "outside matrix products"):
+    for figure in ("2 ranks, replicated", "2 ranks, sharded", "1 rank", "alpha-beta model", "64 machines, sharded"):
         assert figure in result.stdout, figure

@@ -495,6 +495,8 @@ def test_first_training_losses(setting):
     of its default 2 already moves the one-process losses by ~6e-8 relative (the workers always use 1
     thread), and another CPU, BLAS build or NumPy can do the same. A real change of behaviour moves them
     far more (a 1 % change of the learning rate from step 6 on: 8e-5 at step 7)."""
+    if TRAIN_SETTINGS[setting]["workers"] > 1:
+        pytest.skip("data parallelism runs under mpiexec: tests/test_distributed.py compares 2 ranks with this record")
     recorded = _load_json("compat_train_losses.json")
     expected = recorded[setting]
     got = run_training(setting)

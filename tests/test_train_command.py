@@ -301,21 +301,6 @@ def test_without_symlinks_the_newest_run_is_the_highest_number(tmp_path, text_fi
     assert cli(["sample", "--max-new-tokens", "3", "--prompt", "the"], capsys)[0] == 0
 
 
-@pytest.mark.parametrize("failure", ["WorkerTimeout", "TornUpdate"])
-def test_a_frozen_or_dead_worker_is_one_error_line_exit_1_naming_resume(tmp_path, text_file, capsys, monkeypatch,
-                                                                      failure):
-    """The deadline itself is tested in test_parallel_deadline.py; here: what the command makes of its error."""
-    import minitransformer.training.parallel as parallel
-
-    def fit(self):
-        raise getattr(parallel, failure)("worker 1 (pid 4242) did not answer step 3 within 60 s")
-    monkeypatch.setattr(minitransformer.training.trainer.Trainer, "fit", fit)
-    out = tmp_path / "run"
-    code, _, err = cli(train(text_file, "--out", str(out)), capsys)
-    assert code == 1
-    assert_one_error_line(err, "worker 1 (pid 4242)", "--resume")
-
-
 EVERY_HELP = [["train"], ["sample"], ["bpe"], ["gradcheck"], ["seq2seq"], ["mlm"], ["finetune"],
               ["exercises", "make"], ["exercises", "check"], ["exercises", "grade"], ["exercises", "gradescope-bundle"]]
 

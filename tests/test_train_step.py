@@ -20,6 +20,7 @@ from minitransformer.training.objectives import (
     Seq2SeqObjective,
 )
 from minitransformer.training.optim import clip_factor, clip_grad_norm
+from minitransformer.training.optim.fast import FastAdam
 from minitransformer.training.step import train_step
 from minitransformer.training.tasks import PAD, ReverseTask, majority_task
 
@@ -145,31 +146,31 @@ def test_an_objective_gives_the_loss_and_gradients_of_the_loop_it_replaces(case)
     assert any(p.grad.any() for p in ours.parameters())
 
 
-@pytest.mark.parametrize("clip", ["folded", "in place", "off"])
+@pytest.mark.parametrize("form", ["plain", "fast"])
+@pytest.mark.parametrize("clip", ["on", "off"])
 @pytest.mark.parametrize("case", CASES)
-def test_train_step_reaches_the_weights_of_the_loop_it_replaces(case, clip):
-    """folded: the trainer's loop (the factor passed to step); in place: seq2seq, mlm and finetune's loops
-    (clip_grad_norm on every .grad, then step); off: grad_clip 0."""
+def test_train_step_reaches_the_weights_of_the_loop_it_replaces(case, clip, form):
+    """plain: clip_grad_norm on every .grad, then step (the loops of seq2seq, mlm and finetune); fast: the
+    fast Adam keeps the clipping factor and folds it into its step (the trainer's); off: grad_clip 0."""
     make_model, make_objective, batches, loop_loss = CASES[case]()
     ours, theirs = make_model(), make_model()
     objective = make_objective(ours)
-    mine, their_optimizer = transformer_adam(objective.parameters()), transformer_adam(theirs.parameters())
+    make = transformer_adam if form == "plain" else (lambda params: FastAdam(list(params), betas=(0.9, 0.98), eps=1e-9))
+    mine, their_optimizer = make(objective.parameters()), make(theirs.parameters())
     grad_clip = 0.0 if clip == "off" else 0.05                  # 0.05: every step clips
     for step in range(STEPS):
         lr = 1e-3 * (step + 1)
-        loss = train_step(objective, mine, batches[step], lr, grad_clip, clip_in_place=clip == "in place")
+        loss = train_step(objective, mine, batches[step], lr, grad_clip)
         their_optimizer.lr = lr
         their_optimizer.zero_grad()
         assert loss == loop_loss(theirs, batches[step])
-        if clip == "folded":
-            norm, factor = clip_factor(their_optimizer.gradients(), grad_clip)
-            their_optimizer.step(grad_scale=factor)
-        elif clip == "in place":
-            norm = clip_grad_norm(their_optimizer.parameters(), grad_clip)
-            their_optimizer.step()
-        else:
+        if clip == "off":
             norm = np.inf
-            their_optimizer.step()
+        elif form == "plain":
+            norm = clip_grad_norm(their_optimizer.parameters(), grad_clip)
+        else:
+            norm, their_optimizer.grad_scale = clip_factor(their_optimizer.gradients(), grad_clip)
+        their_optimizer.step()
         assert norm > grad_clip and mine.lr == lr
     for (name, a), (_, b) in zip(ours.named_parameters(), theirs.named_parameters()):
         assert np.array_equal(a.data, b.data), name

@@ -30,11 +30,13 @@ def test_resumed_run_gives_the_same_losses_bit_for_bit(tmp_path):
 
 @pytest.mark.parametrize("grad_clip", [0.05, 0.0])                    # 0.05: every step clips
 def test_a_step_is_zero_grad_forward_backward_clip_and_adamw(grad_clip):
-    """Trainer.train_step folds the clipping factor into AdamW (Optimizer.step(grad_scale=...)); written out
-    the plain way, with the gradients scaled in place, it must give the same weights to rounding."""
+    """Trainer.train_step runs the fast AdamW, which folds the clipping factor into its update; written out the
+    plain way, with the gradients scaled in place and the plain AdamW, it must give the same weights to rounding."""
     from minitransformer.training.optim import clip_grad_norm
 
-    trainer, plain = (tiny_trainer(dtype="float64", dropout=0.0, grad_clip=grad_clip) for _ in range(2))
+    trainer = tiny_trainer(dtype="float64", dropout=0.0, grad_clip=grad_clip)
+    plain = tiny_trainer(dtype="float64", dropout=0.0, grad_clip=grad_clip, kernels="plain")
+    assert type(trainer.optimizer).__name__ == "FastAdamW" and type(plain.optimizer).__name__ == "AdamW"
     data_rng = np.random.default_rng([plain.config.seed, 1])
     clipped = []
     for step in range(4):
@@ -226,7 +228,7 @@ def test_the_loss_plot_draws_evaluations_only_where_they_were_measured(tmp_path,
 @pytest.mark.parametrize("changes, message", [
     (dict(eval_interval=0), "TrainConfig.eval_interval must be a whole number >= 1, got 0"),
     (dict(eval_batches=0), "TrainConfig.eval_batches must be a whole number >= 1, got 0"),
-    (dict(batch_size=0, workers=0), "TrainConfig.batch_size must be a whole number >= 1, got 0"),
+    (dict(batch_size=0), "TrainConfig.batch_size must be a whole number >= 1, got 0"),
     (dict(max_steps=-1), "TrainConfig.max_steps must be a whole number >= 0, got -1"),
     (dict(block_size=100), "val_data has 100 tokens, fewer than one window of block_size \\+ 1 = 101"),
 ])

@@ -40,7 +40,7 @@ def _train(objective, batches, steps, lr, log_every, what):
     window = []
     for step in range(steps):
         rate = linear_rate(step, lr, 50, steps)
-        window.append(train_step(objective, optimizer, batches(), rate, grad_clip=1.0, clip_in_place=True))
+        window.append(train_step(objective, optimizer, batches(), rate, grad_clip=1.0))
         if (step + 1) % log_every == 0:
             print(f"{what} step {step + 1:5d}  loss {sum(window) / len(window):.4f}")
             window = []

@@ -118,7 +118,7 @@ def run(args):
         inputs, targets, _ = mask_tokens(ids, rng, MASK, len(SPECIALS), corpus.vocab_size)
         batch = (inputs, targets, follows) if args.nsp else (inputs, targets)
         rate = linear_rate(step, args.lr, 50, args.steps)
-        window.append(train_step(objective, optimizer, batch, rate, grad_clip=1.0, clip_in_place=True))
+        window.append(train_step(objective, optimizer, batch, rate, grad_clip=1.0))
         token_window.append(objective.token_loss)
         if (step + 1) % max(args.steps // 8, 1) == 0:
             print(f"step {step + 1:5d}  loss {np.mean(window):.3f}  masked-token perplexity "

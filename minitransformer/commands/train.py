@@ -25,11 +25,12 @@ it was.
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 import types
 
-from . import resume
+from . import ranks, resume
 from .errors import UsageError, non_negative_float, non_negative_int, positive_float, positive_int, read_text_file
 
 HELP = "train a GPT language model on a text (default: CPython's pydoc help topics) and print samples"
@@ -71,11 +72,7 @@ def add_arguments(parser):
     run.add_argument("--seed", type=non_negative_int, default=defaults.seed,
                      help="seed of weights, dropout and batches")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--workers", type=positive_int, default=defaults.workers,
-                     help="processes that split each batch (data parallel), e.g. 2 on a 2-core machine")
-    run.add_argument("--worker-timeout", type=positive_float, default=defaults.worker_timeout, metavar="SECONDS",
-                     help="with --workers: the least a step waits for a worker's answer before the run stops "
-                          "(or 20 x the slowest step, if longer)")
+    _add_parallel_arguments(parser, defaults)
     model = parser.add_argument_group("model (defaults: nanoGPT's Shakespeare-char CPU configuration)")
     sizes = {"block_size": "context window T, in tokens", "batch_size": "windows per step B",
              "n_layers": "Transformer blocks", "n_heads": "attention heads (must divide --d-model)",
@@ -108,6 +105,20 @@ def add_arguments(parser):
                       help="sample only among the k most likely tokens (default: all tokens)")
 
 
+def _add_parallel_arguments(parser, defaults):
+    """Data parallelism on MPI ranks (training/distributed.py; commands/ranks.py)."""
+    group = parser.add_argument_group("data parallel (mpiexec -n N, or --workers N; needs the [mpi] extra)")
+    group.add_argument("--workers", type=positive_int, default=defaults.workers,
+                       help="MPI ranks that split each batch, e.g. 2 on a 2-core machine: runs this command "
+                            "under `mpiexec -n N`; under mpiexec, its -n")
+    group.add_argument("--parallel", choices=("replicated", "sharded"), default=defaults.parallel,
+                       help="with several ranks: replicated (the gradient all-reduced, as PyTorch's DDP) or "
+                            "sharded (AdamW's state split over the ranks, as ZeRO-1)")
+    group.add_argument("--worker-timeout", type=positive_float, default=defaults.worker_timeout, metavar="SECONDS",
+                       help="with several ranks: the least a step waits for a rank before the job stops "
+                            "(or 20 x the slowest step, if longer)")
+
+
 def _config_from_args(args):
     from ..training.config import TrainConfig
 
@@ -118,13 +129,16 @@ def _config_from_args(args):
                        warmup_steps=warmup, lr_decay_steps=args.max_steps, schedule=args.schedule,
                        weight_decay=args.weight_decay, grad_clip=args.grad_clip, eval_interval=args.eval_interval,
                        eval_batches=args.eval_batches, seed=args.seed, workers=args.workers,
-                       kernels=args.kernels, worker_timeout=args.worker_timeout)
+                       parallel=args.parallel, kernels=args.kernels, worker_timeout=args.worker_timeout)
 
 
 def _check_options(args):
     """What argparse cannot see alone: options that must agree with each other, --out."""
     if args.d_model % args.n_heads:
         raise UsageError(f"--d-model {args.d_model} must be divisible by --n-heads {args.n_heads}")
+    if not args.resume and args.workers > args.batch_size:
+        raise UsageError(f"--workers {args.workers} must be at most the batch size {args.batch_size} "
+                         "(each rank takes at least one window of the batch)")
     if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out} is a file, expected a directory")
 
@@ -204,7 +218,7 @@ def _split(args, setup):
         raise UsageError(f"--text {setup.source} does not fit the checkpoint's tokenizer: {error}") from None
     if setup.config.workers > setup.config.batch_size:
         raise UsageError(f"--workers {setup.config.workers} must be at most the batch size {setup.config.batch_size} "
-                         "(each worker takes at least one window of the batch)")
+                         "(each rank takes at least one window of the batch)")
     setup.ids = ids
     setup.train_data, setup.val_data = train_val_split(ids)
     _check_data(args, setup.text, setup.source, setup.tokenizer, setup.train_data, setup.val_data,
@@ -249,16 +263,17 @@ def _make_directory(args, out, saves):
     return out, created, None
 
 
-def _build_trainer(args, setup, out, saves):
+def _build_trainer(args, setup, out, out_dir):
+    """The Trainer: a new one, or the checkpoint in `out` resumed; it saves to `out_dir` (None: nowhere)."""
     from ..training.checkpoint import CheckpointError
     from ..training.trainer import Trainer
 
     if not args.resume:
         return Trainer(setup.config, setup.train_data, setup.val_data, setup.tokenizer.vocab_size,
-                       out_dir=out if saves else None, tokenizer_config=setup.tokenizer.to_config(),
+                       out_dir=out_dir, tokenizer_config=setup.tokenizer.to_config(),
                        progress=not args.no_progress, overwrite=args.force)
     try:
-        return Trainer.resume(out, setup.train_data, setup.val_data, config=setup.config, out_dir=out,
+        return Trainer.resume(out, setup.train_data, setup.val_data, config=setup.config, out_dir=out_dir,
                               contents=setup.contents, progress=not args.no_progress)
     except MemoryError:                     # e.g. a hand-edited d_model of 10**9
         raise CheckpointError(f"checkpoint {out}: its train_config asks for a model too large for this "
@@ -304,19 +319,14 @@ def _train(args, setup, trainer, out):
     import numpy as np
 
     from ..training.metrics import perplexity
-    from ..training.parallel import TornUpdate, WorkerTimeout
     from ..training.trainer import TrainingDiverged, TrainingInterrupted
 
     started = time.perf_counter()
     try:
-        with trainer:                                   # stops the worker processes of --workers N
+        with trainer:
             losses = trainer.fit()
     except TrainingDiverged as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
-    except (WorkerTimeout, TornUpdate) as error:         # a data-parallel worker froze or died; workers are gone
-        print(f"error: {error}; the last checkpoint in {out} is intact: continue with --resume --out {out}",
-              file=sys.stderr)
         return 1
     except TrainingInterrupted as stop:
         print(f"{stop}; continue with: python -m minitransformer train --resume --out {out}", file=sys.stderr)
@@ -333,31 +343,73 @@ def _train(args, setup, trainer, out):
     return 0
 
 
+def _ranks(args):
+    """(MPI_COMM_WORLD or None, this rank): None, 0 for one process. `--workers N` outside mpiexec runs this
+    command under `mpiexec -n N` instead (commands/ranks.py); under mpiexec, ranks but 0 are silenced."""
+    from ..training.distributed import mpi_world, world
+
+    rank, size = mpi_world()
+    if size == 1 and args.workers > 1:
+        _check_options(args)                    # a mistake found here is not worth starting mpiexec for
+        ranks.launch(args.workers, args.argv)
+    if size == 1:
+        return None, 0
+    ranks.quiet_unless_rank_0(rank)
+    if args.workers not in (1, size):
+        raise UsageError(f"--workers {args.workers} under mpiexec -n {size}: give one or the other, or the same")
+    args.workers = size
+    return world(), rank
+
+
+def _ranks_note(args, setup, comm):
+    """The run's config (and stored options) for this job's number of ranks, and a note when a resumed
+    checkpoint had another."""
+    size = 1 if comm is None else comm.Get_size()
+    if setup.config.workers != size:
+        setup.notes.append(f"note: the checkpoint was trained on {setup.config.workers} rank(s) and continues on "
+                           f"{size}: its numbers will no longer match an uninterrupted run's bit for bit")
+        setup.config = dataclasses.replace(setup.config, workers=size)
+    args.workers = size
+
+
+def _prepare(args, rank):
+    """Everything checked and read before a model is built: (setup, out, saves, created, note)."""
+    _check_options(args)
+    out = _run_directory(args)
+    setup = _resume(args, out) if args.resume else _start(args)
+    _split(args, setup)
+    saves = args.resume or setup.config.max_steps > 0          # --max-steps 0 trains nothing, saves nothing
+    out, created, note = _make_directory(args, out, saves) if rank == 0 else (out, False, None)
+    return setup, out, saves, created, note
+
+
 def run(args):
     from ..training.checkpoint import CheckpointError
     from .runs import remove_if_empty
 
-    _check_options(args)
-    out = _run_directory(args)
+    comm, rank = _ranks(args)
+    failure = None
     try:
-        setup = _resume(args, out) if args.resume else _start(args)
-        _split(args, setup)
-    except CheckpointError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    saves = args.resume or setup.config.max_steps > 0          # --max-steps 0 trains nothing, saves nothing
-    out, created, note = _make_directory(args, out, saves)
+        setup, out, saves, created, note = _prepare(args, rank)
+        _ranks_note(args, setup, comm)
+    except (UsageError, CheckpointError) as error:
+        failure = error
+    if comm is not None:
+        ranks.agree(comm, failure)                  # every rank stops if one failed, rank 0 saying why
+    elif failure is not None:
+        raise UsageError(str(failure)) from None
     trainer = None
     try:
         try:
-            trainer = _build_trainer(args, setup, out, saves)
+            trainer = _build_trainer(args, setup, out, out if saves and rank == 0 else None)
         except CheckpointError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
         trainer.run_info = resume.run_info(args, setup.text_path, setup.text)
         for line in ([note] if note else []) + setup.notes:
             print(line, file=sys.stderr)
-        _introduce(args, setup, trainer, out)
+        if rank == 0:
+            _introduce(args, setup, trainer, out)
         if not saves:
             print("\n--max-steps 0: nothing trained, nothing saved")
             return 0

@@ -3,7 +3,7 @@
 Read in this order (each module imports only those above it and the floors below training: core,
 layers, models, generation):
 
-    optim/          SGD, Adam, AdamW over flat buffers; global-norm clipping
+    optim/          SGD, Adam, AdamW as the papers write them (fast.py: over one flat buffer); clipping
     schedules.py    every learning-rate schedule: noam, scaled noam, cosine, linear
     data.py         the corpus, the train/validation split, random windows
     tasks.py        generated tasks: string reversal, the majority task
@@ -12,7 +12,7 @@ layers, models, generation):
     step.py         train_step: zero_grad, forward, backward, clip, update; the same for every objective
     config.py       TrainConfig and the builders of the GPT and its AdamW (Adam for the encoder family)
     checkpoint.py   saving and loading weights, optimizer state and generators
-    parallel.py     data parallelism: a batch's forward and backward split over processes
+    distributed.py  data parallelism on MPI ranks: replicated (DDP's all-reduce) or sharded (ZeRO-1)
     trainer.py      the GPT trainer: the loop, evaluation, the loss curve, resuming
     encdec.py       the encoder-decoder's training run and its evaluation by decoding
 """

@@ -120,7 +120,7 @@ def save_checkpoint(directory, model, optimizer, meta):
         _remove_if_there(temporary)
         raise
     document = dict(meta, format_version=FORMAT_VERSION, model_config=model.config,
-                    optimizer=None if optimizer is None else {"type": type(optimizer).__name__, **optimizer_scalars},
+                    optimizer=None if optimizer is None else {"type": optimizer.rule, **optimizer_scalars},
                     arrays_file=arrays_name, arrays_sha256=checksum)
     temporary = _temporary_file(directory)
     try:
@@ -360,9 +360,9 @@ def load_checkpoint(directory, model, optimizer=None, contents=None):
     optimizer_state = None
     if optimizer is not None:
         saved = meta.get("optimizer")
-        if saved is None or saved.get("type") != type(optimizer).__name__:
+        if saved is None or saved.get("type") != optimizer.rule:
             raise CheckpointError(f"checkpoint {directory} holds optimizer {saved and saved.get('type')}, "
-                                  f"not {type(optimizer).__name__}")
+                                  f"not {optimizer.rule}")
         optimizer_state = {key: value for key, value in saved.items() if key != "type"}
         optimizer_state.update({name[len("optim."):]: value for name, value in arrays.items()
                                 if name.startswith("optim.")})

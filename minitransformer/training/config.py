@@ -1,9 +1,8 @@
 """What a training run is built from: its config (`TrainConfig`) and the builders of its model and optimizer.
 
-The GPT trainer (trainer.py) and its data-parallel workers (parallel.py) both
-build the same model and AdamW from a `TrainConfig`, so both import them from
-here, the floor below them both; nanoGPT keeps the same settings at the top of
-its train.py.
+The GPT trainer (trainer.py) builds its model and AdamW from a `TrainConfig`
+with the builders here, on every MPI rank alike; nanoGPT keeps the same
+settings at the top of its train.py.
 
 `transformer_adam` is the optimizer of the encoder-decoder, BERT and
 fine-tuning demonstrations: Adam with the settings of Vaswani et al. (2017)
@@ -19,6 +18,7 @@ import numpy as np
 
 from ..models.gpt import GPT
 from .optim import Adam, AdamW, parameter_groups
+from .optim.fast import FastAdamW
 from .schedules import cosine_rate, scaled_noam_rate
 
 
@@ -53,15 +53,16 @@ class TrainConfig:
     eval_batches: int = 20
     seed: int = 1337
     # speed
-    workers: int = 1                # processes that split each batch (data parallel: parallel.py), e.g. 2 on 2 cores
+    workers: int = 1                # MPI ranks that split each batch (data parallel: distributed.py), e.g. 2 on 2 cores
+    parallel: str = "replicated"    # with workers > 1: "replicated" (DDP's all-reduce) or "sharded" (ZeRO-1)
     kernels: str = "fast"           # "fast" (minitransformer/fast/) or "plain" (the lecture's layers): same numbers
-    worker_timeout: float = 60.0    # seconds, > 0: the least a data-parallel step waits for a worker's answer before
-                                    # it kills the workers and fails (parallel.py: or 20 x the slowest step, if longer)
+    worker_timeout: float = 60.0    # seconds, > 0: the least a data-parallel step waits for a rank's answer before
+                                    # it aborts the job (distributed.py: or 20 x the slowest step, if longer)
 
     # fields that may change when a run is resumed; all others must match the checkpoint
-    # (another `workers` splits the batch differently: the losses then agree only up to float rounding,
-    # and with dropout the masks differ too)
-    RESUMABLE = ("max_steps", "eval_interval", "eval_batches", "workers", "kernels", "worker_timeout")
+    # (another `workers` or `parallel` adds the gradient up in another order: the losses then agree only up to
+    # float rounding, and with dropout the masks differ too)
+    RESUMABLE = ("max_steps", "eval_interval", "eval_batches", "workers", "parallel", "kernels", "worker_timeout")
 
     def learning_rate(self, step):
         """The rate for 0-based `step`, from the schedule named by `self.schedule` (schedules.py)."""
@@ -87,8 +88,11 @@ def build_parameter_groups(model, config):
 
 
 def build_optimizer(model, config):
-    """AdamW over `build_parameter_groups(model, config)` with the config's betas and weight decay."""
-    return AdamW(build_parameter_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
+    """AdamW over `build_parameter_groups(model, config)` with the config's betas and weight decay: the fast
+    form (optim/fast.py) when config.kernels is "fast" or the run is data parallel (the collectives send its
+    flat buffers), the plain one (optim/adam.py) otherwise."""
+    optimizer = FastAdamW if config.kernels == "fast" or config.workers > 1 else AdamW
+    return optimizer(build_parameter_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
                  weight_decay=config.weight_decay)
 
 

@@ -46,7 +46,7 @@ def train_seq2seq(model, task, steps, batch_size=64, lr=1e-3, warmup=100, max_no
     for step in range(steps):
         batch = task.train_batch(batch_size)                     # (src, tgt_in, tgt_out)
         rate = linear_rate(step, lr, warmup, steps)
-        losses.append(train_step(objective, optimizer, batch, rate, max_norm, clip_in_place=True))
+        losses.append(train_step(objective, optimizer, batch, rate, max_norm))
         if log_every and (step + 1) % log_every == 0:
             mean_loss = np.mean(losses[-log_every:])
             log(f"step {step + 1:5d}  loss {mean_loss:.4f}  perplexity {perplexity(mean_loss):.3f}  "

@@ -31,9 +31,9 @@ batches from a generator derived from it; a checkpoint stores both generators'
 states, so a resumed run draws the very same batches and masks and produces
 the same losses, bit for bit, as one that never stopped.
 
-With `workers` > 1 each batch's forward and backward passes are split across
-processes, which then share the clipping norm and the AdamW update (data
-parallel, parallel.py); the numbers are the same up to float rounding.
+Under `mpiexec -n N` (TrainConfig.workers = N) every rank runs this same loop on
+its share of each batch (distributed.py); rank 0 alone evaluates, prints and
+saves, and a rank that raises ends the job with one line naming it.
 
 Left out: gradient accumulation, mixed precision, skipping a bad batch and going on.
 """
@@ -62,9 +62,9 @@ from .checkpoint import (
 )
 from .config import TrainConfig, build_model, build_optimizer
 from .data import get_batch
+from .distributed import MODES, DataParallel, mpi_world
 from .metrics import perplexity
 from .objectives import LanguageModelObjective
-from .parallel import DataParallel, TornUpdate
 from .step import train_step
 
 RATE_WINDOW = 20        # the progress bar's tokens/s: the mean over the last this many steps
@@ -155,6 +155,12 @@ class Trainer:
         if type(config.workers) is not int or not 1 <= config.workers <= config.batch_size:
             raise ValueError(f"Trainer: TrainConfig.workers must be an int from 1 to batch_size "
                              f"({config.batch_size}), got {config.workers!r} ({type(config.workers).__name__})")
+        if config.parallel not in MODES:
+            raise ValueError(f"Trainer: TrainConfig.parallel must be one of {MODES}, got {config.parallel!r}")
+        self.rank, size = mpi_world()
+        if size != config.workers:
+            raise ValueError(f"Trainer: TrainConfig.workers is {config.workers}, but this process is one of {size} "
+                             f"MPI rank(s); launch it as `mpiexec -n {config.workers} python ...` (distributed.py)")
         self.config, self.out_dir, self.progress = config, out_dir, progress
         # directories whose checkpoint this trainer may replace: ones it wrote, resumed from, or was told to
         self.replaceable = {os.path.realpath(out_dir)} if out_dir is not None and overwrite else set()
@@ -171,56 +177,45 @@ class Trainer:
         self.history = {"step": [], "loss": [], "lr": [], "eval": [],     # eval rows: [step, train, val]
                         "perplexity": []}                                 # rows: [step, train, val] perplexities
         self.step_times = []
-        self.parallel = None            # DataParallel, started by the first step when config.workers > 1
-        self.torn = None                # the TornUpdate that left the weights half updated, if one did
         self.diverged = None            # the TrainingDiverged that stopped this run, if one did
+        self.parallel = None if config.workers == 1 else DataParallel(self.model, self.optimizer, self.loss_fn,
+                                                                      config, config.parallel)
+        self.stop_requested = False     # data parallel: a rank was interrupted; every rank stops after this step
 
     # ---------------------------------------------------------------- one step, evaluation
     def train_step(self):
         """One optimisation step; returns the training loss of the batch (a Python float)."""
-        self._refuse_if_torn("train_step")
+        self._refuse_if_diverged("train_step")
         config = self.config
         lr = config.learning_rate(self.step)
         x, y = get_batch(self.train_data, config.block_size, config.batch_size, self.data_rng)
-        if config.workers > 1 and (self.parallel is None or not self.parallel.alive):   # first step, or a failed one
-            self.parallel = DataParallel(self.model, self.optimizer, config, self.model.vocab_size, self.loss_fn)
         # NumPy's overflow warnings are left unsaid: _check_finite reports a non-finite loss or gradient norm
         # by step, and stops the run
         with np.errstate(over="ignore", invalid="ignore"):
-            if config.workers > 1:
-                try:
-                    loss = self.parallel.train_step(x, y, self.step, lr)    # the same step, split over processes
-                except TornUpdate as error:
-                    self.torn = error
-                    raise
+            if self.parallel is not None:       # the same step, the batch split over MPI ranks
+                loss, norm, self.stop_requested = self.parallel.train_step(x, y, self.step, lr)
             else:
                 loss = train_step(self.objective, self.optimizer, (x, y), lr, config.grad_clip)   # step.py's
-        self._check_finite(loss, lr)
+                norm = math.sqrt(sum(float(np.vdot(grad, grad)) for grad in self.optimizer.gradients()))
+        self._check_finite(loss, norm, lr)
         self.step += 1
         self.history["step"].append(self.step)
         self.history["loss"].append(loss)
         self.history["lr"].append(lr)
         return loss
 
-    def _check_finite(self, loss, lr):
+    def _check_finite(self, loss, norm, lr):
         """Stop the run (TrainingDiverged) if this step's loss or gradient norm is not finite.
 
-        One process: the gradients are still in the optimizer's buffers after the step (the clipping factor
-        is folded into the update, so they are never rewritten), and their global norm is the one the step
-        clipped with: one dot product per buffer. Data parallel: the gradients are spread over the processes
-        and cleared, so the weights, which a non-finite gradient makes non-finite, are checked instead.
+        The norm is that of the step's whole gradient, measured after the step (one process: a NaN or an
+        infinity stays one when clipping scales it) or from the ranks' parts (data parallel): the same on
+        every rank, so every rank stops at the same step.
         """
         problem = None
         if not math.isfinite(loss):
             problem = f"the training loss is {loss}"
-        elif self.config.workers == 1:
-            norm = math.sqrt(sum(float(np.vdot(grad, grad)) for grad in self.optimizer.gradients()))
-            if not math.isfinite(norm):
-                problem = f"the gradient norm is {norm} (the loss was {loss:.4f})"
-        else:
-            name = self._first_non_finite_parameter()
-            if name is not None:
-                problem = f"the update made parameter {name} non-finite (the loss was {loss:.4f})"
+        elif not math.isfinite(norm):
+            problem = f"the gradient norm is {norm} (the loss was {loss:.4f})"
         if problem is not None:
             self.diverged = TrainingDiverged(
                 f"training diverged at step {self.step + 1}: {problem}, at learning rate {lr:.3g}. Stopped "
@@ -240,21 +235,13 @@ class Trainer:
         step, directory = self.last_saved
         return f"the last checkpoint (step {step}, in {os.fspath(directory)})"
 
-    def _refuse_if_torn(self, action):
-        """A run whose weights a failed data-parallel update left half updated, or whose loss became NaN or
-        infinite, must not train on or be saved."""
+    def _refuse_if_diverged(self, action):
+        """A run whose loss became NaN or infinite must not train on or be saved."""
         if self.diverged is not None:
             raise TrainingDiverged(f"Trainer.{action}: this run stopped because {self.diverged}")
-        if self.torn is not None:
-            raise TornUpdate(f"Trainer.{action}: a data-parallel update failed half way at step {self.step + 1}, "
-                             "so the weights are part updated; this run cannot go on or be saved. Resume it "
-                             f"from its last checkpoint (Trainer.resume). The failure: {self.torn.__cause__!r}")
 
     def close(self):
-        """Stop the worker processes of a data-parallel run (they also stop when the trainer is collected)."""
-        if self.parallel is not None:
-            self.parallel.close()
-            self.parallel = None
+        """Nothing to release: kept so that `with Trainer(...)` reads the same in every script."""
 
     def __enter__(self):
         return self
@@ -304,19 +291,25 @@ class Trainer:
 
         max_steps = self.config.max_steps if max_steps is None else max_steps
         first_step, losses = self.step, None
-        on_terminal = self.progress and _is_terminal(sys.stderr)
+        on_terminal = self.progress and self.rank == 0 and _is_terminal(sys.stderr)
         bar = tqdm(total=max_steps, initial=self.step, disable=not on_terminal, unit="step", dynamic_ncols=True)
         try:
             with stop_at_step_boundary() as stop:
                 while self.step < max_steps:
                     started = time.perf_counter()
+                    if self.parallel is not None:       # the ranks agree on stopping in the step's first message
+                        self.parallel.interrupted = stop.requested
                     loss = self.train_step()
                     self.step_times.append(time.perf_counter() - started)
                     self._show_step(bar, loss, first_step)
                     if self.step % self.config.eval_interval == 0 or self.step == max_steps:
                         losses = self._evaluate_and_save(bar if on_terminal else None, on_eval)
-                    if stop.requested:
+                    if self.stop_requested if self.parallel is not None else stop.requested:
                         self._save_interrupted()
+        except Exception as error:
+            if self.parallel is None or isinstance(error, TrainingDiverged):   # every rank diverges at one step
+                raise
+            self.parallel.abort(f"rank {self.rank} failed at step {self.step + 1}: {type(error).__name__}: {error}")
         finally:
             bar.close()
         return losses
@@ -334,7 +327,13 @@ class Trainer:
             bar.refresh()                               # the loss from the first step on
 
     def _evaluate_and_save(self, bar, on_eval):
-        """Evaluate, stop on a non-finite loss, record, print one line, checkpoint and plot; returns the losses."""
+        """Evaluate, stop on a non-finite loss, record, print one line, checkpoint and plot; returns the losses.
+
+        Data parallel: rank 0 alone; the other ranks only send it their shards of the optimizer state
+        (`DataParallel.gather_state`) and return None."""
+        if not self._gather_for_rank_0():
+            return None
+        started = time.perf_counter()
         losses = self.evaluate()
         if not all(math.isfinite(value) for value in losses.values()):
             self.diverged = TrainingDiverged(
@@ -353,11 +352,19 @@ class Trainer:
             self.plot(os.path.join(self.out_dir, "loss.png"))
         if on_eval is not None:
             on_eval(self, losses)
+        if self.parallel is not None:                   # the other ranks' deadline allows for it
+            self.parallel.root_pause = max(self.parallel.root_pause, time.perf_counter() - started)
         return losses
+
+    def _gather_for_rank_0(self):
+        """Data parallel: the shards of the optimizer state to rank 0 (sharded); True on the rank that saves."""
+        if self.parallel is not None:
+            self.parallel.gather_state()
+        return self.rank == 0
 
     def _save_interrupted(self):
         """Ctrl-C: save this step's checkpoint (unless the evaluation just did), then TrainingInterrupted."""
-        if self.out_dir is not None and self.last_saved != (self.step, self.out_dir):
+        if self._gather_for_rank_0() and self.out_dir is not None and self.last_saved != (self.step, self.out_dir):
             self.save(self.out_dir)
             self.plot(os.path.join(self.out_dir, "loss.png"))
         raise TrainingInterrupted(self.step, self.out_dir)
@@ -373,7 +380,7 @@ class Trainer:
         Raises:
             TrainingDiverged if a weight is NaN or infinite (the checkpoint there is left as it was).
         """
-        self._refuse_if_torn("save")
+        self._refuse_if_diverged("save")
         identity = os.path.realpath(directory)
         if not overwrite and identity not in self.replaceable and has_checkpoint(directory):
             raise CheckpointExistsError(f"Trainer.save: {os.fspath(directory)} already holds a checkpoint that this "

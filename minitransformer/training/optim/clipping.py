@@ -10,14 +10,11 @@ max_norm:
 The direction of the step is kept; only its size is capped, which protects
 training from the rare batch with an exploding gradient.
 
-`clip_gradients` does the same on bare gradient arrays: an optimizer whose
-groups live in flat buffers (optim/optimizer.py) hands over one array per
-group, so the norm and the scaling take two NumPy calls per group instead of
-two per parameter (`Optimizer.gradients()`).
-
-`clip_factor` only computes the norm and the factor: the trainer passes the
-factor to `Optimizer.step(grad_scale=...)`, which folds it into the update's
-constants, so the gradients are never rewritten (one pass over them saved).
+`clip_factor` only computes the norm and the factor: the fast optimizer
+(fast.py) keeps the factor and folds it into its update's constants, so the
+gradients are never rewritten (one pass over them saved); `factor_for_norm`
+turns a norm added up from several ranks' parts into the same factor
+(training/distributed.py).
 """
 
 import math
@@ -43,15 +40,11 @@ def clip_grad_norm(params, max_norm):
     Returns:
         the global norm *before* clipping (worth logging: spikes show instability).
     """
-    return clip_gradients([param.grad for param in params], max_norm)
-
-
-def clip_gradients(grads, max_norm):
-    """`clip_grad_norm` on a list of gradient arrays, scaled in place; returns the norm before clipping."""
+    grads = [param.grad for param in params]
     norm, scale = clip_factor(grads, max_norm)
     if scale != 1.0:
         for grad in grads:
-            grad *= scale
+            grad *= scale                                 # g <- g max_norm / (||g|| + 1e-6)
     return norm
 
 

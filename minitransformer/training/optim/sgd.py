@@ -21,18 +21,13 @@ class SGD(Optimizer):
 
     state_names = ("velocity",)
 
-    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, flatten=True):
+    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"SGD expected 0 <= momentum < 1, got {momentum}")
-        super().__init__(params, lr, weight_decay, flatten)
+        super().__init__(params, lr, weight_decay)
         self.momentum = float(momentum)
 
-    def _update(self, data, grad, state, weight_decay, grad_scale):
-        if grad_scale != 1.0:
-            grad = grad * grad_scale                              # g <- s g (s: e.g. clipping's factor)
-        if weight_decay:
-            grad = grad + weight_decay * data                     # L2: g <- g + lambda p
-        velocity = state["velocity"]
-        velocity *= self.momentum                                 # v <- mu v + g
-        velocity += grad
-        data -= self.lr * velocity                                # p <- p - lr v
+    def _update(self, param, state, weight_decay):
+        g = param.grad + weight_decay * param.data if weight_decay else param.grad   # L2: g <- g + lambda p
+        state["velocity"] = self.momentum * state["velocity"] + g                      # v <- mu v + g
+        param.data -= self.lr * state["velocity"]                                       # p <- p - lr v

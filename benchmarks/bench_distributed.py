@@ -1,0 +1,156 @@
+"""Benchmark: the data-parallel step on 2 MPI ranks against one process and PyTorch eager, in one run.
+
+    mpiexec -n 2 python benchmarks/bench_distributed.py --text ../shared/data/tinyshakespeare.txt
+
+nanoGPT's Shakespeare-char CPU configuration (TrainConfig's defaults, float32, fast kernels), as
+bench_train.py trains it. Rounds interleave four contenders, each in turns of BLOCK steps (the first
+untimed) after an IDLE_GAP, so that all see the same machine load:
+* 2 ranks, replicated (DDP) and sharded (ZeRO-1): every rank runs the step with 1 BLAS thread; rank 0 times it;
+* 1 rank: the same step (step.py's `train_step`) in rank 0 alone with --threads BLAS threads (default 2),
+  while rank 1 sleeps;
+* PyTorch 2.13 eager's step (bench_train.py's twin) with --threads threads, in rank 0, while rank 1 sleeps.
+It prints the median ms per step of each and their ratios to PyTorch's, then the alpha-beta model of
+`alpha_beta_table` (bytes per collective per step, and the step time expected on 4, 16 and 64 machines).
+torch is optional; without it the PyTorch column is left out.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")          # the 1-rank turns use 2; the 2-rank turns limit to 1
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from mpi4py import MPI  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from minitransformer.tokenizers import CharTokenizer  # noqa: E402
+from minitransformer.training.config import build_model, build_optimizer  # noqa: E402
+from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
+from minitransformer.training.objectives import LanguageModelObjective  # noqa: E402
+from minitransformer.training.step import train_step  # noqa: E402
+from minitransformer.training.trainer import TrainConfig, Trainer  # noqa: E402
+
+IDLE_GAP, BLOCK = 0.15, 5               # as bench_train.py: idle BLAS threads stop spinning; 4 timed steps a turn
+ALPHA = 20e-6                           # seconds: one message's latency on a 10 Gb/s Ethernet (TCP) network
+BETA = 10e9 / 8                         # bytes per second: 10 Gb/s
+STEP_MS = 50.0                          # one machine's step (2 cores) on its 12 windows, measured here
+
+
+def alpha_beta_table(weights, machines=(4, 16, 64), step_ms=STEP_MS, alpha=ALPHA, beta=BETA):
+    """Rows (N, mode, bytes per collective per rank, communication ms, step ms) of the alpha-beta model.
+
+    Each of N machines keeps 12 windows per step (the global batch grows with N), so its compute stays
+    step_ms; the collectives add, with n = 4 * weights bytes (float32) and the bandwidth-optimal
+    algorithms: all-reduce 2 (N-1) alpha + 2 (N-1)/N n / beta; reduce-scatter and all-gather each
+    (N-1) alpha + (N-1)/N n / beta; the step's first message (24 bytes) and the sharded norm's (8 bytes),
+    all-reduces by recursive doubling, 2 log2 N alpha each. Sharded, the AdamW update (2 ms here) shrinks to
+    2/N ms.
+    """
+    n, rows = 4 * weights, []
+    for N in machines:
+        control = 2 * np.log2(N) * alpha
+        ring = (N - 1) / N * n
+        replicated = control + 2 * (N - 1) * alpha + 2 * ring / beta
+        sharded = control + 2 * ((N - 1) * alpha + ring / beta) + 2 * np.log2(N) * alpha
+        rows.append((N, "replicated", f"Allreduce {2 * ring / 1e6:.2f} MB", replicated * 1e3,
+                     step_ms + replicated * 1e3))
+        rows.append((N, "sharded", f"Reduce_scatter + Allgatherv {ring / 1e6:.2f} MB each", sharded * 1e3,
+                     step_ms - 2.0 + 2.0 / N + sharded * 1e3))
+    return rows
+
+
+def one_rank_step(config, train_data, V):
+    """The step of one process (what Trainer runs without MPI), on its own model, optimizer and batches."""
+    model = build_model(config, V)
+    objective, optimizer = LanguageModelObjective(model), build_optimizer(model, config)
+    rng = np.random.default_rng([config.seed, 1])
+    return lambda: train_step(objective, optimizer, get_batch(train_data, config.block_size, config.batch_size,
+                                                              rng), config.lr, config.grad_clip)
+
+
+def sleep_until_all_arrive(comm):
+    """A barrier whose waiting rank sleeps between looks (MPICH's own Barrier spins, taking a core)."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(1e-3)
+
+
+def contenders(config, train_data, V, comm, threads):
+    """{name: (ranks it runs on, BLAS threads, step function)}, for each contender that this machine has."""
+    made = {}
+    for mode in ("replicated", "sharded"):
+        trainer = Trainer(TrainConfig(**{**vars(config), "workers": comm.Get_size(), "parallel": mode}),
+                          train_data, train_data, V, progress=False)
+        made[f"{comm.Get_size()} ranks, {mode}"] = (comm.Get_size(), 1, trainer.train_step)
+    made["1 rank"] = (1, threads, one_rank_step(config, train_data, V) if comm.Get_rank() == 0 else None)
+    try:
+        import torch
+        from bench_train import torch_model, torch_step
+    except ImportError:
+        if comm.Get_rank() == 0:
+            print("torch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
+        return made
+    torch.set_num_threads(threads)
+    x, y = get_batch(train_data, config.block_size, config.batch_size, np.random.default_rng(0))
+    model, optimizer = torch_model(config, V)
+    made[f"PyTorch {torch.__version__} eager ({threads} threads)"] = (
+        1, threads, lambda: torch_step(model, optimizer, config, x, y, config.lr))
+    return made
+
+
+def timed_rounds(made, rounds, comm):
+    """Rank 0's wall seconds of each timed step, per contender; ranks a contender does not use sleep."""
+    times = {name: [] for name in made}
+    for _ in range(rounds):
+        for name, (ranks, threads, step) in made.items():
+            sleep_until_all_arrive(comm)
+            time.sleep(IDLE_GAP)
+            if comm.Get_rank() < ranks:
+                with threadpool_limits(limits=threads, user_api="blas"):
+                    for turn in range(BLOCK):
+                        started = time.perf_counter()
+                        step()
+                        if turn:
+                            times[name].append(time.perf_counter() - started)
+    return times
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="training text (read by path)")
+    parser.add_argument("--rounds", type=int, default=15, help="rounds of turns (each contender: 4 timed steps)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="BLAS and PyTorch threads of the one-process contenders (the ranks use 1 each)")
+    args = parser.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    with open(args.text, encoding="utf-8") as file:
+        text = file.read()
+    tokenizer = CharTokenizer.train(text)
+    train_data, _ = train_val_split(np.array(tokenizer.encode(text), dtype=np.int64))
+    config = TrainConfig()
+    made = contenders(config, train_data, tokenizer.vocab_size, comm, args.threads)
+    times = timed_rounds(made, 1, comm)                                  # warm up
+    times = timed_rounds(made, args.rounds, comm)
+    if comm.Get_rank() != 0:
+        return 0
+    medians = {name: 1e3 * float(np.median(values)) for name, values in times.items()}
+    torch_ms = next((ms for name, ms in medians.items() if name.startswith("PyTorch")), None)
+    print(f"median ms per step over {len(times['1 rank'])} timed steps each, interleaved, {comm.Get_size()} ranks:")
+    for name, ms in medians.items():
+        print(f"  {name:<36} {ms:7.1f} ms" + (f"   ratio to PyTorch {ms / torch_ms:.2f}" if torch_ms else ""))
+    weights = sum(param.size for param in build_model(config, tokenizer.vocab_size).parameters())
+    print(f"\nalpha-beta model, {weights:,} float32 weights, 12 windows per machine, {STEP_MS:g} ms of compute, "
+          f"alpha {ALPHA * 1e6:g} us, 10 Gb/s:")
+    for machines, mode, collective, communication, step in alpha_beta_table(weights):
+        print(f"  {machines:>3} machines, {mode:<10} {collective:<40} comm {communication:5.2f} ms, step {step:5.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

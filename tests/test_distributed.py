@@ -1,0 +1,288 @@
+"""Data parallelism on MPI (training/distributed.py): the same training on 1, 2 or 3 ranks.
+
+The runs go through `mpiexec -n N` in a subprocess (tests/_distributed_run.py trains the compatibility
+record's small run and prints rank 0's numbers); they skip, naming what to install, without mpi4py or an
+`mpiexec`. What they prove:
+* replicated (DDP) and sharded (ZeRO-1), on 2 ranks and on 3 (shares 3 3 2 of a batch of 8: uneven), train to
+  the losses of one process to float rounding (float64: 1e-12 relative), and every rank ends with the very
+  same weights, bit for bit;
+* the same seed and number of ranks give the same numbers bit for bit, also across a checkpoint and resume
+  (which, sharded, gathers the moments of every shard to rank 0 first);
+* 2 ranks reproduce the compatibility record of 0.3's `--workers 2` (float32, with and without dropout).
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minitransformer.training.checkpoint import read_checkpoint
+from minitransformer.training.distributed import mpi_world, shares
+
+HERE = Path(__file__).parent
+SCRIPT = HERE / "_distributed_run.py"
+INSTALL = 'pip install "minitransformer[mpi]" (mpi4py and an MPI: pip install mpi4py mpich)'
+
+
+def mpiexec():
+    """The mpiexec beside this Python (a venv with the mpich wheel) or on PATH; skip the test if there is none."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        pytest.skip(f"mpi4py is not installed: {INSTALL}")
+    beside = Path(sys.executable).parent / "mpiexec"
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if found is None:
+        pytest.skip(f"no mpiexec found: {INSTALL}")
+    return found
+
+
+def mpi_command(ranks, *args):
+    """`mpiexec -n ranks python args...`, allowed to oversubscribe the cores (3 ranks on 2 cores)."""
+    return [mpiexec(), "-n", str(ranks), sys.executable, *args]
+
+
+def run_ranks(ranks, request, timeout=600):
+    """Rank 0's JSON line of tests/_distributed_run.py on `ranks` ranks (1: in a plain subprocess)."""
+    command = mpi_command(ranks, str(SCRIPT), json.dumps(request)) if ranks > 1 else \
+        [sys.executable, str(SCRIPT), json.dumps(request)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent,
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1, f"expected one JSON line from rank 0 alone, got {result.stdout!r}"
+    return json.loads(lines[0])
+
+
+def test_the_shares_split_a_batch_as_array_split_with_rank_0_last():
+    assert [(s.start, s.stop) for s in shares(8, 3)] == [(6, 8), (0, 3), (3, 6)]      # 3 3 2: rank 0 the 2
+    assert [(s.start, s.stop) for s in shares(12, 1)] == [(0, 12)]
+    for batch in range(1, 13):
+        for size in range(1, batch + 1):
+            rows = sorted(i for part in shares(batch, size) for i in range(batch)[part])
+            assert rows == list(range(batch)), (batch, size)
+
+
+def test_without_mpiexec_a_process_is_rank_0_of_1_and_workers_2_is_refused(monkeypatch):
+    from test_checkpoint import tiny_trainer
+
+    for name in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert mpi_world() == (0, 1)
+    with pytest.raises(ValueError, match=r"TrainConfig.workers is 2, but this process is one of 1 MPI rank\(s\); "
+                                         r"launch it as `mpiexec -n 2"):
+        tiny_trainer(workers=2)
+    with pytest.raises(ValueError, match="TrainConfig.parallel must be one of"):
+        tiny_trainer(parallel="zero3")
+
+
+@pytest.fixture(scope="module")
+def one_process():
+    return run_ranks(1, {"settings": {"dtype": "float64"}})
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("mode", ["replicated", "sharded"])
+def test_ranks_train_to_the_losses_of_one_process(one_process, mode, ranks):
+    got = run_ranks(ranks, {"settings": {"dtype": "float64", "parallel": mode}})
+    assert got["ranks"] == ranks and got["same_weights"], "the ranks' weights differ"
+    np.testing.assert_allclose(got["loss"], one_process["loss"], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(np.array(got["eval"]), np.array(one_process["eval"]), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["replicated", "sharded"])
+def test_the_same_ranks_give_the_same_numbers_bit_for_bit_also_after_resume(tmp_path, mode):
+    settings = {"parallel": mode, "dropout": 0.1, "eval_interval": 3, "max_steps": 6}
+    whole = run_ranks(2, {"settings": settings})
+    again = run_ranks(2, {"settings": settings})
+    assert whole["loss"] == again["loss"] and whole["eval"] == again["eval"]
+    run_ranks(2, {"settings": settings, "out": str(tmp_path), "steps": 3})
+    resumed = run_ranks(2, {"settings": settings, "out": str(tmp_path), "resume": True})
+    assert resumed["loss"] == whole["loss"] and resumed["eval"] == whole["eval"]
+    assert resumed["same_weights"]
+
+
+@pytest.mark.parametrize("setting", ["workers2", "workers2_dropout"])
+def test_two_ranks_give_the_recorded_numbers_of_0_3s_two_workers(setting):
+    """tests/fixtures/compat_train_losses.json (test_compatibility.py, part c), float32, rtol 1e-6 as there."""
+    recorded = json.loads((HERE / "fixtures" / "compat_train_losses.json").read_text())[setting]
+    got = run_ranks(2, {"settings": {"dropout": 0.1 if "dropout" in setting else 0.0, "max_steps": 20,
+                                     "warmup_steps": 2, "lr_decay_steps": 20}})
+    np.testing.assert_allclose(got["loss"], recorded["loss"], rtol=1e-6, atol=0)
+    np.testing.assert_allclose(np.array(got["eval"])[-1], np.array(recorded["eval"])[-1], rtol=1e-6, atol=0)
+
+
+# ---------------------------------------------------------------- faults: a rank that stops answering or fails
+def job_processes(marker):
+    """{rank: pid} of the processes whose environment holds MINITRANSFORMER_TEST_JOB=marker and a PMI_RANK."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            environment = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if f"MINITRANSFORMER_TEST_JOB={marker}".encode() in environment:
+            ranks = [item[len(b"PMI_RANK="):] for item in environment if item.startswith(b"PMI_RANK=")]
+            if ranks and entry.name.isdigit():
+                found[int(ranks[0])] = int(entry.name)
+    return found
+
+
+@pytest.fixture()
+def jobs():
+    """The jobs a test starts ((process, marker) pairs): whatever the test's outcome, ended afterwards."""
+    started = []
+    yield started
+    for process, marker in started:
+        if process.poll() is None:
+            process.terminate()                     # mpiexec passes SIGTERM on to the ranks
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for pid in job_processes(marker).values():  # a stopped rank ignores SIGTERM until continued
+            os.kill(pid, signal.SIGKILL)
+
+
+def start_job(ranks, request, jobs):
+    """Start `mpiexec -n ranks` on tests/_distributed_run.py; return (process, marker), after rank 0's first
+    announced evaluation (so that every rank is past its start-up)."""
+    marker = uuid.uuid4().hex
+    process = subprocess.Popen(mpi_command(ranks, str(SCRIPT), json.dumps({**request, "announce": True})),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE.parent,
+                               env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "MINITRANSFORMER_TEST_JOB": marker})
+    jobs.append((process, marker))
+    for line in process.stdout:
+        if line.startswith("evaluated at step"):
+            return process, marker
+    process.wait()
+    pytest.fail(f"the job ended before its first evaluation: {process.stderr.read()}")
+
+
+def assert_job_ended(process, marker, error_phrases, timeout):
+    """The job ends within `timeout` s, non-zero, with our one `error:` line (naming `error_phrases`) before any
+    of MPI's lines, and no process of it is left."""
+    started = time.monotonic()
+    _, err = process.communicate(timeout=timeout)
+    assert process.returncode != 0
+    lines = [line for line in err.splitlines() if line.strip()]
+    ours = [index for index, line in enumerate(lines) if line.startswith("error: ")]
+    assert len(ours) == 1 and ours[0] == 0, err
+    for phrase in error_phrases:
+        assert phrase in lines[0], (phrase, lines[0])
+    deadline = time.monotonic() + 10
+    while job_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not job_processes(marker), f"left behind: {job_processes(marker)}"
+    return time.monotonic() - started
+
+
+FAULT_RUN = {"settings": {"max_steps": 100000, "lr_decay_steps": 100000, "eval_interval": 4, "worker_timeout": 5,
+                          "parallel": "sharded"}}
+
+
+@pytest.mark.parametrize("silent", [1, 0], ids=["rank-1-stopped", "rank-0-stopped"])
+def test_a_rank_that_stops_answering_ends_the_job_with_one_line_naming_it(tmp_path, jobs, silent):
+    """3 ranks on 2 cores (oversubscribed), under this machine's load: the healthy steps never trip the
+    deadline; SIGSTOP on one rank ends the job within the deadline, naming it, the checkpoint intact."""
+    out = tmp_path / "run"
+    process, marker = start_job(3, {**FAULT_RUN, "out": str(out)}, jobs)
+    for line in process.stdout:                           # a few evaluations and saves of healthy steps first
+        if line.startswith("evaluated at step 12"):
+            break
+    pids = job_processes(marker)
+    assert sorted(pids) == [0, 1, 2]
+    os.kill(pids[silent], signal.SIGSTOP)
+    assert_job_ended(process, marker, [f"rank {silent} (pid {pids[silent]}", "did not answer", "at step",
+                                       "--resume"], timeout=300)
+    meta = read_checkpoint(out)[0]
+    assert meta["step"] >= 12 and meta["step"] % 4 == 0 and meta["train_config"]["workers"] == 3
+
+
+def test_a_rank_that_fails_ends_the_job_with_one_line_naming_it(tmp_path, jobs):
+    out = tmp_path / "run"
+    process, marker = start_job(3, {**FAULT_RUN, "out": str(out), "fail": [2, 10]}, jobs)
+    assert_job_ended(process, marker, ["rank 2 failed at step 10: RuntimeError: an injected failure"], timeout=300)
+    assert read_checkpoint(out)[0]["step"] == 8
+
+
+# ---------------------------------------------------------------- the train command under mpiexec
+CORPUS = HERE / "fixtures" / "compat_corpus.txt"
+TRAIN = ["train", "--text", str(CORPUS), "--block-size", "16", "--batch-size", "8", "--n-layers", "2", "--n-heads", "2",
+         "--d-model", "32", "--d-ff", "64", "--eval-batches", "2", "--sample-tokens", "0", "--no-progress"]
+
+
+def history(directory):
+    return read_checkpoint(directory)[0]["history"]
+
+
+def test_workers_n_runs_the_command_under_mpiexec_and_trains_as_one_process(tmp_path):
+    from minitransformer.__main__ import main
+
+    argv = TRAIN + ["--dtype", "float64", "--max-steps", "12", "--eval-interval", "6"]
+    assert main(argv + ["--out", str(tmp_path / "one")]) == 0
+    mpiexec()
+    result = subprocess.run([sys.executable, "-m", "minitransformer", *argv, "--workers", "2", "--out",
+                             str(tmp_path / "two")], capture_output=True, text=True, timeout=600, cwd=HERE.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("running: ") and " -n 2 " in result.stderr.splitlines()[0]
+    assert result.stdout.count("corpus: ") == 1                          # rank 0 alone prints
+    one, two = history(tmp_path / "one"), history(tmp_path / "two")
+    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(np.array(two["eval"]), np.array(one["eval"]), rtol=1e-12, atol=0)
+    assert read_checkpoint(tmp_path / "two")[0]["train_config"]["workers"] == 2
+
+
+def test_workers_n_without_mpi_is_one_error_line_naming_the_extra(tmp_path, capsys, monkeypatch):
+    from minitransformer.__main__ import main
+    from minitransformer.commands import ranks
+
+    monkeypatch.setattr(ranks, "find_mpiexec", lambda: None)
+    assert main(TRAIN + ["--workers", "2", "--out", str(tmp_path / "run")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --workers 2 runs the command under mpiexec")
+    assert 'pip install "minitransformer[mpi]"' in lines[0] and not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_under_mpiexec_stops_every_rank_at_one_step_and_saves_there(tmp_path, jobs):
+    """Sharded, so that a rank stopping at another step would leave the moments' gather waiting (and fail)."""
+    constant = ["--schedule", "constant", "--eval-interval", "100000", "--parallel", "sharded"]
+    marker = uuid.uuid4().hex
+    process = subprocess.Popen(mpi_command(2, "-m", "minitransformer", *TRAIN, *constant, "--max-steps", "100000",
+                                           "--out", str(tmp_path / "run")),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE.parent,
+                               env={**os.environ, "MINITRANSFORMER_TEST_JOB": marker})
+    jobs.append((process, marker))
+    for line in process.stdout:
+        if line.startswith("untrained:"):                  # rank 0 is about to train
+            break
+    time.sleep(3)
+    process.send_signal(signal.SIGINT)                     # as the terminal's Ctrl-C reaches mpiexec
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    first = err.strip().splitlines()[0]
+    assert first.startswith("interrupted at step ") and "checkpoint saved in" in first, err
+    step = int(first.split("interrupted at step ")[1].split(":")[0])
+    assert read_checkpoint(tmp_path / "run")[0]["step"] == step > 0
+    more = ["--max-steps", str(step + 3)]
+    resumed = subprocess.run(mpi_command(2, "-m", "minitransformer", *TRAIN, *more, "--resume", "--out",
+                                         str(tmp_path / "run")), capture_output=True, text=True, timeout=600)
+    straight = subprocess.run(mpi_command(2, "-m", "minitransformer", *TRAIN, *constant, *more, "--out",
+                                          str(tmp_path / "straight")), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == straight.returncode == 0, resumed.stderr + straight.stderr
+    assert history(tmp_path / "run")["loss"] == history(tmp_path / "straight")["loss"]      # bit for bit
+    other = subprocess.run(mpi_command(3, "-m", "minitransformer", *TRAIN, "--max-steps", str(step + 4), "--resume",
+                                       "--out", str(tmp_path / "run")), capture_output=True, text=True, timeout=600)
+    assert other.returncode == 0, other.stderr
+    assert "note: the checkpoint was trained on 2 rank(s) and continues on 3: its numbers will no longer match" \
+        in other.stderr
+    meta = read_checkpoint(tmp_path / "run")[0]
+    assert meta["train_config"]["workers"] == meta["run"]["options"]["workers"] == 3
