@@ -35,7 +35,7 @@ from ..variants.tiled_attention import blocks, tile_views
 from .reductions import sum_last_axis
 from .softmax import softmax, softmax_backward
 
-TILED_FROM = 512          # Tk at and above which the tiled form runs (see "Long sequences" above)
+TILED_FROM = 256          # Tk at and above which the tiled form runs (see "Long sequences" above)
 TILE_SIZE = 128           # queries and keys per tile: (Bq, Bk) = (128, 128) per head (see "Long sequences")
 
 
