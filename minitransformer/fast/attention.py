@@ -24,6 +24,33 @@ Measured in the 0.2 benchmark (benchmarks/README.md): laying the scores out as
 (k q^T)^T made the softmax's row passes 2 to 3 times faster, and the gradients
 laid out like q, k, v with the fused QKV product of multi-head attention saved
 0.7 ms of a 54 ms training step.
+
+Long sequences (issue 29). From Tk >= TILED_FROM keys on, this form runs the tiled
+algorithm of `variants/tiled_attention.py` (online softmax forward, weights
+recomputed from the saved log-sum-exp in backward; the derivation is there), so
+its memory grows with T instead of T^2, arranged for NumPy: all batch entries and
+heads of a block of 128 queries at once against a block of 128 keys; tiles wholly
+above a causal diagonal skipped (about half of them), and the causal rule added as a
+cached bias on the tiles that cross it; scale folded into q once; each key and value
+block transposed once into a contiguous (..., d, 128) array; exp, the shift and the
+softmax backward's products in place on the tile's buffer. Measured on the
+benchmark model's attention alone (B = max(1, 768 // T), H = 4, hs = 32, float32,
+forward and backward, 2 BLAS threads, a loaded machine, median of 3 rounds):
+
+    T                     64     128     256      512     2048
+    dense (this form)   12.4    17.8    1395      537     1452-1886 ms
+    tiled, 128 x 128    16.4    24.4    25.1     27.8     244-351 ms
+
+so TILED_FROM = 256. The tile side, at T = 2048: with 1 thread 64 x 64 tiles took 347 ms
+(more calls), 128 x 128 237 ms, 256 x 256 286 ms; with 2 threads 256 x 256 took 2.6 to
+4.0 s, because a (4, 256, 32) @ (4, 32, 256) product took 510 us
+and a (4, 512, 32) @ (4, 32, 512) one 64 ms when OpenBLAS's two threads competed with
+other processes, against 40 us for (4, 128, 32) @ (4, 32, 128). The dense form's
+figures from T = 256 on are that same effect on its (T, T) products; on a quiet
+machine it would fare better, but never below the tiled form's memory.
+tests/test_fast.py runs this path on every attention case of the catalogue
+(forced with 2 x 2 tiles) against the plain layers; tests/test_tiled_attention.py
+measures its memory.
 """
 
 from functools import lru_cache
