@@ -100,10 +100,12 @@ def numpy_matmul_rate(repeats=30):
     return 2 * 768 * 512 * 512 / float(np.median(times)) / 1e9
 
 
-def torch_model(config, V, bias=True):
+def torch_model(config, V, bias=True, sdpa=False):
     """The same GPT in PyTorch eager (nanoGPT's model.py shape, with our biases, GPT-2 initialisation,
     weights seeded by config.seed), and AdamW with nanoGPT's groups (every tensor of two or more axes
-    decayed). bias=False drops every Linear bias and LayerNorm beta, as nanoGPT's train.py does by default."""
+    decayed). bias=False drops every Linear bias and LayerNorm beta, as nanoGPT's train.py does by default.
+    sdpa=True computes attention with F.scaled_dot_product_attention(is_causal=True), PyTorch's tiled
+    kernel, as nanoGPT does when it is available (bench_long_sequences.py)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -117,15 +119,20 @@ def torch_model(config, V, bias=True):
             self.ln1, self.qkv = nn.LayerNorm(C, bias=bias), nn.Linear(C, 3 * C, bias=bias)
             self.proj, self.ln2 = nn.Linear(C, C, bias=bias), nn.LayerNorm(C, bias=bias)
             self.fc1, self.fc2 = nn.Linear(C, config.d_ff, bias=bias), nn.Linear(config.d_ff, C, bias=bias)
-            self.register_buffer("allowed", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+            if not sdpa:
+                self.register_buffer("allowed", torch.tril(torch.ones(T, T, dtype=torch.bool)))
 
         def forward(self, x):
             B, T_, _ = x.shape
             q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
             q, k, v = (t.view(B, T_, H, C // H).transpose(1, 2) for t in (q, k, v))
-            scores = (q @ k.transpose(-2, -1)) * (C // H) ** -0.5
-            scores = scores.masked_fill(~self.allowed[:T_, :T_], float("-inf"))
-            heads = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).contiguous().view(B, T_, C)
+            if sdpa:
+                heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)        # (B, H, T, hs)
+            else:
+                scores = (q @ k.transpose(-2, -1)) * (C // H) ** -0.5
+                scores = scores.masked_fill(~self.allowed[:T_, :T_], float("-inf"))
+                heads = F.softmax(scores, dim=-1) @ v
+            heads = heads.transpose(1, 2).contiguous().view(B, T_, C)
             x = x + self.proj(heads)
             return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
 

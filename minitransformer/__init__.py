@@ -39,6 +39,7 @@ from .variants.relative_position import RelativePositionAttention, skew, skew_ba
 from .variants.rope import RotaryEmbedding, rotary_angles, rotate
 from .variants.sliding_window import BandedAttention, band_mask
 from .variants.sparse_masks import fixed_masks, longformer_mask, strided_masks
+from .variants.tiled_attention import TiledAttention
 from .variants.transformer_xl import TransformerXL, TransformerXLBlock
 
 # Byte-pair encoding: the lecture's loop, the fast trainer, the byte-level tokenizer

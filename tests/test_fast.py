@@ -14,6 +14,7 @@ import pytest
 
 from minitransformer import GPT
 from minitransformer.fast import fast_forms, kernels_of, use_kernels
+from minitransformer.fast.attention import FastScaledDotProductAttention
 from minitransformer.gradcheck import DEFAULT_TOLERANCE, check_module
 from minitransformer.gradcheck.cases import all_cases
 
@@ -70,6 +71,38 @@ def _exact_zeros(case):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_fast_layers_equal_their_plain_parents(case, dtype):
+    _assert_fast_equals_plain(case, dtype)
+
+
+def _runs_fast_attention(case):
+    module = use_kernels(case.build(np.random.default_rng(0))[0], "fast")
+    stack = [module]
+    while stack:
+        layer = stack.pop()
+        if isinstance(layer, FastScaledDotProductAttention):
+            return True
+        stack += [child for _, child in layer.named_children()]
+    return False
+
+
+TILED_CASES = [case for case in CASES if _runs_fast_attention(case)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("case", TILED_CASES, ids=[case.id for case in TILED_CASES])
+def test_fast_attention_tiled_equals_plain(case, dtype, monkeypatch):
+    """The fast attention's tiled path (from Tk >= tiled_from keys), forced here on the catalogue's short
+    sequences with tiles of 2 x 2, so that every case crosses tiles, diagonals and partial blocks."""
+    monkeypatch.setattr(FastScaledDotProductAttention, "tiled_from", 1)
+    monkeypatch.setattr(FastScaledDotProductAttention, "tile_size", 2)
+    _assert_fast_equals_plain(case, dtype)
+    if dtype == np.float64 and case.layer in ("ScaledDotProductAttention", "MultiHeadAttention"):   # the checker
+        module, inputs, forward = case.build(np.random.default_rng(0))                            # on the layers
+        use_kernels(module, "fast")                                                                # themselves
+        check_module(module, inputs, forward=forward, rng=1).assert_ok(DEFAULT_TOLERANCE)
+
+
+def _assert_fast_equals_plain(case, dtype):
     plain, inputs, forward_plain = _as_dtype(case, dtype)
     fast, inputs_fast, forward_fast = _as_dtype(case, dtype)
     use_kernels(fast, "fast")

@@ -150,17 +150,24 @@ class ScaledDotProductAttention(Module):
     def _allowed(self, mask, scores_shape, Tq, Tk):
         """Combine the causal rule and the user's mask into one bool array (or None)."""
         allowed = causal_mask(Tq, Tk) if self.causal else None
+        mask = self._check_mask(mask, scores_shape)
         if mask is not None:
-            mask = np.asarray(mask)
-            if mask.dtype != bool:
-                raise TypeError(f"{self!r} expected a bool mask (True = may attend), got dtype {mask.dtype}")
-            try:
-                if np.broadcast_shapes(mask.shape, scores_shape) != scores_shape:
-                    raise ValueError
-            except ValueError:
-                raise ValueError(f"{self!r} expected a mask broadcastable to {scores_shape}, got {mask.shape}") from None
             allowed = mask if allowed is None else allowed & mask
         return allowed
+
+    def _check_mask(self, mask, scores_shape):
+        """The user's mask as a bool array broadcastable to scores_shape (or None); a clear error otherwise."""
+        if mask is None:
+            return None
+        mask = np.asarray(mask)
+        if mask.dtype != bool:
+            raise TypeError(f"{self!r} expected a bool mask (True = may attend), got dtype {mask.dtype}")
+        try:
+            if np.broadcast_shapes(mask.shape, scores_shape) != scores_shape:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"{self!r} expected a mask broadcastable to {scores_shape}, got {mask.shape}") from None
+        return mask
 
     def _check_shapes(self, q, k, v):
         """Real floats, and shapes that fit together; the fast form calls this too."""

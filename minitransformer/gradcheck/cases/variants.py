@@ -19,6 +19,7 @@ from ...variants.relative_position import RelativePositionAttention
 from ...variants.rope import RotaryEmbedding
 from ...variants.sliding_window import BandedAttention
 from ...variants.sparse_masks import fixed_masks, longformer_mask, strided_masks
+from ...variants.tiled_attention import TiledAttention
 from ...variants.transformer_xl import TransformerXL, TransformerXLBlock
 from .layers import GradcheckCase, WithLoss, _normal, perturb
 
@@ -96,6 +97,21 @@ def _xl_model_case(rng):
     return model, [rng.integers(0, 7, size=(2, 4))], lambda ids: model.forward(ids, memories)
 
 
+def _tiled_case(shape_q, shape_kv, causal, block_size, with_mask=False, with_bias=False):
+    """TiledAttention with T not a multiple of the block; mask rows may be fully masked (out 0, no gradient)."""
+    def build(rng):
+        q, k = _normal(rng, *shape_q), _normal(rng, *shape_kv)
+        v = _normal(rng, *shape_kv[:-1], shape_kv[-1] + 1)
+        Tq, Tk = shape_q[-2], shape_kv[-2]
+        layer = TiledAttention(causal=causal, block_size=block_size)
+        mask = rng.random((*shape_q[:-1], Tk)) > 0.3 if with_mask else None
+        if with_mask:
+            mask[..., 0, :] = False                                  # the first query sees no key at all
+        bias = rng.standard_normal((Tq, Tk)) if with_bias else None
+        return layer, [q, k, v], lambda q, k, v: layer.forward(q, k, v, mask=mask, bias=bias)
+    return build
+
+
 CASES = [
     GradcheckCase("RotaryEmbedding", "x (2, 3, 4, 6), offset 0", lambda rng: (RotaryEmbedding(6), [_normal(rng, 2, 3, 4, 6)], None)),
     GradcheckCase("RotaryEmbedding", "x (5, 4), offset 7", _rope_offset_case),
@@ -132,4 +148,8 @@ CASES = [
     GradcheckCase("GPT (variants)", "alibi, MQA, window 3", _gpt_variant_case(positional="alibi", n_kv_heads=1, window=3)),
     GradcheckCase("GPT (variants)", "no positions", _gpt_variant_case(positional="none")),
     GradcheckCase("GPT (variants) + loss", "rope, GQA Hkv 2", _gpt_variant_case(with_loss=True, positional="rope", n_kv_heads=2)),
+    GradcheckCase("TiledAttention", "(2, 5, 3), block 2", _tiled_case((2, 5, 3), (2, 5, 3), False, 2)),
+    GradcheckCase("TiledAttention", "causal, (2, 2, 7, 3), block 3", _tiled_case((2, 2, 7, 3), (2, 2, 7, 3), True, 3)),
+    GradcheckCase("TiledAttention", "causal, Tq 3 < Tk 6, mask, bias, block 4",
+                  _tiled_case((2, 3, 2), (2, 6, 2), True, 4, with_mask=True, with_bias=True)),
 ]

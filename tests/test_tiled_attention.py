@@ -1,0 +1,188 @@
+"""TiledAttention (variants/tiled_attention.py): gradient checks, equality with plain attention, the online
+softmax's invariants, fully masked rows, memory linear in T, PyTorch parity, bad input.
+
+The fast tier's tiled path (fast/attention.py) is proven equal to the plain layers in tests/test_fast.py
+(`test_fast_attention_tiled_equals_plain`); its memory is checked here beside the plain layer's.
+"""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from _catalogue import assert_gradients_match, case_id, catalogue_cases
+from _torch_parity import F, assert_matches_torch, requires_torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minitransformer import ScaledDotProductAttention, TiledAttention, rel_error
+from minitransformer.variants.tiled_attention import online_softmax_result, online_softmax_step
+
+TOLERANCE = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5}
+
+
+@pytest.mark.parametrize("case", catalogue_cases("TiledAttention"), ids=case_id)
+def test_backward_matches_finite_differences(case):
+    assert_gradients_match(case)
+
+
+def _inputs(rng, batch, Tq, Tk, dk, dv, dtype=np.float64):
+    q, k = rng.standard_normal((*batch, Tq, dk)), rng.standard_normal((*batch, Tk, dk))
+    v, dout = rng.standard_normal((*batch, Tk, dv)), rng.standard_normal((*batch, Tq, dv))
+    return [a.astype(dtype) for a in (q, k, v, dout)]
+
+
+def _assert_same(tiled, plain, inputs, dtype=np.float64, **options):
+    """Forward and every gradient of `tiled` equal `plain`'s, relative to each array's largest entry (an
+    array that is zero in exact arithmetic, like dq with one key, holds only rounding noise: it is compared
+    against the largest entry of all four arrays instead)."""
+    q, k, v, dout = inputs
+    results = []
+    for layer in (plain, tiled):
+        out = layer(q, k, v, **options)
+        results.append((out, *layer.backward(dout)))
+    largest = max(np.max(np.abs(a), initial=0.0) for a in results[0])
+    for what, a, b in zip(("out", "dq", "dk", "dv"), *results):
+        assert a.shape == b.shape and b.dtype == a.dtype, f"{what}: {a.shape} {a.dtype} against {b.shape} {b.dtype}"
+        scale = max(np.max(np.abs(a), initial=0.0), 1e-30)
+        scale = largest if scale <= 1e-10 * largest else scale
+        difference = np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0) / scale
+        assert difference <= TOLERANCE[np.dtype(dtype)], f"{what} differs from plain attention by {difference:.1e}"
+
+
+@settings(max_examples=40, deadline=None)
+@given(Tq=st.integers(1, 11), extra=st.integers(0, 5), block_size=st.integers(1, 6), causal=st.booleans(),
+       batch=st.sampled_from([(), (2,), (2, 3)]), with_mask=st.booleans(), with_bias=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_equals_plain_attention(Tq, extra, block_size, causal, batch, with_mask, with_bias, seed):
+    """Any T (also not a multiple of the block), Tq <= Tk, masks that may hide whole rows, a constant bias."""
+    rng = np.random.default_rng(seed)
+    Tk = Tq + extra
+    inputs = _inputs(rng, batch, Tq, Tk, 3, 2)
+    options = {}
+    if with_mask:
+        options["mask"] = rng.random((*batch[:1], 1, Tq, Tk)[-len(batch) - 2:]) > 0.4
+    if with_bias:
+        options["bias"] = rng.standard_normal((Tq, Tk))
+    _assert_same(TiledAttention(causal=causal, block_size=block_size), ScaledDotProductAttention(causal=causal),
+                 inputs, **options)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_equals_plain_attention_on_a_longer_sequence(dtype):
+    """T = 100 in blocks of 16 (the last block 4 long), causal, with ALiBi's bias and a scale of 1."""
+    from minitransformer import alibi_bias
+    rng = np.random.default_rng(5)
+    inputs = _inputs(rng, (2, 4), 100, 100, 8, 8, dtype)
+    bias = alibi_bias(4, 100, 100).astype(dtype)
+    _assert_same(TiledAttention(causal=True, scale=1.0, block_size=16), ScaledDotProductAttention(causal=True, scale=1.0),
+                 inputs, dtype=dtype, bias=bias)
+
+
+def test_fully_masked_rows_give_zero_output_and_no_gradient_as_plain_attention():
+    rng = np.random.default_rng(2)
+    q, k, v, dout = _inputs(rng, (2,), 5, 7, 3, 4)
+    mask = np.ones((2, 5, 7), dtype=bool)
+    mask[0, 1] = False                                          # query 1 of batch 0 sees nothing
+    mask[1, :, 3:] = False
+    layer = TiledAttention(block_size=2)
+    out = layer(q, k, v, mask=mask)
+    dq, dk, dv = layer.backward(dout)
+    assert np.all(out[0, 1] == 0) and np.all(dq[0, 1] == 0) and np.isinf(layer.lse[0, 1, 0])
+    assert np.all(np.isfinite(out)) and np.all(np.isfinite(dk)) and np.all(np.isfinite(dv))
+    assert np.all(dk[1, 3:] == 0) and np.all(dv[1, 3:] == 0)   # hidden keys get no gradient
+    _assert_same(TiledAttention(block_size=2), ScaledDotProductAttention(), (q, k, v, dout), mask=mask)
+
+
+def test_online_softmax_keeps_its_invariants_block_by_block():
+    """After each block, m is the prefix's maximum, l = sum exp(s - m) and o = sum exp(s - m) v over the
+    prefix; at the end out is softmax(s) v and lse is log sum exp(s), computed by hand here."""
+    rng = np.random.default_rng(3)
+    scores, values = rng.standard_normal(10) * 4, rng.standard_normal((10, 2))
+    row_max, row_sum, acc = np.array([[-np.inf]]), np.zeros((1, 1)), np.zeros((1, 2))
+    for end in (3, 6, 9, 10):
+        start = {3: 0, 6: 3, 9: 6, 10: 9}[end]
+        row_max, row_sum, acc = online_softmax_step(row_max, row_sum, acc, scores[None, start:end], values[start:end])
+        prefix = scores[:end]
+        assert row_max[0, 0] == prefix.max()
+        np.testing.assert_allclose(row_sum[0, 0], np.exp(prefix - prefix.max()).sum(), rtol=1e-13)
+        np.testing.assert_allclose(acc[0], np.exp(prefix - prefix.max()) @ values[:end], rtol=1e-13)
+    out, lse = online_softmax_result(row_max, row_sum, acc)
+    weights = np.exp(scores) / np.exp(scores).sum()
+    np.testing.assert_allclose(out[0], weights @ values, rtol=1e-13)
+    np.testing.assert_allclose(lse[0, 0], np.log(np.exp(scores).sum()), rtol=1e-13)
+
+
+def test_keeps_one_number_per_row_not_the_weights():
+    layer = TiledAttention(causal=True, block_size=4)
+    q, k, v, _ = _inputs(np.random.default_rng(4), (2, 3), 9, 9, 5, 6)
+    layer(q, k, v)
+    assert layer.lse.shape == (2, 3, 9, 1) and layer.out.shape == (2, 3, 9, 6)
+    assert not hasattr(layer, "alpha")
+    assert not any(isinstance(value, np.ndarray) and value.shape[-2:] == (9, 9) for value in vars(layer).values())
+
+
+def _peak_bytes(layer, T, causal=True):
+    """Peak bytes NumPy allocates during one forward and backward at length T (B = 1, H = 2, hs = 16)."""
+    q, k, v, dout = _inputs(np.random.default_rng(0), (1, 2), T, T, 16, 16)
+    tracemalloc.start()
+    layer(q, k, v)
+    layer.backward(dout)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def _fast_tiled():
+    """The fast tier's attention on its tiled path (absent from a student copy that assigns attention)."""
+    fast = pytest.importorskip("minitransformer.fast.attention", reason="the fast attention is left out of this copy")
+    layer = fast.FastScaledDotProductAttention(causal=True)
+    layer.tiled_from, layer.tile_size = 1, 64
+    return layer
+
+
+@pytest.mark.parametrize("make", [lambda: TiledAttention(causal=True, block_size=64), _fast_tiled],
+                         ids=["plain TiledAttention", "fast tiled form"])
+def test_memory_grows_linearly_with_length(make):
+    """Doubling T twice: plain attention's peak grows about 4x each time (the (T, T) weights); the tiled
+    layers' about 2x (q, k, v, out and their gradients)."""
+    plain = [_peak_bytes(ScaledDotProductAttention(causal=True), T) for T in (256, 512, 1024)]
+    tiled = [_peak_bytes(make(), T) for T in (256, 512, 1024)]
+    assert plain[2] / plain[1] > 3.5, f"plain attention's peaks {plain}: not quadratic, so this test sees nothing"
+    assert tiled[2] / tiled[1] < 2.3 and tiled[1] / tiled[0] < 2.3, f"tiled peaks {tiled} grow faster than T"
+    assert tiled[2] < plain[2] / 8
+
+
+@requires_torch
+@pytest.mark.parametrize("causal, Tq, Tk", [(False, 5, 7), (True, 7, 7), (True, 3, 8)])
+def test_matches_torch(causal, Tq, Tk):
+    """The definition, independently of our plain layer: torch's scaled_dot_product_attention (causal rule
+    aligned to the end of the keys: `causal_lower_right`)."""
+    from torch.nn.attention.bias import causal_lower_right
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((2, 3, T, 4)) for T in (Tq, Tk, Tk))
+
+    def reference(t, leaves):
+        return F.scaled_dot_product_attention(t[0], t[1], t[2], attn_mask=causal_lower_right(Tq, Tk) if causal else None)
+    assert_matches_torch(TiledAttention(causal=causal, block_size=3), [q, k, v], reference)
+
+
+def test_bad_input_names_the_layer():
+    q = np.ones((2, 5, 3))
+    for block_size in (0, 2.5, True, None):
+        with pytest.raises(ValueError, match="TiledAttention expected block_size an integer >= 1"):
+            TiledAttention(block_size=block_size)
+    layer = TiledAttention(block_size=2)
+    with pytest.raises(RuntimeError, match=r"TiledAttention.*backward\(\) called before forward\(\)"):
+        layer.backward(q)
+    with pytest.raises(ValueError, match=r"TiledAttention.*expected a bias broadcastable to \(2, 5, 5\), got \(4, 5\)"):
+        layer(q, q, q, bias=np.zeros((4, 5)))
+    with pytest.raises(TypeError, match="TiledAttention.*expected a bool mask"):
+        layer(q, q, q, mask=np.ones((5, 5)))
+    with pytest.raises(ValueError, match=r"TiledAttention.*expected a mask broadcastable to \(2, 5, 5\), got \(3, 5, 5\)"):
+        layer(q, q, q, mask=np.ones((3, 5, 5), dtype=bool))
+    with pytest.raises(ValueError, match="TiledAttention.*expected q"):
+        layer(q, np.ones((2, 5, 4)), q)
+    layer(q, q, q)
+    with pytest.raises(ValueError, match=r"TiledAttention.*backward expected dout of shape \(2, 5, 3\)"):
+        layer.backward(np.ones((2, 4, 3)))
+    assert rel_error(layer(q, q, q), ScaledDotProductAttention()(q, q, q)) < 1e-15
