@@ -142,21 +142,21 @@ class TiledAttention(ScaledDotProductAttention):
                 weights = np.exp(scores - self.lse[..., rows, :])              # 7-4. p, exactly softmax's weights
                 dv[..., cols, :] += np.swapaxes(weights, -1, -2) @ dout_block  # 5. (..., Bk, dv)
                 dweights = dout_block @ np.swapaxes(self.v[..., cols, :], -1, -2)   # 5. dp (..., Bq, Bk)
-                dscores = weights * (dweights - D[..., rows, :])               # 4. ds (..., Bq, Bk)
-                dscores = dscores * self.used_scale                            # 2.
-                dq[..., rows, :] += dscores @ self.k[..., cols, :]             # 1. (..., Bq, dk)
-                dk[..., cols, :] += np.swapaxes(dscores, -1, -2) @ q_block     # 1. (..., Bk, dk)
+                dtile = weights * (dweights - D[..., rows, :])                 # 4. ds (..., Bq, Bk)
+                dtile = self.used_scale * dtile                                # 2. d(q k^T) = scale ds
+                dq[..., rows, :] += dtile @ self.k[..., cols, :]               # 1. (..., Bq, dk)
+                dk[..., cols, :] += np.swapaxes(dtile, -1, -2) @ q_block       # 1. (..., Bk, dk)
         return dq, dk, dv
 
     def _tile_scores(self, q_block, rows, cols):
         """Steps 1-3 for one tile: scale q k^T, plus the bias, -inf where a key is masked; (..., Bq, Bk)."""
-        scores = q_block @ np.swapaxes(self.k[..., cols, :], -1, -2) * self.used_scale   # 1-2.
+        tile = q_block @ np.swapaxes(self.k[..., cols, :], -1, -2) * self.used_scale     # 1-2.
         if self.bias is not None:
-            scores = scores + self.bias[..., rows, cols]                       # 2b. constant score bias
+            tile = tile + self.bias[..., rows, cols]                           # 2b. constant score bias
         allowed = self._tile_allowed(rows, cols)
         if allowed is not None:
-            scores = np.where(allowed, scores, -np.inf)                        # 3. masked keys get -inf
-        return scores
+            tile = np.where(allowed, tile, -np.inf)                            # 3. masked keys get -inf
+        return tile
 
     def _tile_allowed(self, rows, cols):
         """The causal rule and the user's mask on one tile (bool, broadcastable to it), or None."""
@@ -202,7 +202,7 @@ def online_softmax_result(row_max, row_sum, acc):
     """
     seen = row_sum > 0                                                  # False: the row saw no key
     safe_sum = np.where(seen, row_sum, 1)                               # (..., Bq, 1)
-    shift = np.where(np.isfinite(row_max), row_max, 0)
+    shift = np.where(row_max > -np.inf, row_max, 0)                     # m, or 0 for a row with no key
     out = acc / safe_sum                                                # 6. out = o / l (0 if no key)
     lse = np.where(seen, shift + np.log(safe_sum), np.inf)              # 7. lse = m + log l
     return out, lse
