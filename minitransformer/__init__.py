@@ -67,6 +67,12 @@ from .training.trainer import TrainConfig, Trainer, TrainingDiverged
 from .training.parallel import WorkerTimeout
 from .tokenizers.checks import TokenizerConfigError
 
+# The modern (Llama-style) decoder (issue 28): RMSNorm, SiLU, SwiGLU; GPT(..., **LLAMA_STYLE)
+from .layers.activations import SiLU
+from .layers.rmsnorm import RMSNorm
+from .layers.swiglu import SwiGLU
+from .models.gpt import LLAMA_STYLE
+
 # 0.2's module paths (minitransformer.trainer, `from minitransformer import optim`, ...) for one more version.
 from . import _compat
 
@@ -77,9 +83,3 @@ def __getattr__(name):
     if name in _compat.OLD_PATHS and "." not in name:
         return _compat.import_moved(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-# The modern (Llama-style) decoder (issue 28): RMSNorm, SiLU, SwiGLU; GPT(..., **LLAMA_STYLE)
-from .layers.activations import SiLU
-from .layers.rmsnorm import RMSNorm
-from .layers.swiglu import SwiGLU
-from .models.gpt import LLAMA_STYLE
