@@ -72,6 +72,8 @@ from .layers.activations import SiLU
 from .layers.rmsnorm import RMSNorm
 from .layers.swiglu import SwiGLU
 from .models.gpt import LLAMA_STYLE
+# GPT-2's tokenizer byte for byte, from its two released files (issue 28)
+from .tokenizers.gpt2 import GPT2Tokenizer
 
 # 0.2's module paths (minitransformer.trainer, `from minitransformer import optim`, ...) for one more version.
 from . import _compat
