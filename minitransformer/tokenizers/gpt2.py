@@ -214,11 +214,14 @@ class GPT2Tokenizer:
         Args:
             text: str.
             allowed_special: the special tokens that are read as themselves (a set or tuple of their
-                strings, or "all"); any other occurrence of their characters is ordinary text.
+                strings, one string, or "all"); any other occurrence of their characters is ordinary text.
         """
         if not isinstance(text, str):
             raise TypeError(f"GPT2Tokenizer.encode expected a str, got {type(text).__name__}")
-        allowed = set(self.special_tokens) if allowed_special == "all" else set(allowed_special)
+        if isinstance(allowed_special, str):                    # "all", or one token's string
+            allowed = set(self.special_tokens) if allowed_special == "all" else {allowed_special}
+        else:
+            allowed = set(allowed_special)
         unknown = sorted(allowed - set(self.special_tokens))
         if unknown:
             raise ValueError(f"GPT2Tokenizer.encode: allowed_special {unknown} are not special tokens of this "
