@@ -9,12 +9,16 @@ configuration, AdamW, cosine schedule, character tokens, float32, fast kernels) 
   so that the two parameter counts are as close as they can be (SwiGLU has three matrices, and the
   Llama model has no position table and no biases to pay for).
 
+`--models gpt2-rope` adds a third arm, the GPT-2-style model with rotary positions instead of its table
+(8,192 parameters fewer): what RoPE alone does.
+
 The seed fixes both the initial weights and the batches, so a seed's two runs see the same windows.
 Reported: each run's final validation loss (`Trainer.evaluate`, `--eval-batches` windows), then each
 model's mean and spread (sample standard deviation, and min..max) over the seeds.
 
 Usage:
     python benchmarks/bench_modern_decoder.py [--text PATH] [--steps 2000] [--seeds 1 2 3] [--eval-batches 50]
+        [--models gpt2 llama gpt2-rope]
 """
 
 import argparse
@@ -35,6 +39,9 @@ from minitransformer.training.data import train_val_split
 from minitransformer.training.objectives import LanguageModelObjective
 from minitransformer.training.trainer import Trainer
 
+NAMES = {"gpt2": "GPT-2-style (LayerNorm, GELU, learned positions, biases)",
+         "llama": "Llama-style (RMSNorm, SwiGLU, RoPE, no biases)",
+         "gpt2-rope": "GPT-2-style with RoPE instead of the position table"}
 DEFAULT_TEXT = pathlib.Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tinyshakespeare.txt"
 
 
@@ -57,8 +64,11 @@ def matching_llama_width(config, vocab_size, target):
 def train_one(kind, config, data, vocab_size, llama_d_ff):
     """Train one model; return (final validation loss, parameter count, seconds)."""
     trainer = Trainer(config, *data, vocab_size, progress=False)
-    if kind == "llama":                                  # the same trainer, with the other model
-        trainer.model = llama_model(config, vocab_size, llama_d_ff)
+    if kind != "gpt2":                                   # the same trainer, with the other model
+        trainer.model = (llama_model(config, vocab_size, llama_d_ff) if kind == "llama" else
+                         GPT(vocab_size, config.d_model, config.n_heads, config.n_layers, config.d_ff,
+                             config.block_size, dtype=np.dtype(config.dtype), rng=config.seed,
+                             kernels=config.kernels, positional="rope"))
         trainer.optimizer = build_optimizer(trainer.model, config)
         trainer.objective = LanguageModelObjective(trainer.model, trainer.loss_fn)
     start = time.perf_counter()
@@ -78,6 +88,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=TrainConfig.max_steps, help="steps per run (the recipe's 2000)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--eval-batches", type=int, default=50, help="validation windows of the final evaluation")
+    parser.add_argument("--models", nargs="+", choices=sorted(NAMES), default=["gpt2", "llama"])
     args = parser.parse_args(argv)
     threadpool_limits(1)            # one BLAS thread: on a shared 2-core machine more threads only wait
     text = pathlib.Path(args.text).read_text(encoding="utf-8")
@@ -89,7 +100,7 @@ def main(argv=None):
     llama_d_ff = matching_llama_width(base, tokenizer.vocab_size, gpt2_params)
     print(f"recipe: TrainConfig() with max_steps = lr_decay_steps = {args.steps}, warmup {base.warmup_steps}; "
           f"seeds {args.seeds}; final validation loss over {args.eval_batches} windows", flush=True)
-    losses = {"gpt2": [], "llama": []}
+    losses = {kind: [] for kind in args.models}
     for seed in args.seeds:
         config = dataclasses.replace(base, seed=seed)
         for kind in losses:
@@ -98,9 +109,8 @@ def main(argv=None):
             width = llama_d_ff if kind == "llama" else base.d_ff
             print(f"seed {seed}  {kind:5s}  d_ff {width:3d}  {params:,} parameters  val loss {loss:.4f}  "
                   f"({seconds:.0f} s)", flush=True)
-    for kind, name in (("gpt2", "GPT-2-style (LayerNorm, GELU, learned positions, biases)"),
-                       ("llama", "Llama-style (RMSNorm, SwiGLU, RoPE, no biases)")):
-        print(f"{name:58s} {summary(losses[kind])}")
+    for kind in args.models:
+        print(f"{NAMES[kind]:58s} {summary(losses[kind])}")
     return 0
 
 
