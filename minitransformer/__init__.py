@@ -68,3 +68,11 @@ from .training.config import TrainConfig
 from .training.metrics import perplexity
 from .training.trainer import Trainer, TrainingDiverged, TrainingInterrupted
 from .tokenizers.checks import TokenizerConfigError
+
+# The modern (Llama-style) decoder (issue 28): RMSNorm, SiLU, SwiGLU; GPT(..., **LLAMA_STYLE)
+from .layers.activations import SiLU
+from .layers.rmsnorm import RMSNorm
+from .layers.swiglu import SwiGLU
+from .models.gpt import LLAMA_STYLE
+# GPT-2's tokenizer byte for byte, from its two released files (issue 28)
+from .tokenizers.gpt2 import GPT2Tokenizer

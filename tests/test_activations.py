@@ -1,8 +1,8 @@
-"""ReLU and GELU (layers/activations.py): everything that pins them, in one file.
+"""ReLU, GELU and SiLU (layers/activations.py): everything that pins them, in one file.
 
-* definition: PyTorch's `relu` and `gelu(approximate="tanh")` (parity, 1e-10); the erf GELU is a
-  different function;
-* gradients: the catalogue's ReLU and GELU rows against central differences (float64, 1e-7);
+* definition: PyTorch's `relu`, `gelu(approximate="tanh")` and `silu` (parity, 1e-10); the erf GELU is a
+  different function; SiLU stays finite where exp(-x) overflows;
+* gradients: the catalogue's ReLU, GELU and SiLU rows against central differences (float64, 1e-7);
 * float32: agrees with float64 to 1e-5;
 * bad input: GELU refuses an upstream gradient that would broadcast; backward before forward.
 """
@@ -15,9 +15,9 @@ from _catalogue import assert_gradients_match, case_id, catalogue_cases
 from _layer_checks import assert_backward_before_forward_is_refused, assert_float32_agrees_with_float64
 from _torch_parity import F, assert_matches_torch, requires_torch, torch
 
-from minitransformer import GELU, ReLU, rel_error
+from minitransformer import GELU, ReLU, SiLU, rel_error
 
-ACTIVATIONS = {"ReLU": ReLU, "GELU": GELU}
+ACTIVATIONS = {"ReLU": ReLU, "GELU": GELU, "SiLU": SiLU}
 
 
 # ---------------------------------------------------------------- definition
@@ -36,8 +36,23 @@ def test_gelu_is_the_tanh_approximation():
     assert rel_error(GELU()(x), exact_erf) > 1e-5          # the erf form is a different function
 
 
+@requires_torch
+def test_silu_matches_torch():
+    x = np.random.default_rng(5).standard_normal((4, 5, 6)) * 4
+    assert_matches_torch(SiLU(), [x], lambda t, leaves: F.silu(t[0]))
+
+
+def test_silu_by_hand_and_far_out_in_both_tails():
+    """x sigmoid(x) at a few points by hand; at -800 exp(-x) would overflow, SiLU gives 0 and warns of nothing."""
+    x = np.array([-800.0, -2.0, 0.0, 1.0, 800.0])
+    with np.errstate(all="raise"):
+        y = SiLU()(x)
+    np.testing.assert_allclose(y[1:4], [-2 / (1 + np.exp(2.0)), 0.0, 1 / (1 + np.exp(-1.0))], rtol=1e-14)
+    assert y[0] == 0.0 and y[4] == 800.0
+
+
 # ---------------------------------------------------------------- gradients
-@pytest.mark.parametrize("case", catalogue_cases("ReLU", "GELU"), ids=case_id)
+@pytest.mark.parametrize("case", catalogue_cases("ReLU", "GELU", "SiLU"), ids=case_id)
 def test_backward_matches_finite_differences(case):
     assert_gradients_match(case)
 

@@ -1,11 +1,12 @@
 """The Transformer block (layers/block.py): everything that pins it, in one file.
 
 * definition: PyTorch's `nn.TransformerEncoderLayer` with a causal mask, pre- and post-norm, ReLU and
-  GELU (parity, 1e-10);
+  GELU (parity, 1e-10); the Llama-style block (RMSNorm, SwiGLU, no biases) against the same sums
+  written with torch ops (`F.rms_norm`, `F.scaled_dot_product_attention`, `F.silu`);
 * gradients: the catalogue's TransformerBlock rows (pre-, post-norm, dropout, encoder with key padding)
   against central differences (float64, 1e-7);
 * float32: agrees with float64 to 1e-5;
-* bad input: an unknown norm; backward before forward.
+* bad input: an unknown norm, norm layer or activation; backward before forward.
 """
 
 import numpy as np
@@ -43,6 +44,30 @@ def test_transformer_block_is_torchs_encoder_layer_with_a_causal_mask(norm, acti
     assert_matches_torch(block, [rng.standard_normal((2, 6, 12))], forward)
 
 
+def _torch_llama_block(x, leaves, n_heads):
+    """h = x + attn(rms_norm(x)); y = h + swiglu(rms_norm(h)), causal, no biases, with torch ops."""
+    B, T, C = x.shape
+
+    def heads(y):
+        return y.reshape(B, T, n_heads, C // n_heads).transpose(1, 2)             # (B, H, T, hs)
+    normed = F.rms_norm(x, (C,), weight=leaves["ln1.gamma"], eps=1e-5)
+    q, k, v = (heads(normed @ leaves[f"attn.w_{name}"]) for name in "qkv")
+    attended = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+    h = x + attended @ leaves["attn.w_o"]
+    normed = F.rms_norm(h, (C,), weight=leaves["ln2.gamma"], eps=1e-5)
+    gated = F.silu(normed @ leaves["ff.w1.weight"]) * (normed @ leaves["ff.w3.weight"])
+    return h + gated @ leaves["ff.w2.weight"]
+
+
+@requires_torch
+def test_llama_style_block_is_the_same_sums_in_torch():
+    rng = np.random.default_rng(21)
+    block = shift_vectors(TransformerBlock(12, 3, 20, activation="swiglu", norm_layer="rmsnorm", bias=False, rng=rng),
+                          rng)
+    assert not any(name.endswith(("bias", "beta")) or "b_" in name for name, _ in block.named_parameters())
+    assert_matches_torch(block, [rng.standard_normal((2, 6, 12))], lambda t, leaves: _torch_llama_block(t[0], leaves, 3))
+
+
 # ---------------------------------------------------------------- gradients
 @pytest.mark.parametrize("case", catalogue_cases("TransformerBlock"), ids=case_id)
 def test_backward_matches_finite_differences(case):
@@ -61,6 +86,13 @@ def test_a_block_with_an_unknown_norm_is_refused():
         TransformerBlock(4, 2, 8, norm="sandwich")
     with pytest.raises(ValueError, match="TransformerBlock expected norm 'pre' or 'post', got 'middle'"):
         TransformerBlock(4, 2, 8, norm="middle")
+
+
+def test_an_unknown_norm_layer_or_activation_is_refused_naming_the_choices():
+    with pytest.raises(ValueError, match=r"TransformerBlock expected norm_layer in \['layernorm', 'rmsnorm'\], got 'rms'"):
+        TransformerBlock(4, 2, 8, norm_layer="rms")
+    with pytest.raises(ValueError, match=r"TransformerBlock expected activation in \['relu', 'gelu', 'swiglu'\], got 'geglu'"):
+        TransformerBlock(4, 2, 8, activation="geglu")
 
 
 def test_backward_before_forward_is_a_clear_error():

@@ -1,20 +1,26 @@
 """`python -m minitransformer sample`: continue a prompt with a trained checkpoint.
 
 Without --checkpoint it samples from the newest run under runs/ (commands/runs.py).
+With --gpt2 DIR it samples from a Hugging Face GPT-2 checkpoint folder instead
+(interop/gpt2_directory.py: config.json, model.safetensors, vocab.json, merges.txt).
 The options and the checkpoint are checked before the model is built: a bad
 value or a malformed checkpoint is one `error: ...` line, exit status 2.
 """
 
+import os
 import sys
 
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int
 
-HELP = "generate text from a checkpoint written by `train` (greedy, temperature, top-k)"
+HELP = "generate text from a checkpoint written by `train` or from GPT-2's weights (greedy, temperature, top-k)"
 
 
 def add_arguments(parser):
     parser.add_argument("--checkpoint", default=None,
                         help="directory written by `train` (default: the newest run, runs/latest)")
+    parser.add_argument("--gpt2", default=None, metavar="DIR",
+                        help="a Hugging Face GPT-2 checkpoint folder (config.json, model.safetensors, vocab.json, "
+                             "merges.txt) instead of --checkpoint")
     parser.add_argument("--prompt", default="\n",
                         help="text to continue, cropped to the model's last max_len tokens (default: a newline)")
     parser.add_argument("--max-new-tokens", type=non_negative_int, default=300, help="tokens to generate")
@@ -29,6 +35,57 @@ def run(args):
     import numpy as np
 
     from ..generation.sampling import sample_text
+    from ..training.checkpoint import CheckpointError
+
+    if args.gpt2 is not None and args.checkpoint is not None:
+        raise UsageError("--gpt2 and --checkpoint each name the model to sample from: give one of them")
+    try:
+        tokenizer, build = gpt2_source(args.gpt2) if args.gpt2 is not None else trained_source(args.checkpoint)
+        try:
+            prompt = tokenizer.encode(args.prompt)
+        except ValueError as error:
+            raise UsageError(f"--prompt {args.prompt!r} cannot be encoded with the model's tokenizer: "
+                             f"{error}") from None
+        if not prompt:
+            raise UsageError("--prompt is empty: sampling needs at least one token to continue")
+        model = build()                             # only now: the options and files are fine
+    except CheckpointError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    rng = np.random.default_rng(args.seed)
+    for index in range(args.num_samples):
+        text = sample_text(model, tokenizer, args.prompt, args.max_new_tokens, temperature=args.temperature,
+                           top_k=args.top_k, rng=rng)
+        print(text if args.num_samples == 1 else f"--- sample {index + 1} ---\n{text}")
+    return 0
+
+
+def gpt2_source(directory):
+    """(tokenizer, build) of a Hugging Face GPT-2 folder: build() reads the weights into a GPT.
+    Any fault in the folder is a UsageError naming --gpt2."""
+    from ..interop.gpt2_directory import check_gpt2_directory, load_gpt2_directory
+    from ..tokenizers.gpt2 import GPT2Tokenizer
+
+    def build():
+        try:
+            return load_gpt2_directory(directory, tokenizer=tokenizer)[0]
+        except (OSError, ValueError) as error:      # the folder's own errors, SafetensorsError
+            raise UsageError(f"--gpt2 {directory}: {error}") from None
+        except MemoryError:
+            raise UsageError(f"--gpt2 {directory}: the weights do not fit in this machine's memory") from None
+
+    try:
+        check_gpt2_directory(directory)
+        tokenizer = GPT2Tokenizer.from_files(os.path.join(directory, "vocab.json"),
+                                             os.path.join(directory, "merges.txt"))
+    except (OSError, ValueError) as error:          # a missing folder or file, TokenizerConfigError
+        raise UsageError(f"--gpt2 {directory}: {error}") from None
+    return tokenizer, build
+
+
+def trained_source(directory):
+    """(tokenizer, build) of a checkpoint written by `train` (default: the newest run): build() makes the
+    model and loads the weights. CheckpointError for a malformed checkpoint."""
     from ..training.checkpoint import (
         CheckpointError,
         check_training_meta,
@@ -39,35 +96,23 @@ def run(args):
     from ..training.config import build_model
     from .runs import RUNS_DIRECTORY, latest_run
 
-    directory = args.checkpoint if args.checkpoint is not None else latest_run()
+    directory = directory if directory is not None else latest_run()
     if directory is None:
         raise UsageError(f"no --checkpoint given and no run under {RUNS_DIRECTORY}/: train one first "
                          "(python -m minitransformer train) or pass --checkpoint DIR")
-    try:
-        meta, arrays = read_checkpoint(directory)
-        config = check_training_meta(meta, directory)
-        tokenizer = checkpoint_tokenizer(meta, directory)
-        try:
-            prompt = tokenizer.encode(args.prompt)
-        except ValueError as error:
-            raise UsageError(f"--prompt {args.prompt!r} cannot be encoded with the checkpoint's tokenizer: "
-                             f"{error}") from None
-        if not prompt:
-            raise UsageError("--prompt is empty: sampling needs at least one token to continue")
+    meta, arrays = read_checkpoint(directory)
+    config = check_training_meta(meta, directory)
+
+    def build():
         try:
             model = build_model(config, meta["model_config"]["vocab_size"])
         except (ValueError, TypeError) as error:
-            raise CheckpointError(f"checkpoint {directory}: its train_config does not build a model: {error}") from None
+            raise CheckpointError(f"checkpoint {directory}: its train_config does not build a model: "
+                                  f"{error}") from None
         except MemoryError:                         # e.g. a hand-edited d_model of 10**9
             raise CheckpointError(f"checkpoint {directory}: its train_config asks for a model too large for this "
                                   "machine's memory (was checkpoint.json edited?)") from None
         load_checkpoint(directory, model, contents=(meta, arrays))
-    except CheckpointError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    rng = np.random.default_rng(args.seed)
-    for index in range(args.num_samples):
-        text = sample_text(model, tokenizer, args.prompt, args.max_new_tokens, temperature=args.temperature,
-                           top_k=args.top_k, rng=rng)
-        print(text if args.num_samples == 1 else f"--- sample {index + 1} ---\n{text}")
-    return 0
+        return model
+
+    return checkpoint_tokenizer(meta, directory), build

@@ -36,6 +36,8 @@ EXERCISES = [
     Exercise("attention", ("ScaledDotProductAttention",), ("attention",)),
     Exercise("multihead", ("MultiHeadAttention",)),
     Exercise("crossentropy", ("CrossEntropyLoss",)),
+    Exercise("rmsnorm", ("RMSNorm",)),                              # the modern decoder (issue 28)
+    Exercise("swiglu", ("SwiGLU",)),
 ]
 
 

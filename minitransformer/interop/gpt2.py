@@ -27,8 +27,9 @@ width C; inside each block head h owns columns h*hs .. (h+1)*hs, exactly how
 
 Values may be NumPy arrays (e.g. `safetensors.numpy.load_file`) or PyTorch
 tensors (`torch.load`, `model.state_dict()`); neither library is imported here.
-Left out: the tokenizer (use `transformers.GPT2TokenizerFast` or `tiktoken`),
-untied output heads, and the per-layer attention scaling options of
+The tokenizer is `tokenizers/gpt2.py` (`GPT2Tokenizer`), and a whole Hugging Face
+folder (config, safetensors weights, tokenizer files) is read by `gpt2_directory.py`.
+Left out: untied output heads, and the per-layer attention scaling options of
 `GPT2Config`, which GPT-2 itself does not use (they raise an error).
 """
 

@@ -10,8 +10,13 @@ when p > 0, sits on each sublayer's output before the residual addition.
 In the backward pass a residual connection is just a sum: the gradient reaching
 h flows both straight through to x and through the sublayer, and the two add.
 
-Left out: parallel attention and feed-forward (GPT-J, PaLM), RMSNorm, and
-dropout on the attention weights themselves (GPT-2's attn_pdrop).
+The modern (Llama-style) block changes what sits in the sublayers, not where:
+`norm_layer="rmsnorm"` puts RMSNorm where LayerNorm was, `activation="swiglu"`
+replaces the feed-forward by the gated SwiGLU, and `bias=False` drops the
+biases of every linear map (notebook 16 shows the two blocks side by side).
+
+Left out: parallel attention and feed-forward (GPT-J, PaLM) and dropout on the
+attention weights themselves (GPT-2's attn_pdrop).
 """
 
 import numpy as np
@@ -22,14 +27,40 @@ from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
 from .multihead import MultiHeadAttention
+from .rmsnorm import RMSNorm
+from .swiglu import SwiGLU
 
 NORMS = ("pre", "post")
+NORM_LAYERS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+FEEDFORWARD_ACTIVATIONS = ("relu", "gelu", "swiglu")       # "swiglu": the gated SwiGLU sublayer
 
 
 def check_norm(norm, where):
     """Raise naming `where` unless norm is "pre" (LayerNorm inside each residual branch) or "post" (after the sum)."""
     if norm not in NORMS:
         raise ValueError(f"{where} expected norm 'pre' or 'post', got {norm!r}")
+
+
+def check_block_options(norm_layer, activation, where):
+    """Raise naming `where` unless norm_layer is "layernorm" or "rmsnorm" and activation one of
+    "relu", "gelu" (FeedForward) or "swiglu" (SwiGLU)."""
+    if norm_layer not in NORM_LAYERS:
+        raise ValueError(f"{where} expected norm_layer in {sorted(NORM_LAYERS)}, got {norm_layer!r}")
+    if activation not in FEEDFORWARD_ACTIVATIONS:
+        raise ValueError(f"{where} expected activation in {list(FEEDFORWARD_ACTIVATIONS)}, got {activation!r}")
+
+
+def make_norm(norm_layer, d_model, dtype):
+    """LayerNorm(d_model) or RMSNorm(d_model), by name (checked by `check_block_options`)."""
+    return NORM_LAYERS[norm_layer](d_model, dtype=dtype)
+
+
+def make_feedforward(d_model, d_ff, activation, bias, dtype, rng, init_std, out_std):
+    """SwiGLU for activation="swiglu", else FeedForward with that activation; `bias` for every linear map."""
+    if activation == "swiglu":
+        return SwiGLU(d_model, d_ff, bias=bias, dtype=dtype, rng=rng, init_std=init_std, out_std=out_std)
+    return FeedForward(d_model, d_ff, activation=activation, bias=bias, dtype=dtype, rng=rng,
+                       init_std=init_std, out_std=out_std)
 
 
 class TransformerBlock(Module):
@@ -40,7 +71,11 @@ class TransformerBlock(Module):
         norm: "pre" (default) or "post".
         causal: mask future positions in attention (a decoder block).
         dropout: drop probability on each sublayer output.
-        activation: "relu" or "gelu" in the feed-forward sublayer.
+        activation: "relu" or "gelu" in the feed-forward sublayer, or "swiglu" for the gated
+            SwiGLU sublayer (Llama) in its place.
+        norm_layer: "layernorm" (default) or "rmsnorm" (Llama), in both norm places.
+        bias: biases in every linear map: attention's four projections and the
+            feed-forward's (default True; Llama has none).
         dtype, rng: as everywhere.
         dropout_rng: generator for dropout masks (default: `rng`).
         attention_options: extra keyword arguments for MultiHeadAttention
@@ -55,18 +90,18 @@ class TransformerBlock(Module):
 
     def __init__(self, d_model, n_heads, d_ff, norm="pre", causal=True, dropout=0.0, activation="relu",
                  dtype=np.float64, rng=None, dropout_rng=None, attention_options=None, init_std=None,
-                 residual_std=None):
+                 residual_std=None, norm_layer="layernorm", bias=True):
         check_norm(norm, "TransformerBlock")
+        check_block_options(norm_layer, activation, "TransformerBlock")
         rng = as_generator(rng)
         dropout_rng = dropout_generator(rng, dropout_rng)
         self.norm = norm
-        self.ln1 = LayerNorm(d_model, dtype=dtype)
-        self.attn = MultiHeadAttention(d_model, n_heads, causal=causal, dtype=dtype, rng=rng, init_std=init_std,
-                                       out_std=residual_std, **(attention_options or {}))
+        self.ln1 = make_norm(norm_layer, d_model, dtype)
+        self.attn = MultiHeadAttention(d_model, n_heads, causal=causal, bias=bias, dtype=dtype, rng=rng,
+                                       init_std=init_std, out_std=residual_std, **(attention_options or {}))
         self.drop1 = Dropout(dropout, rng=dropout_rng)
-        self.ln2 = LayerNorm(d_model, dtype=dtype)
-        self.ff = FeedForward(d_model, d_ff, activation=activation, dtype=dtype, rng=rng, init_std=init_std,
-                              out_std=residual_std)
+        self.ln2 = make_norm(norm_layer, d_model, dtype)
+        self.ff = make_feedforward(d_model, d_ff, activation, bias, dtype, rng, init_std, residual_std)
         self.drop2 = Dropout(dropout, rng=dropout_rng)
 
     def forward(self, x, mask=None, cache=None):

@@ -31,6 +31,7 @@ class FeedForward(Module):
         d_model: C.
         d_ff: hidden width.
         activation: "relu" (the paper) or "gelu" (GPT-2).
+        bias: whether fc1 and fc2 add a bias (default True).
         dtype, rng: as everywhere.
         init_std: standard deviation of fc1's normal initial weights (default
             `Linear`'s, 1/sqrt(width in)).
@@ -40,12 +41,14 @@ class FeedForward(Module):
         fc1 Linear(C -> d_ff), act, fc2 Linear(d_ff -> C).
     """
 
-    def __init__(self, d_model, d_ff, activation="relu", dtype=np.float64, rng=None, init_std=None, out_std=None):
+    def __init__(self, d_model, d_ff, activation="relu", dtype=np.float64, rng=None, init_std=None, out_std=None,
+                 bias=True):
         rng = as_generator(rng)
         self.d_model, self.d_ff = d_model, d_ff
-        self.fc1 = Linear(d_model, d_ff, dtype=dtype, rng=rng, init_std=init_std)
+        self.fc1 = Linear(d_model, d_ff, bias=bias, dtype=dtype, rng=rng, init_std=init_std)
         self.act = make_activation(activation, "FeedForward")
-        self.fc2 = Linear(d_ff, d_model, dtype=dtype, rng=rng, init_std=init_std if out_std is None else out_std)
+        self.fc2 = Linear(d_ff, d_model, bias=bias, dtype=dtype, rng=rng,
+                          init_std=init_std if out_std is None else out_std)
 
     def forward(self, x):
         """x (..., C) -> (..., C)."""

@@ -24,6 +24,10 @@ position, and rows past max_len are computed when a longer input asks for them.
 Only learned positions (a table of max_len trained rows) refuse a longer input.
 `n_kv_heads` gives grouped-query attention and `window` a sliding attention window.
 
+A Llama-style decoder (Touvron et al. 2023) is the same model with three keywords and
+rotary positions: `GPT(..., positional="rope", norm_layer="rmsnorm", activation="swiglu",
+bias=False)` (`LLAMA_STYLE` lists them). `norm` stays the placement ("pre" in Llama too).
+
 Left out: GPT-2's dropout on the attention weights (attn_pdrop): dropout here
 acts after the embeddings and on each sublayer's output (resid_pdrop, embd_pdrop)
 only. Also left out: a padding mask (every sequence in a batch is full length).
@@ -36,10 +40,9 @@ import numpy as np
 from ..core.module import Module
 from ..core.random import as_generator, spawn_generator
 from ..fast import check_kernels, use_kernels
-from ..layers.block import TransformerBlock
+from ..layers.block import TransformerBlock, check_block_options, make_norm
 from ..layers.dropout import Dropout
 from ..layers.embedding import Embedding, check_token_batch
-from ..layers.layernorm import LayerNorm
 from ..layers.linear import Linear
 from ..layers.lm_head import TiedLMHead
 from ..layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
@@ -48,6 +51,8 @@ from . import FromConfig, config_dict
 
 POSITIONAL = ("learned", "sinusoidal", "rope", "alibi", "none")
 GPT2_INIT_STD = 0.02          # GPT-2's standard deviation of every initial weight matrix and table
+# What makes a GPT Llama-style (Touvron et al. 2023): GPT(..., **LLAMA_STYLE)
+LLAMA_STYLE = dict(positional="rope", norm_layer="rmsnorm", activation="swiglu", bias=False)
 
 
 @dataclass
@@ -63,10 +68,12 @@ class GPTConfig:
     positional: str = "learned"      # "learned" (GPT-2), "sinusoidal", "rope", "alibi" or "none"
     tie_weights: bool = True         # the output projection reuses the token-embedding matrix
     dropout: float = 0.0             # drop probability after the embeddings and on every sublayer's output
-    activation: str = "gelu"         # feed-forward nonlinearity: "gelu" (GPT-2) or "relu" (the 2017 paper)
+    activation: str = "gelu"         # feed-forward: "gelu" (GPT-2), "relu" (the 2017 paper) or "swiglu" (Llama's gated)
     dtype: str = "float64"           # "float64" (exact gradient checks) or "float32" (training speed)
     n_kv_heads: int | None = None    # key/value heads (None: n_heads; 1: multi-query attention)
     window: int | None = None        # None, or how many recent positions each query sees (sliding window)
+    norm_layer: str = "layernorm"    # which norm sits in the norm places: "layernorm" (GPT-2) or "rmsnorm" (Llama)
+    bias: bool = True                # biases in attention's and the feed-forward's linear maps (Llama: False)
 
 
 class GPT(FromConfig, Module):
@@ -87,20 +94,24 @@ class GPT(FromConfig, Module):
         window: None, or the number of most recent positions each query sees.
         tie_weights: share the token embedding with the output projection.
         dropout: drop probability after the embeddings and on every sublayer.
-        activation: "gelu" (GPT-2) or "relu".
+        activation: "gelu" (GPT-2), "relu", or "swiglu" (the gated feed-forward of Llama).
         dtype: float64 (default) or float32.
         rng: seed or Generator for the initial weights; dropout masks come from
             a generator derived from it (`dropout_rng`), so a seed fixes both.
         kernels: "plain" (default), the layers as the lecture derives them, or
             "fast", the same numbers from the fast tier (`minitransformer/fast/`).
+        norm_layer: "layernorm" (GPT-2) or "rmsnorm" (Llama), in every block and at the top.
+        bias: biases in every linear map of the blocks (default True; Llama has none). The
+            LM head has none either way.
     """
 
     CONFIG = GPTConfig
 
     def __init__(self, vocab_size, d_model, n_heads, n_layers, d_ff, max_len, norm="pre", positional="learned",
                  tie_weights=True, dropout=0.0, activation="gelu", dtype=np.float64, rng=None,
-                 n_kv_heads=None, window=None, kernels="plain"):
+                 n_kv_heads=None, window=None, kernels="plain", norm_layer="layernorm", bias=True):
         check_kernels(kernels, "GPT")
+        check_block_options(norm_layer, activation, "GPT")
         if positional not in POSITIONAL:
             raise ValueError(f"GPT expected positional in {POSITIONAL}, got {positional!r}")
         if n_heads <= 0 or d_model % n_heads:
@@ -121,9 +132,10 @@ class GPT(FromConfig, Module):
                                         activation=activation, dtype=dtype, rng=rng, dropout_rng=self.dropout_rng,
                                         attention_options=dict(n_kv_heads=n_kv_heads, window=window,
                                                                position=attention_position(positional, d_model, n_heads)),
-                                        init_std=init_std, residual_std=residual_std)
+                                        init_std=init_std, residual_std=residual_std, norm_layer=norm_layer,
+                                        bias=bias)
                        for _ in range(n_layers)]
-        self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.ln_f = make_norm(norm_layer, d_model, dtype) if norm == "pre" else None
         self.lm_head = (TiedLMHead(self.token_embedding) if tie_weights
                         else Linear(d_model, vocab_size, bias=False, dtype=dtype, rng=rng, init_std=init_std))
         use_kernels(self, kernels)

@@ -64,6 +64,10 @@ TRAIN_CONFIG_FIELDS_0_2 = ("block_size", "batch_size", "n_layers", "n_heads", "d
                            "decay_embeddings", "beta1", "beta2", "grad_clip", "eval_interval", "eval_batches",
                            "seed", "workers")
 
+# Model options added after a checkpoint format was fixed: a checkpoint written before lacks them, and they
+# then take the value every model had before (0.3's GPTs all used LayerNorm and biases; issue 28 added them).
+MODEL_CONFIG_ADDED = {"norm_layer": "layernorm", "bias": True}
+
 TRAINER_KEYS = ("train_config", "tokenizer", "history", "rng")     # what `Trainer.save` adds to a checkpoint
 
 
@@ -325,6 +329,7 @@ def checkpoint_tokenizer(meta, directory):
 
 
 def _config_differences(saved, current):
+    saved = {**{key: value for key, value in MODEL_CONFIG_ADDED.items() if key in current}, **saved}
     keys = sorted(set(saved) | set(current))
     return [f"{key}: checkpoint {saved.get(key)!r}, now {current.get(key)!r}"
             for key in keys if saved.get(key) != current.get(key)]

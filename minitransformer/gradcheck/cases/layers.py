@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.module import Module
-from ...layers.activations import GELU, ReLU
+from ...layers.activations import GELU, ReLU, SiLU
 from ...layers.attention import ScaledDotProductAttention
 from ...layers.block import TransformerBlock
 from ...layers.dropout import Dropout
@@ -27,8 +27,10 @@ from ...layers.lm_head import TiedLMHead
 from ...layers.loss import CrossEntropyLoss
 from ...layers.multihead import MultiHeadAttention
 from ...layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from ...layers.rmsnorm import RMSNorm
 from ...layers.softmax import Softmax
-from ...models.gpt import GPT
+from ...layers.swiglu import SwiGLU
+from ...models.gpt import GPT, LLAMA_STYLE
 
 
 @dataclass
@@ -146,9 +148,35 @@ def _layernorm_case(shape):
     return build
 
 
-def _block_case(norm, dropout_p):
+def _rmsnorm_case(shape):
     def build(rng):
-        block = TransformerBlock(8, 2, 12, norm=norm, dropout=dropout_p, activation="gelu", rng=rng)
+        layer = RMSNorm(shape[-1])
+        layer.gamma.data[...] = rng.standard_normal(shape[-1])
+        return layer, [_normal(rng, *shape)], None
+    return build
+
+
+def _swiglu_case(d_model, d_ff, shape, bias):
+    def build(rng):
+        layer = perturb(SwiGLU(d_model, d_ff, bias=bias, rng=rng), rng, 0.1)   # non-zero biases when present
+        return layer, [_normal(rng, *shape, d_model)], None
+    return build
+
+
+def _llama_gpt_case(with_loss):
+    def build(rng):
+        model = perturb(GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=10, max_len=6, rng=rng,
+                            **LLAMA_STYLE), rng, 0.3)
+        ids = rng.integers(0, 7, size=(2, 5))
+        if with_loss:
+            return WithLoss(model, rng.integers(0, 7, size=(2, 5))), [ids], None
+        return model, [ids], None
+    return build
+
+
+def _block_case(norm, dropout_p, activation="gelu", **modern):
+    def build(rng):
+        block = TransformerBlock(8, 2, 12, norm=norm, dropout=dropout_p, activation=activation, rng=rng, **modern)
         if dropout_p:
             def forward(x):
                 block.drop1.rng = block.drop2.rng = np.random.default_rng(7)
@@ -214,6 +242,17 @@ CASES = [
     GradcheckCase("GPT", "pre-norm, learned, tied, logits", _gpt_case("pre", "learned", True, False)),
     GradcheckCase("GPT", "post-norm, sinusoidal, untied, logits", _gpt_case("post", "sinusoidal", False, False)),
     GradcheckCase("GPT + loss", "pre-norm, learned, tied", _gpt_case("pre", "learned", True, True)),
+    # the modern (Llama-style) decoder's layers (issue 28)
+    GradcheckCase("RMSNorm", "x (2, 3, 6)", _rmsnorm_case((2, 3, 6))),
+    GradcheckCase("RMSNorm", "x (4, 5)", _rmsnorm_case((4, 5))),
+    GradcheckCase("SiLU", "x (2, 3, 4)", lambda rng: (SiLU(), [_normal(rng, 2, 3, 4) * 3], None)),
+    GradcheckCase("SiLU", "x (6,)", lambda rng: (SiLU(), [_normal(rng, 6) * 5], None)),
+    GradcheckCase("SwiGLU", "(2, 3, 4) -> 6, no bias", _swiglu_case(4, 6, (2, 3), False)),
+    GradcheckCase("SwiGLU", "(5, 3) -> 4, bias", _swiglu_case(3, 4, (5,), True)),
+    GradcheckCase("TransformerBlock", "pre-norm, rmsnorm, swiglu, no bias",
+                  _block_case("pre", 0.0, activation="swiglu", norm_layer="rmsnorm", bias=False)),
+    GradcheckCase("GPT (Llama-style)", "rope, rmsnorm, swiglu, no bias, logits", _llama_gpt_case(False)),
+    GradcheckCase("GPT (Llama-style) + loss", "rope, rmsnorm, swiglu, no bias", _llama_gpt_case(True)),
 ]
 
 # Catalogues added by other parts of the package: each module holds its own `CASES` list.

@@ -1,0 +1,130 @@
+"""A Hugging Face GPT-2 checkpoint folder (interop/gpt2_directory.py) and `sample --gpt2 DIR`.
+
+* definition: a small randomly initialised GPT-2 that `transformers` saves (config.json, model.safetensors)
+  with GPT-2's tokenizer files beside it loads into a GPT whose logits are Hugging Face's (float64, 1e-9),
+  and `sample --gpt2 DIR --temperature 0` continues a prompt with Hugging Face's greedy tokens; the weights
+  our NumPy reader gives are the `safetensors` package's;
+* bad input: a missing folder, a missing file, a config of another model, damaged weights, --gpt2 with
+  --checkpoint: one `error:` line, exit status 2, no traceback.
+
+Needs torch and transformers (`pip install -e ".[parity]"`) and GPT-2's tokenizer files for the first
+part; the bad-input tests need neither.
+"""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from _gpt2_files import MERGES, VOCAB, requires_gpt2_files
+from _torch_parity import requires_torch, torch
+from test_gpt2_bpe_training import TEXT
+from test_train_command import assert_one_error_line, cli
+
+from minitransformer import GPT2Tokenizer, rel_error
+from minitransformer.generation.sampling import generate
+from minitransformer.interop.gpt2_directory import load_gpt2_directory
+from minitransformer.interop.safetensors import load_safetensors
+
+try:
+    import transformers
+except ImportError:
+    transformers = None
+requires_transformers = pytest.mark.skipif(transformers is None, reason='transformers is missing: pip install -e ".[parity]"')
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    """A tiny random GPT-2 saved by transformers, with GPT-2's vocab.json and merges.txt beside it."""
+    folder = tmp_path_factory.mktemp("gpt2-tiny")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=50257, n_positions=24, n_embd=16, n_layer=2, n_head=2)
+    model = transformers.GPT2LMHeadModel(config).double().eval()
+    model.float().save_pretrained(folder, safe_serialization=True)
+    for path in (VOCAB, MERGES):
+        shutil.copy(path, folder / path.name)
+    return folder, model.double()
+
+
+@requires_torch
+@requires_transformers
+@requires_gpt2_files
+def test_the_folder_loads_into_hugging_faces_function(hf_folder):
+    folder, reference = hf_folder
+    model, tokenizer = load_gpt2_directory(folder, dtype=np.float64)
+    ids = tokenizer.encode("Hello, world! It's a test.")
+    with torch.no_grad():
+        expected = reference(torch.tensor([ids])).logits.numpy()
+    assert rel_error(model(np.array([ids])), expected) <= 1e-9
+
+
+@requires_torch
+@requires_transformers
+@requires_gpt2_files
+def test_our_reader_gives_the_safetensors_packages_arrays(hf_folder):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy", reason='safetensors is missing: pip install -e ".[gpt2]"')
+    ours, theirs = (read(hf_folder[0] / "model.safetensors") for read in (load_safetensors, safetensors_numpy.load_file))
+    assert set(ours) == set(theirs) and all(np.array_equal(ours[name], theirs[name]) for name in theirs)
+
+
+@requires_torch
+@requires_transformers
+@requires_gpt2_files
+def test_sample_gpt2_continues_with_hugging_faces_greedy_tokens(hf_folder, capsys):
+    folder, reference = hf_folder
+    tokenizer = GPT2Tokenizer.from_files(VOCAB, MERGES)
+    prompt = tokenizer.encode("The quick brown fox")
+    with torch.no_grad():
+        greedy = reference.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False,
+                                    attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                    pad_token_id=50256)[0].tolist()
+    model, _ = load_gpt2_directory(folder, dtype=np.float64)
+    assert generate(model, np.array(prompt), 6, temperature=0.0).tolist() == greedy
+    code, out, err = cli(["sample", "--gpt2", str(folder), "--prompt", "The quick brown fox", "--max-new-tokens", "6",
+                          "--temperature", "0"], capsys)
+    assert code == 0, err
+    assert out.rstrip("\n") == tokenizer.decode(greedy)
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.fixture()
+def small_folder(tmp_path):
+    """A folder with a small tokenizer and a config, but whatever weights a test writes."""
+    GPT2Tokenizer.train(TEXT, 300).save(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_head": 2}))
+    (tmp_path / "model.safetensors").write_bytes(b"\x10\0\0\0\0\0\0\0{}")
+    return tmp_path
+
+
+def _damage(folder, case):
+    if case == "missing folder":
+        shutil.rmtree(folder)
+    elif case == "missing weights":
+        (folder / "model.safetensors").unlink()
+    elif case == "another model":
+        (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    elif case == "config not json":
+        (folder / "config.json").write_text("{model_type: gpt2")
+    elif case == "merges damaged":
+        (folder / "merges.txt").write_text("#version: 0.2\na b c\n")
+
+
+BAD_FOLDERS = {"missing folder": "is not a directory", "missing weights": "lacks model.safetensors",
+               "another model": "expected a GPT-2 config (model_type 'gpt2'), got 'llama'",
+               "config not json": "config.json is not a JSON file", "truncated weights": "model.safetensors",
+               "merges damaged": "merges.txt, line 2: expected two tokens"}
+
+
+@pytest.mark.parametrize("case", list(BAD_FOLDERS))
+def test_a_bad_folder_is_one_error_line_exit_2(small_folder, case, capsys):
+    _damage(small_folder, case)
+    code, out, err = cli(["sample", "--gpt2", str(small_folder), "--prompt", "First", "--max-new-tokens", "2"], capsys)
+    assert code == 2 and not out
+    assert_one_error_line(err, f"--gpt2 {small_folder}", BAD_FOLDERS[case])
+
+
+def test_gpt2_and_checkpoint_together_are_refused(small_folder, capsys):
+    code, _, err = cli(["sample", "--gpt2", str(small_folder), "--checkpoint", str(small_folder)], capsys)
+    assert code == 2
+    assert_one_error_line(err, "--gpt2 and --checkpoint")
+
