@@ -293,14 +293,7 @@ def check_training_meta(meta, directory):
             "'tokenizer'", "null or an object with a 'kind' string")
     require(meta.get("run"), lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("options"), dict)),
             "'run'", "null or an object with the run's 'options'")
-    history = require(meta.get("history"), lambda v: isinstance(v, dict), "'history'", "an object")
-    for key in ("step", "loss", "lr"):
-        require(history.get(key), lambda v: isinstance(v, list) and all(type(x) in (int, float) for x in v),
-                f"history.{key}", "a list of numbers")
-    for key, measure, absent in (("eval", "loss", None), ("perplexity", "perplexity", [])):   # 0.3 kept no perplexity
-        require(history.get(key, absent), lambda v: isinstance(v, list) and all(
-            isinstance(row, list) and len(row) == 3 and all(type(x) in (int, float) for x in row) for row in v),
-            f"history.{key}", f"a list of [step, train {measure}, validation {measure}] rows")
+    _check_history(require(meta.get("history"), lambda v: isinstance(v, dict), "'history'", "an object"), require)
     rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
     for key in ("data", "dropout"):
         try:
@@ -308,6 +301,17 @@ def check_training_meta(meta, directory):
         except (TypeError, ValueError, KeyError, OverflowError) as error:
             raise CheckpointError(f"{where}: rng.{key} is not the state of a PCG64 generator ({error})") from None
     return TrainConfig(**config)
+
+
+def _check_history(history, require):
+    """The training history's lists: per step (step, loss, lr) and per evaluation (eval, perplexity rows)."""
+    for key in ("step", "loss", "lr"):
+        require(history.get(key), lambda v: isinstance(v, list) and all(type(x) in (int, float) for x in v),
+                f"history.{key}", "a list of numbers")
+    for key, measure, absent in (("eval", "loss", None), ("perplexity", "perplexity", [])):   # 0.3 kept no perplexity
+        require(history.get(key, absent), lambda v: isinstance(v, list) and all(
+            isinstance(row, list) and len(row) == 3 and all(type(x) in (int, float) for x in row) for row in v),
+            f"history.{key}", f"a list of [step, train {measure}, validation {measure}] rows")
 
 
 def checkpoint_tokenizer(meta, directory):
