@@ -67,6 +67,9 @@ from .training.trainer import TrainConfig, Trainer, TrainingDiverged
 from .training.parallel import WorkerTimeout
 from .tokenizers.checks import TokenizerConfigError
 
+# The rest of the lectures' systems (issue 30): WordPiece, T5 and BART objectives, InstructGPT, in-context learning
+from .tokenizers.wordpiece import WordPieceTokenizer
+
 # 0.2's module paths (minitransformer.trainer, `from minitransformer import optim`, ...) for one more version.
 from . import _compat
 

@@ -2,6 +2,7 @@
 
 * `CharTokenizer` (`char.py`): one id per distinct character of the training text.
 * `BPETokenizer` (`bpe/`): byte-level byte-pair encoding, the lecture's merges.
+* `WordPieceTokenizer` (`wordpiece.py`): BERT's WordPiece, merges by likelihood score (not stored in checkpoints).
 * `make_tokenizer` trains either kind; `tokenizer_from_config` rebuilds one from the
   dictionary its `to_config()` wrote (checkpoints store it). The dictionary is untrusted
   and checked first (`checks.py`); a malformed one raises `TokenizerConfigError`, a ValueError.
@@ -10,8 +11,10 @@
 from .bpe import BPETokenizer
 from .char import CharTokenizer
 from .checks import TokenizerConfigError, short_repr
+from .wordpiece import WordPieceTokenizer
 
-__all__ = ["BPETokenizer", "CharTokenizer", "TokenizerConfigError", "make_tokenizer", "tokenizer_from_config"]
+__all__ = ["BPETokenizer", "CharTokenizer", "TokenizerConfigError", "WordPieceTokenizer", "make_tokenizer",
+           "tokenizer_from_config"]
 
 
 def make_tokenizer(kind, text, vocab_size=None):
