@@ -69,6 +69,8 @@ from .tokenizers.checks import TokenizerConfigError
 
 # The rest of the lectures' systems (issue 30): WordPiece, T5 and BART objectives, InstructGPT, in-context learning
 from .tokenizers.wordpiece import WordPieceTokenizer
+from .training.denoising import (DenoisingTask, span_corruption, text_infilling, token_deletion,
+                                 token_masking)
 
 # 0.2's module paths (minitransformer.trainer, `from minitransformer import optim`, ...) for one more version.
 from . import _compat

@@ -14,4 +14,5 @@ layers, models, generation):
     parallel.py     data parallelism: a batch's forward and backward split over processes
     trainer.py      the GPT trainer: the loop, evaluation, the loss curve, resuming
     encdec.py       the encoder-decoder's training run and its evaluation by decoding
+    denoising.py    T5's span corruption and BART's noising functions as data transforms (DenoisingTask)
 """
