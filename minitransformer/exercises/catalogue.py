@@ -55,6 +55,9 @@ EXERCISES = [
     Exercise("attention", ("ScaledDotProductAttention",), ("attention",)),
     Exercise("multihead", ("MultiHeadAttention",)),
     Exercise("crossentropy", ("CrossEntropyLoss",)),
+    Exercise("ranking_loss", ("PairwiseRankingLoss",)),             # InstructGPT's reward model (issue 30)
+    Exercise("clipped_surrogate", ("ClippedSurrogateLoss",)),      # PPO's clipped objective
+    Exercise("value_loss", ("ValueLoss",)),                         # PPO's value head
 ]
 
 

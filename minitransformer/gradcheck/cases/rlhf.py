@@ -19,11 +19,12 @@ from .layers import GradcheckCase, perturb
 CLIP = 0.2
 
 
-def _away_from_clip_edges(logp, logp_old):
-    """Shift logp_old so that no ratio exp(logp - logp_old) lies within 0.01 of 1 - CLIP or 1 + CLIP."""
-    ratio = np.exp(logp - logp_old)
-    near = (np.abs(ratio - (1 - CLIP)) < 0.01) | (np.abs(ratio - (1 + CLIP)) < 0.01)
-    return logp_old + near * 0.05
+def _away_from_clip_edges(fixed, moved):
+    """Shift `moved` so that no ratio exp(+-(moved - fixed)) lies within 0.01 of 1 - CLIP or 1 + CLIP."""
+    near = np.zeros(np.shape(fixed), dtype=bool)
+    for ratio in (np.exp(moved - fixed), np.exp(fixed - moved)):
+        near |= (np.abs(ratio - (1 - CLIP)) < 0.01) | (np.abs(ratio - (1 + CLIP)) < 0.01)
+    return moved + near * 0.05
 
 
 def _ranking_case(B):
@@ -33,19 +34,22 @@ def _ranking_case(B):
 
 
 def _clipped_case(shape, masked):
+    """The rollout's numbers (logp_old, advantages, mask) are fixed by the case, not drawn from `rng`: the
+    grader rebuilds a case with its own generator and hands it only the inputs (`exercises/runner.py`)."""
     def build(rng):
+        fixed = np.random.default_rng(30)
+        logp_old, advantages = -fixed.uniform(0.1, 3.0, size=shape), fixed.standard_normal(shape)
+        mask = fixed.random(shape) < 0.7 if masked else None
+        logp = _away_from_clip_edges(logp_old, logp_old + rng.uniform(-0.6, 0.6, size=shape))   # ratios 0.55 .. 1.8
         loss = ClippedSurrogateLoss(CLIP)
-        logp = -rng.uniform(0.1, 3.0, size=shape)
-        logp_old = _away_from_clip_edges(logp, logp + rng.uniform(-0.6, 0.6, size=shape))   # ratios 0.55 .. 1.8
-        advantages = rng.standard_normal(shape)
-        mask = rng.random(shape) < 0.7 if masked else None
         return loss, [logp], lambda logp: loss.forward(logp, logp_old, advantages, mask)
     return build
 
 
 def _value_loss_case(shape):
     def build(rng):
-        loss, returns, mask = ValueLoss(), rng.standard_normal(shape), rng.random(shape) < 0.6
+        fixed = np.random.default_rng(31)                      # fixed targets, as in _clipped_case
+        loss, returns, mask = ValueLoss(), fixed.standard_normal(shape), fixed.random(shape) < 0.6
         return loss, [rng.standard_normal(shape)], lambda values: loss.forward(values, returns, mask)
     return build
 
