@@ -66,10 +66,10 @@ class EvenDigitsTask:
         return (self.answers(ids) % 2 == 0).sum(axis=1)
 
     def counting_accuracy(self, ids):
-        """The fraction of answer digits that count on correctly from the digit before them."""
+        """The fraction of answer digits equal to the count from the prompt's last digit (d + 1, d + 2, ...)."""
         ids = np.asarray(ids)
-        previous = np.concatenate([ids[:, 2:3], ids[:, self.prompt_len:-1]], axis=1)
-        return float(np.mean(self.answers(ids) == (previous + 1) % 10))
+        counted = (ids[:, 2:3] + np.arange(1, ids.shape[1] - self.prompt_len + 1)) % 10
+        return float(np.mean(self.answers(ids) == counted))
 
     def ranked_pairs(self, n):
         """(chosen, rejected) int (n, T): two demonstrations of one prompt, ranked by the labelers (ties redrawn)."""
