@@ -63,6 +63,11 @@ class GPTClassifier(Module):
         hidden = self.gpt.hidden(ids)                       # (B, T, C); the GPT checks ids and max_len
         return self.gpt.lm_head(hidden), self.classifier(hidden[:, -1])          # h_l^m, the last position
 
+    @property
+    def hidden_states(self):
+        """The GPT's per-layer features of the last forward (`GPT.hidden_states`)."""
+        return self.gpt.hidden_states
+
     def backward(self, dout):
         """dout = (dlm_logits (B, T, V), dclass_logits (B, n_classes)) -> None.
 
