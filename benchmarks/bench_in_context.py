@@ -41,12 +41,11 @@ def main(argv=None):
         parser.error(f"{args.out} exists; pass --force to overwrite it")
     task = in_context.KeyValueTask(args.keys, args.values, args.pairs, rng=args.seed)
     model = GPT(task.vocab_size, max_len=2 * args.pairs, dtype=np.float32, rng=args.seed, kernels="fast", **CONFIG)
-    started, losses = time.time(), []
-    for chunk in range(0, args.steps, 100):
-        losses += in_context.train_in_context(model, task, min(100, args.steps - chunk), args.batch_size, args.lr,
-                                   warmup=50 if chunk == 0 else 1)
-        print(f"step {len(losses):5d}  loss {np.mean(losses[-100:]):.3f}  {time.time() - started:.0f} s", flush=True)
-    accuracy = in_context.in_context_accuracy(model, in_context.KeyValueTask(args.keys, args.values, args.pairs, rng=args.seed + 1))
+    started = time.time()
+    losses = in_context.train_in_context(model, task, args.steps, args.batch_size, args.lr, log_every=100,
+                                         log=lambda line: print(f"{line}  {time.time() - started:.0f} s", flush=True))
+    held_out = in_context.KeyValueTask(args.keys, args.values, args.pairs, rng=args.seed + 1)
+    accuracy = in_context.in_context_accuracy(model, held_out)
     print("accuracy by pairs shown:", np.round(accuracy["by_pair"], 2), f"seen {accuracy['seen']:.3f}",
           f"new {accuracy['new']:.3f}")
     print("induction score (layer x head):", np.round(in_context.induction_scores(model, task), 3).tolist())

@@ -61,14 +61,19 @@ class KeyValueTask:
         return np.tril(same, k=-1).any(axis=2)
 
 
-def train_in_context(model, task, steps, batch_size=64, lr=1e-2, warmup=50):
-    """Train `model` (a GPT with vocab_size >= task.vocab_size) on fresh batches; returns the loss per step."""
+def train_in_context(model, task, steps, batch_size=64, lr=1e-2, warmup=50, log_every=0, log=print):
+    """Train `model` (a GPT with vocab_size >= task.vocab_size) on fresh batches; returns the loss per step.
+
+    The rate rises linearly over `warmup` steps; `log_every` > 0 prints the mean loss that often, with `log`.
+    """
     objective = LanguageModelObjective(model, CrossEntropyLoss(ignore_index=-1))
     optimizer = Adam(objective.parameters(), lr=lr)
     losses = []
     for step in range(steps):
         x, y, _ = task.batch(batch_size)
         losses.append(train_step(objective, optimizer, (x, y), lr * min(1.0, (step + 1) / warmup), 1.0))
+        if log_every and (step + 1) % log_every == 0:
+            log(f"step {step + 1:5d}  loss {np.mean(losses[-log_every:]):.3f}")
     return losses
 
 
