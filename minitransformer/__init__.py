@@ -71,6 +71,7 @@ from .tokenizers.checks import TokenizerConfigError
 from .tokenizers.wordpiece import WordPieceTokenizer
 from .training.denoising import (DenoisingTask, span_corruption, text_infilling, token_deletion,
                                  token_masking)
+from .variants.relative_values import RelativeValueAttention
 
 # 0.2's module paths (minitransformer.trainer, `from minitransformer import optim`, ...) for one more version.
 from . import _compat
