@@ -13,8 +13,8 @@ The model is scored on the values only.
 
 * `train_in_context`: the LM loss on the values, Adam, a short warm-up;
 * `in_context_accuracy`: accuracy at each pair index, and apart for keys seen before and keys new to the sequence;
-* `induction_scores`: per layer and head, the mean attention from a repeated key to the value that followed
-  its previous occurrence (the induction head's signature; a head attending uniformly would score about 1/T).
+* `induction_scores`: per layer and head, the attention a repeated key puts on the values that followed its
+  earlier occurrences (the induction head's signature; a head attending uniformly scores far lower).
 
 Token layout: keys are ids 0 .. n_keys - 1, values n_keys .. n_keys + n_values - 1.
 """
@@ -92,21 +92,25 @@ def in_context_accuracy(model, task, n_sequences=500):
 
 
 def induction_scores(model, task, n_sequences=200):
-    """(n_layers, H): mean attention from each repeated key to the value after its previous occurrence.
+    """(n_layers, H): the attention each repeated key puts on the values that followed its earlier occurrences.
 
-    Reads the attention weights each block keeps after its forward (`attn.attention.alpha`, (B, H, T, T)).
+    In this task every earlier occurrence of a key was followed by the same value, so an induction head may
+    spread its weight over all of them; the score sums it. A head attending uniformly scores (number of
+    earlier occurrences) / T on average. Reads the attention weights each block keeps after its forward
+    (`attn.attention.alpha`, (B, H, T, T)).
     """
     x, _, keys = task.batch(n_sequences)
     with model.evaluating():
         model(x)
     B, N = keys.shape
-    rows, queries, targets = [], [], []
+    targets = np.zeros((B, 2 * N - 1, 2 * N - 1), dtype=bool)      # [b, query, key position] to sum over
     for b in range(B):
         for n in range(1, N):
-            earlier = np.flatnonzero(keys[b, :n] == keys[b, n])
-            if earlier.size:
-                rows.append(b)
-                queries.append(2 * n)                       # the key's position
-                targets.append(2 * earlier[-1] + 1)         # the value after its last earlier occurrence
-    weights = [block.attn.attention.alpha[rows, :, queries, targets] for block in model.blocks]   # each (M, H)
-    return np.array([w.mean(axis=0) for w in weights])
+            for earlier in np.flatnonzero(keys[b, :n] == keys[b, n]):
+                targets[b, 2 * n, 2 * earlier + 1] = True          # the key's position -> the value after an earlier copy
+    repeated = targets.any(axis=2)                                   # (B, T) queries that are repeated keys
+    scores = []
+    for block in model.blocks:
+        on_targets = (block.attn.attention.alpha * targets[:, None]).sum(axis=-1)    # (B, H, T)
+        scores.append(on_targets.transpose(0, 2, 1)[repeated].mean(axis=0))          # (H,)
+    return np.array(scores)
