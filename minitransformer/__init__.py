@@ -76,3 +76,9 @@ from .layers.swiglu import SwiGLU
 from .models.gpt import LLAMA_STYLE
 # GPT-2's tokenizer byte for byte, from its two released files (issue 28)
 from .tokenizers.gpt2 import GPT2Tokenizer
+
+# The rest of the lectures' systems (issue 30): WordPiece, T5 and BART objectives, InstructGPT, in-context learning
+from .tokenizers.wordpiece import WordPieceTokenizer
+from .training.denoising import (DenoisingTask, span_corruption, text_infilling, token_deletion,
+                                 token_masking)
+from .variants.relative_values import RelativeValueAttention

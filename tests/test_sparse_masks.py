@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import ScaledDotProductAttention, causal_mask, fixed_masks, longformer_mask, strided_masks
+from minitransformer.variants.sliding_window import band_mask
 
 
 def _reach(first, second):
@@ -47,6 +48,24 @@ def test_longformer_window_and_global_tokens():
     np.testing.assert_array_equal(mask, mask.T)
 
 
+def test_longformer_dilated_window_by_hand_and_equal_to_the_band_without_dilation():
+    assert set(np.flatnonzero(longformer_mask(9, 4, dilation=2)[4])) == {0, 2, 4, 6, 8}
+    assert set(np.flatnonzero(longformer_mask(9, 4, dilation=3)[1])) == {1, 4, 7}
+    np.testing.assert_array_equal(longformer_mask(7, 4, dilation=1), band_mask(7, 7, 3, causal=False))
+
+
+@pytest.mark.parametrize("layers, window, dilation", [(1, 4, 2), (3, 4, 3), (2, 6, 2)])
+def test_stacked_dilated_windows_reach_layers_times_dilation_times_window(layers, window, dilation):
+    """Beltagy et al. §3.1: l layers of a dilated window of w positions reach l * d * w positions in all."""
+    T = 2 * layers * window * dilation + 3
+    mask = longformer_mask(T, window, dilation=dilation).astype(int)
+    reach = np.linalg.matrix_power(mask, layers) > 0                    # connected through `layers` hops
+    middle = T // 2
+    offsets = np.flatnonzero(reach[middle]) - middle
+    assert offsets.max() - offsets.min() == layers * dilation * window
+    assert np.all(offsets % dilation == 0)                              # one dilated head alone skips the rest
+
+
 def test_two_heads_with_different_patterns_in_one_attention_call():
     local, strided = strided_masks(6, 2)
     q = np.random.default_rng(0).standard_normal((1, 2, 6, 3))
@@ -63,3 +82,5 @@ def test_bad_arguments_are_named():
         fixed_masks(4, 2, summary=3)
     with pytest.raises(ValueError, match=r"global positions in \[0, 4\)"):
         longformer_mask(4, 2, global_positions=[4])
+    with pytest.raises(ValueError, match="longformer_mask expected dilation an integer >= 1, got 0"):
+        longformer_mask(4, 2, dilation=0)

@@ -38,6 +38,9 @@ EXERCISES = [
     Exercise("crossentropy", ("CrossEntropyLoss",)),
     Exercise("rmsnorm", ("RMSNorm",)),                              # the modern decoder (issue 28)
     Exercise("swiglu", ("SwiGLU",)),
+    Exercise("ranking_loss", ("PairwiseRankingLoss",)),             # InstructGPT's reward model (issue 30)
+    Exercise("clipped_surrogate", ("ClippedSurrogateLoss",)),      # PPO's clipped objective
+    Exercise("value_loss", ("ValueLoss",)),                         # PPO's value head
 ]
 
 

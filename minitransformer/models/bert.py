@@ -116,6 +116,11 @@ class BertMLM(FromConfig, Module):
             return mlm_logits
         return mlm_logits, self.nsp_head(hidden[:, 0])                          # (B, 2) from [CLS]
 
+    @property
+    def hidden_states(self):
+        """The encoder's per-layer features of the last forward (`TransformerEncoder.hidden_states`)."""
+        return self.encoder.hidden_states
+
     def backward(self, dout):
         """dout: dmlm (B, T, V), or (dmlm, dnsp (B, 2)) when nsp. Returns None (ids are integers)."""
         dmlm, dnsp = dout if self.nsp else (dout, None)

@@ -134,13 +134,18 @@ class TransformerEncoder(FromConfig, Module):
     def forward(self, ids):
         """ids int (B, T) -> hidden states (B, T, C); rows at padded positions are computed but meaningless.
 
+        Also sets `hidden_states`: the embeddings and the output of every block, n_layers + 1 arrays (B, T, C),
+        before the final LayerNorm (pre-norm only); Kumar's BERT slides compare them as features.
+
         An empty batch or sequence (B = 0 or T = 0) is refused with a ValueError, as by every model.
         """
         ids = check_token_batch(ids, self.vocab_size, repr(self))
         mask = self.padding_mask(ids)
         x = self.embed(ids)                                              # (B, T, C)
+        self.hidden_states = [x]                                         # per-layer features, as GPT.hidden
         for block in self.blocks:
             x = block(x, mask=mask)                                      # (B, T, C)
+            self.hidden_states.append(x)
         return x if self.ln_f is None else self.ln_f(x)
 
     def backward(self, dh):

@@ -158,6 +158,8 @@ class GPT(FromConfig, Module):
     def hidden(self, ids, cache=None):
         """ids int (B, T) -> hidden states (B, T, C): everything below the LM head.
 
+        Also sets `hidden_states`: the input of the first block and the output of every block, n_layers + 1
+        arrays (B, T, C), before the final LayerNorm (the features of each layer; Kumar's BERT slides).
         `forward` and the fine-tuning classifier (gpt_classifier.py) both build on it, so
         the checks of the ids, the cache and max_len live here.
         """
@@ -172,8 +174,10 @@ class GPT(FromConfig, Module):
         if self.position is not None:
             x = self.position(x, start=start)
         x = self.drop(x)
+        self.hidden_states = [x]                                        # per-layer features (Kumar, BERT slides)
         for index, block in enumerate(self.blocks):
             x = block(x, cache=None if cache is None else cache[index])   # (B, T, C)
+            self.hidden_states.append(x)
         return x if self.ln_f is None else self.ln_f(x)                 # (B, T, C)
 
     def hidden_backward(self, dhidden):

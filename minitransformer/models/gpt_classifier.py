@@ -18,8 +18,11 @@ L1 is the ordinary left-to-right objective of GPT; the note calls it a
 
 The backward pass meets the two losses at the final hidden states: the LM
 head sends a gradient to every position, the classifier adds its own to the
-last one. Left out: padding (all inputs of a batch have the same length) and
-the delimiter/extract tokens of the paper's input transformations.
+last one. Padded batches: `lengths` (B,) names each row's real length; the
+classifier reads the hidden state at position lengths - 1 (the extract token
+of the paper's input transformations, `training/finetune_inputs.py`), and the
+LM loss skips the padding. Causal attention keeps right padding out of every
+earlier position, so no mask is needed.
 """
 
 import numpy as np
@@ -32,10 +35,25 @@ from ..layers.loss import CrossEntropyLoss
 from .gpt import GPT
 
 
-def next_token_targets(ids, ignore_index=-1):
-    """ids int (B, T) -> the next token at every position, int (B, T); the last has none (ignore_index)."""
+def next_token_targets(ids, ignore_index=-1, lengths=None):
+    """ids int (B, T) -> the next token at every position, int (B, T); the last has none (ignore_index),
+    nor has any position at or after lengths - 1 of a padded row (lengths (B,) or None: every row full)."""
     ids = np.asarray(ids)
-    return np.concatenate([ids[:, 1:], np.full((len(ids), 1), ignore_index, dtype=ids.dtype)], axis=1)
+    targets = np.concatenate([ids[:, 1:], np.full((len(ids), 1), ignore_index, dtype=ids.dtype)], axis=1)
+    if lengths is not None:
+        targets[np.arange(ids.shape[1])[None, :] >= np.asarray(lengths)[:, None] - 1] = ignore_index
+    return targets
+
+
+def extract_positions(ids, lengths, where):
+    """The position each row is classified at: lengths - 1, or T - 1 for every row when lengths is None."""
+    B, T = np.shape(ids)
+    if lengths is None:
+        return np.full(B, T - 1)
+    lengths = np.asarray(lengths)
+    if lengths.shape != (B,) or not np.issubdtype(lengths.dtype, np.integer) or lengths.min() < 1 or lengths.max() > T:
+        raise ValueError(f"{where} expected lengths, integers (B,) = ({B},) in 1..{T}, got {lengths!r}")
+    return lengths - 1
 
 
 class GPTClassifier(Module):
@@ -54,14 +72,21 @@ class GPTClassifier(Module):
         self.gpt, self.n_classes = gpt, n_classes
         self.classifier = Linear(gpt.config["d_model"], n_classes, dtype=dtype, rng=as_generator(rng))
 
-    def forward(self, ids):
-        """ids int (B, T) -> (lm_logits (B, T, V), class_logits (B, n_classes)).
+    def forward(self, ids, lengths=None):
+        """ids int (B, T), lengths int (B,) or None (no padding) -> (lm_logits (B, T, V), class_logits (B, n_classes)).
 
         An empty batch or sequence (B = 0 or T = 0) is refused with a ValueError, as by every model.
         """
         ids = check_token_batch(ids, self.gpt.vocab_size, repr(self))
+        self.extract = extract_positions(ids, lengths, repr(self))                  # (B,)
         hidden = self.gpt.hidden(ids)                       # (B, T, C); the GPT checks ids and max_len
-        return self.gpt.lm_head(hidden), self.classifier(hidden[:, -1])          # h_l^m, the last position
+        last = hidden[np.arange(len(ids)), self.extract]                            # (B, C) h_l^m, the last real token
+        return self.gpt.lm_head(hidden), self.classifier(last)
+
+    @property
+    def hidden_states(self):
+        """The GPT's per-layer features of the last forward (`GPT.hidden_states`)."""
+        return self.gpt.hidden_states
 
     def backward(self, dout):
         """dout = (dlm_logits (B, T, V), dclass_logits (B, n_classes)) -> None.
@@ -71,7 +96,7 @@ class GPTClassifier(Module):
         dlm_logits, dclass_logits = dout
         gpt = self.gpt
         dhidden = gpt.lm_head.backward(dlm_logits).copy()                        # (B, T, C)
-        dhidden[:, -1] += self.classifier.backward(dclass_logits)
+        dhidden[np.arange(len(dhidden)), self.extract] += self.classifier.backward(dclass_logits)
         gpt.hidden_backward(dhidden)
         return None
 
@@ -91,11 +116,12 @@ class FineTuningObjective(Module):
         self.model, self.lm_weight = model, lm_weight
         self.classification_loss, self.lm_loss = CrossEntropyLoss(), CrossEntropyLoss(ignore_index=-1)
 
-    def forward(self, ids, labels):
-        """ids int (B, T), labels int (B,) -> scalar L3; L1 and L2 are kept in self.l1, self.l2."""
+    def forward(self, ids, labels, lengths=None):
+        """ids int (B, T), labels int (B,), lengths int (B,) or None -> scalar L3; L1 and L2 are kept in self.l1,
+        self.l2."""
         ids = np.asarray(ids)
-        lm_logits, class_logits = self.model.forward(ids)
-        next_tokens = next_token_targets(ids)                                # (B, T), -1 at the last position
+        lm_logits, class_logits = self.model.forward(ids, lengths)
+        next_tokens = next_token_targets(ids, lengths=lengths)              # (B, T), -1 at the last position
         self.l2 = self.classification_loss.forward(class_logits, labels)
         self.l1 = self.lm_loss.forward(lm_logits, next_tokens)
         return self.l2 + self.lm_weight * self.l1

@@ -133,7 +133,8 @@ class Seq2SeqTransformer(FromConfig, Module):
                 incremental decoding, inference only: tgt_ids are then the new tokens only, at positions
                 cache.length onwards, and target padding is not masked (decoding feeds pad only after EOS).
         Returns:
-            logits: (B, T, V_tgt).
+            logits: (B, T, V_tgt). Also sets `decoder_hidden_states` (n_layers + 1 arrays (B, T, C), the target
+            embeddings and every decoder block's output); the encoder's are `encoder_hidden_states`.
         """
         tgt_ids = check_token_batch(tgt_ids, self.tgt_vocab_size, repr(self), "target ids")
         if cache is None:
@@ -145,14 +146,21 @@ class Seq2SeqTransformer(FromConfig, Module):
                                  f"got {cache!r}")
             self_mask = None
             x = self.tgt_embed.step(tgt_ids, cache.length)                          # (B, T, C), no dropout
+        self.decoder_hidden_states = [x]                                            # per-layer features
         for index, block in enumerate(self.blocks):
             self_cache = None if cache is None else cache[index]
             cross_cache = None if cache is None else cache.cross_attention[index]
             x = block(x, memory, self_mask=self_mask, memory_mask=memory_mask,
                       self_cache=self_cache, cross_cache=cross_cache)               # (B, T, C)
+            self.decoder_hidden_states.append(x)
         if self.ln_f is not None:
             x = self.ln_f(x)
         return self.head(x)                                                         # (B, T, V)
+
+    @property
+    def encoder_hidden_states(self):
+        """The encoder's per-layer features of the last `encode` (`TransformerEncoder.hidden_states`)."""
+        return self.encoder.hidden_states
 
     def __repr__(self):
         c = self.config

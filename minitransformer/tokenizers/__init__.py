@@ -3,6 +3,7 @@
 * `CharTokenizer` (`char.py`): one id per distinct character of the training text.
 * `BPETokenizer` (`bpe/`): byte-level byte-pair encoding, the lecture's merges.
 * `GPT2Tokenizer` (`gpt2.py`): GPT-2's tokenizer from its two released files, and trained the same way.
+* `WordPieceTokenizer` (`wordpiece.py`): BERT's WordPiece, merges by likelihood score (not stored in checkpoints).
 * `make_tokenizer` trains either kind; `tokenizer_from_config` rebuilds one from the
   dictionary its `to_config()` wrote (checkpoints store it). The dictionary is untrusted
   and checked first (`checks.py`); a malformed one raises `TokenizerConfigError`, a ValueError.
@@ -12,8 +13,10 @@ from .bpe import BPETokenizer
 from .char import CharTokenizer
 from .checks import TokenizerConfigError, short_repr
 from .gpt2 import GPT2Tokenizer
+from .wordpiece import WordPieceTokenizer
 
-__all__ = ["BPETokenizer", "CharTokenizer", "GPT2Tokenizer", "TokenizerConfigError", "make_tokenizer",
+__all__ = ["BPETokenizer", "CharTokenizer", "GPT2Tokenizer", "TokenizerConfigError", "WordPieceTokenizer",
+           "make_tokenizer",
            "tokenizer_from_config"]
 
 

@@ -15,4 +15,5 @@ layers, models, generation):
     distributed.py  data parallelism on MPI ranks: replicated (DDP's all-reduce) or sharded (ZeRO-1)
     trainer.py      the GPT trainer: the loop, evaluation, the loss curve, resuming
     encdec.py       the encoder-decoder's training run and its evaluation by decoding
+    denoising.py    T5's span corruption and BART's noising functions as data transforms (DenoisingTask)
 """

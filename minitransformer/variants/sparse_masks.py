@@ -12,8 +12,8 @@ factorised attention over heads.
   sees the last l positions, a strided head every l-th position back.
 * fixed (block l, c summary positions per block, for text): one head sees its
   own block, the other the last c positions of every block.
-* Longformer: a sliding window plus a few global positions that attend to and
-  are attended by everything (an encoder pattern, so not causal).
+* Longformer: a sliding window, optionally dilated, plus a few global positions
+  that attend to and are attended by everything (an encoder pattern, so not causal).
 
 In each Sparse Transformer pair, two heads in sequence connect every position
 to every earlier one (Child et al. §4.2); `tests/test_sparse_masks.py` checks
@@ -58,15 +58,22 @@ def fixed_masks(T, block, summary=1):
     return (j <= i) & (i // block == j // block), (j <= i) & (j % block >= block - summary)
 
 
-def longformer_mask(T, window, global_positions=()):
-    """Longformer's pattern, bool (T, T), not causal: |i - j| <= window // 2, plus global rows and columns.
+def longformer_mask(T, window, global_positions=(), dilation=1):
+    """Longformer's pattern, bool (T, T), not causal: |i - j| <= (window // 2) * dilation with i - j a multiple of
+    `dilation`, plus global rows and columns.
 
     Args:
-        window: w, the width of the band (w // 2 on each side).
+        window: w, the number of positions in the band (w // 2 on each side).
         global_positions: indices that see every position and that every position sees
             (e.g. the classification token).
+        dilation: d, the gap between the band's positions (Beltagy et al. §3.1, "dilated sliding window",
+            survey note §9.3, Fig. 9c): the same w positions reach d times as far, so l stacked layers see
+            l * d * w positions instead of l * w. 1 is the plain sliding window.
     """
-    mask = band_mask(T, T, window // 2 + 1, causal=False)
+    if isinstance(dilation, bool) or not isinstance(dilation, (int, np.integer)) or dilation < 1:
+        raise ValueError(f"longformer_mask expected dilation an integer >= 1, got {dilation!r}")
+    i, j = _positions(T)
+    mask = (np.abs(j - i) <= (window // 2) * dilation) & ((j - i) % dilation == 0)
     chosen = np.asarray(global_positions, dtype=int)
     if chosen.size and (chosen.min() < 0 or chosen.max() >= T):
         raise ValueError(f"longformer_mask expected global positions in [0, {T}), got {list(chosen)}")

@@ -124,6 +124,7 @@ class TransformerXL(Module):
             raise ValueError(f"{self!r} expected {len(self.blocks)} memories (one per layer), got {len(memories)}")
         x = self.token_embedding(ids)                                            # (B, T, C)
         self.next_memories = []
+        self.hidden_states = [x]                        # per-layer features: embeddings, every block's output
         for index, block in enumerate(self.blocks):
             memory = None if memories is None else memories[index]
             block.check_memory(x, memory)
@@ -131,6 +132,7 @@ class TransformerXL(Module):
             keep = min(self.mem_len, seen.shape[1])
             self.next_memories.append(seen[:, seen.shape[1] - keep:].copy())     # (B, <= M, C)
             x = block(x, memory)
+            self.hidden_states.append(x)
         return self.lm_head(self.ln_f(x))                                        # (B, T, V)
 
     def backward(self, dlogits):

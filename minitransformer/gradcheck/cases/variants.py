@@ -16,6 +16,7 @@ from ...variants.alibi import ALiBi
 from ...variants.attention_positions import attention_position
 from ...variants.lora import LoRALinear, add_lora
 from ...variants.relative_position import RelativePositionAttention
+from ...variants.relative_values import RelativeValueAttention
 from ...variants.rope import RotaryEmbedding
 from ...variants.sliding_window import BandedAttention
 from ...variants.sparse_masks import fixed_masks, longformer_mask, strided_masks
@@ -112,6 +113,14 @@ def _tiled_case(shape_q, shape_kv, causal, block_size, with_mask=False, with_bia
     return build
 
 
+
+def _relative_values_case(shape, value_size, max_distance, causal):
+    def build(rng):
+        layer = RelativeValueAttention(shape[-1], max_distance, value_size=value_size, causal=causal, rng=rng)
+        v_shape = (*shape[:-1], value_size)
+        return layer, [rng.standard_normal(shape), rng.standard_normal(shape), rng.standard_normal(v_shape)], None
+    return build
+
 CASES = [
     GradcheckCase("RotaryEmbedding", "x (2, 3, 4, 6), offset 0", lambda rng: (RotaryEmbedding(6), [_normal(rng, 2, 3, 4, 6)], None)),
     GradcheckCase("RotaryEmbedding", "x (5, 4), offset 7", _rope_offset_case),
@@ -152,4 +161,7 @@ CASES = [
     GradcheckCase("TiledAttention", "causal, (2, 2, 7, 3), block 3", _tiled_case((2, 2, 7, 3), (2, 2, 7, 3), True, 3)),
     GradcheckCase("TiledAttention", "causal, Tq 3 < Tk 6, mask, bias, block 4",
                   _tiled_case((2, 3, 2), (2, 6, 2), True, 4, with_mask=True, with_bias=True)),
+    GradcheckCase("RelativeValueAttention", "causal, (2, 5, 3), dv 4, K 2", _relative_values_case((2, 5, 3), 4, 2, True)),
+    GradcheckCase("RelativeValueAttention", "bidirectional, (2, 2, 4, 3), dv 3, K 1",
+                  _relative_values_case((2, 2, 4, 3), 3, 1, False)),
 ]

@@ -1,0 +1,116 @@
+"""In-context learning in miniature: a GPT trained on sequences that reward copying from its own context.
+
+The survey note (Strabel, *Transformers*, 2023, §6) reports GPT-3's few-shot learning: a task shown by
+examples in the prompt, with no change of weights, is done better the more examples the prompt holds. Olsson et
+al. (2022, "In-context learning and induction heads") trace much of it to *induction heads*: a head that, at a
+token seen before, attends to the token that *followed* its earlier occurrence and copies it.
+
+`KeyValueTask` builds the smallest such setting. Each sequence draws its own random table from `n_keys` keys to
+`n_values` values, then lists `n_pairs` pairs `k v k v ...` with keys drawn at random (so keys repeat). The value
+of a key is only predictable if the key appeared earlier in the same sequence: nothing in the weights can know
+this sequence's table, so accuracy must come from the context, and it rises with the number of pairs shown.
+The model is scored on the values only.
+
+* `train_in_context`: the LM loss on the values, Adam, a short warm-up;
+* `in_context_accuracy`: accuracy at each pair index, and apart for keys seen before and keys new to the sequence;
+* `induction_scores`: per layer and head, the attention a repeated key puts on the values that followed its
+  earlier occurrences (the induction head's signature; a head attending uniformly scores far lower).
+
+Token layout: keys are ids 0 .. n_keys - 1, values n_keys .. n_keys + n_values - 1.
+"""
+
+import numpy as np
+
+from ..core.random import as_generator
+from ..layers.loss import CrossEntropyLoss
+from .objectives import LanguageModelObjective
+from .optim import Adam
+from .step import train_step
+
+
+class KeyValueTask:
+    """Random key -> value tables, one per sequence, listed as pairs (module docstring).
+
+    Args:
+        n_keys, n_values: the two alphabets.  n_pairs: N, pairs per sequence (T = 2N - 1 inputs).
+        rng: seed or Generator for every draw.
+    """
+
+    def __init__(self, n_keys=4, n_values=4, n_pairs=10, rng=None):
+        if min(n_keys, n_values, n_pairs) < 1:
+            raise ValueError(f"KeyValueTask expected n_keys, n_values, n_pairs >= 1, got {n_keys}, {n_values}, "
+                             f"{n_pairs}")
+        self.n_keys, self.n_values, self.n_pairs = n_keys, n_values, n_pairs
+        self.vocab_size = n_keys + n_values
+        self.rng = as_generator(rng)
+
+    def batch(self, batch_size):
+        """(x int (B, 2N - 1), y int (B, 2N - 1), keys int (B, N)); y is the value after each key, -1 elsewhere."""
+        keys = self.rng.integers(0, self.n_keys, size=(batch_size, self.n_pairs))            # (B, N)
+        tables = self.rng.integers(0, self.n_values, size=(batch_size, self.n_keys))        # (B, n_keys)
+        values = np.take_along_axis(tables, keys, axis=1) + self.n_keys                     # (B, N)
+        sequence = np.stack([keys, values], axis=2).reshape(batch_size, 2 * self.n_pairs)   # k v k v ...
+        x, y = sequence[:, :-1], np.full((batch_size, 2 * self.n_pairs - 1), -1)
+        y[:, 0::2] = sequence[:, 1::2]                                                        # at each key: its value
+        return x, y, keys
+
+    @staticmethod
+    def seen_before(keys):
+        """bool (B, N): key n occurred among keys 0 .. n - 1 of its sequence."""
+        same = keys[:, :, None] == keys[:, None, :]                                          # (B, N, N)
+        return np.tril(same, k=-1).any(axis=2)
+
+
+def train_in_context(model, task, steps, batch_size=64, lr=1e-2, warmup=50, log_every=0, log=print):
+    """Train `model` (a GPT with vocab_size >= task.vocab_size) on fresh batches; returns the loss per step.
+
+    The rate rises linearly over `warmup` steps; `log_every` > 0 prints the mean loss that often, with `log`.
+    """
+    objective = LanguageModelObjective(model, CrossEntropyLoss(ignore_index=-1))
+    optimizer = Adam(objective.parameters(), lr=lr)
+    losses = []
+    for step in range(steps):
+        x, y, _ = task.batch(batch_size)
+        losses.append(train_step(objective, optimizer, (x, y), lr * min(1.0, (step + 1) / warmup), 1.0))
+        if log_every and (step + 1) % log_every == 0:
+            log(f"step {step + 1:5d}  loss {np.mean(losses[-log_every:]):.3f}")
+    return losses
+
+
+def in_context_accuracy(model, task, n_sequences=500):
+    """Greedy accuracy on the values of fresh sequences.
+
+    Returns:
+        dict with "by_pair" (N,): accuracy at pair index n (n earlier pairs in context), "seen" and "new": the
+        accuracy on keys that occurred before in the sequence and on keys that did not (chance: 1/n_values).
+    """
+    x, y, keys = task.batch(n_sequences)
+    with model.evaluating():
+        correct = model(x).argmax(axis=-1)[:, 0::2] == y[:, 0::2]                          # (B, N)
+    seen = task.seen_before(keys)
+    return {"by_pair": correct.mean(axis=0), "seen": float(correct[seen].mean()), "new": float(correct[~seen].mean())}
+
+
+def induction_scores(model, task, n_sequences=200):
+    """(n_layers, H): the attention each repeated key puts on the values that followed its earlier occurrences.
+
+    In this task every earlier occurrence of a key was followed by the same value, so an induction head may
+    spread its weight over all of them; the score sums it. A head attending uniformly scores (number of
+    earlier occurrences) / T on average. Reads the attention weights each block keeps after its forward
+    (`attn.attention.alpha`, (B, H, T, T)).
+    """
+    x, _, keys = task.batch(n_sequences)
+    with model.evaluating():
+        model(x)
+    B, N = keys.shape
+    targets = np.zeros((B, 2 * N - 1, 2 * N - 1), dtype=bool)      # [b, query, key position] to sum over
+    for b in range(B):
+        for n in range(1, N):
+            for earlier in np.flatnonzero(keys[b, :n] == keys[b, n]):
+                targets[b, 2 * n, 2 * earlier + 1] = True          # the key's position -> the value after an earlier copy
+    repeated = targets.any(axis=2)                                   # (B, T) queries that are repeated keys
+    scores = []
+    for block in model.blocks:
+        on_targets = (block.attn.attention.alpha * targets[:, None]).sum(axis=-1)    # (B, H, T)
+        scores.append(on_targets.transpose(0, 2, 1)[repeated].mean(axis=0))          # (H,)
+    return np.array(scores)

@@ -1,0 +1,132 @@
+"""T5's span corruption and BART's noising functions: the target repairs the source, the rates hold, training learns."""
+
+import doctest
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minitransformer import CharTokenizer, Seq2SeqTransformer
+from minitransformer.training import denoising
+from minitransformer.training.denoising import (
+    MASK,
+    DenoisingTask,
+    fill_sentinels,
+    infilling_spans,
+    span_corruption,
+    t5_noise_mask,
+    text_infilling,
+    token_deletion,
+    token_masking,
+)
+from minitransformer.training.encdec import train_seq2seq
+
+SENTINELS = list(range(4, 60))
+TEXT_IDS = 100                                   # clean ids start here, clear of the mask and the sentinels
+
+
+def clean(length, seed=0):
+    return np.random.default_rng(seed).integers(TEXT_IDS, TEXT_IDS + 20, size=length)
+
+
+@given(st.integers(2, 120), st.floats(0.05, 0.6), st.floats(1.0, 6.0), st.integers(0, 2**32 - 1))
+def test_span_corruption_source_and_target_spell_the_original(length, density, mean_span, seed):
+    ids = clean(length, seed)
+    source, target = span_corruption(ids, SENTINELS, rng=seed, density=density, mean_span=mean_span)
+    assert fill_sentinels(source, target, SENTINELS) == ids.tolist()
+    used = [token for token in source if token in SENTINELS]
+    assert used == SENTINELS[:len(used)] and len(used) >= 1                      # in order, each once
+    assert [token for token in target if token in SENTINELS] == SENTINELS[:len(used) + 1]   # and one to close
+    n_noise = min(max(round(density * length), 1), length - 1)
+    assert len(target) - len(used) - 1 == n_noise                                # exactly the noise tokens
+
+
+def test_span_corruption_hides_15_percent_in_spans_of_mean_length_3():
+    rng = np.random.default_rng(0)
+    masks = [t5_noise_mask(300, rng) for _ in range(300)]
+    assert all(mask.sum() == 45 for mask in masks)                                # round(0.15 * 300)
+    n_spans = [np.sum(mask & ~np.concatenate([[False], mask[:-1]])) for mask in masks]
+    assert 2.85 < 45 / np.mean(n_spans) <= 3.0                                    # 15 spans, 16 if one wraps
+    starts = np.mean([np.argmax(mask) for mask in masks])
+    assert 0 < starts < 40                                                         # rolled: spans also at the start
+
+
+def test_token_masking_masks_the_rate_and_keeps_the_rest():
+    ids = clean(200)
+    source, target = token_masking(ids, MASK, rng=3)
+    source = np.array(source)
+    assert target == ids.tolist() and np.sum(source == MASK) == 30
+    assert np.array_equal(source[source != MASK], ids[source != MASK])
+    hits = np.mean([np.array(token_masking(ids, MASK, rng=seed)[0]) == MASK for seed in range(200)], axis=0)
+    assert np.all(np.abs(hits - 0.15) < 0.1) and abs(hits.mean() - 0.15) < 1e-12  # every position alike
+
+
+def test_token_deletion_leaves_an_ordered_subsequence():
+    ids = np.arange(TEXT_IDS, TEXT_IDS + 40)
+    source, target = token_deletion(ids, rng=5)
+    assert target == ids.tolist() and len(source) == 34                          # round(0.15 * 40) = 6 deleted
+    assert source == sorted(source) and set(source) < set(ids.tolist())
+
+
+def _matches_with_each_mask_some_span(source, original):
+    pattern = "".join("(.*?)" if token == MASK else re.escape(chr(token)) for token in source)
+    return re.fullmatch(pattern, "".join(chr(token) for token in original))
+
+
+@given(st.integers(2, 80), st.floats(0.05, 0.9), st.integers(0, 2**32 - 1))
+def test_text_infilling_each_mask_hides_one_span(length, rate, seed):
+    ids = clean(length, seed)
+    source, target = text_infilling(ids, MASK, rng=seed, rate=rate)
+    assert target == ids.tolist()
+    assert _matches_with_each_mask_some_span(source, ids)
+    n_hidden = len(ids) - (len(source) - source.count(MASK))
+    assert n_hidden == min(int(np.ceil(rate * length)), length - 1)
+    assert all(not (a == b == MASK) for a, b in zip(source, source[1:]))         # two [MASK]s never touch
+
+
+def test_infilling_span_lengths_are_poisson_3():
+    rng = np.random.default_rng(0)
+    lengths = np.concatenate([infilling_spans(400, rng)[1][:-1] for _ in range(300)])   # the last one is cut
+    assert abs(lengths.mean() - 3.0) < 0.15 and abs(lengths.var() - 3.0) < 0.4      # Poisson: mean = variance
+    assert abs(np.mean(lengths == 0) - np.exp(-3)) < 0.02                          # zero-length spans insert a mask
+
+
+def test_same_seed_same_corruption_and_docstring_examples_hold():
+    ids = clean(50)
+    for transform in (lambda rng: span_corruption(ids, SENTINELS, rng), lambda rng: text_infilling(ids, MASK, rng),
+                      lambda rng: token_masking(ids, MASK, rng), lambda rng: token_deletion(ids, rng)):
+        assert transform(7) == transform(np.random.default_rng(7))
+    result = doctest.testmod(denoising)
+    assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: span_corruption([100, 101, 5], SENTINELS, 0), r"span_corruption: the text already holds .*\[5\]"),
+    (lambda: span_corruption(clean(100), [4, 5], 0), "span_corruption needs 6 sentinel ids for 5 spans, got 2"),
+    (lambda: span_corruption(clean(10), SENTINELS, 0, density=1.5), r"density in \(0, 1\), got 1.5"),
+    (lambda: span_corruption(clean(10), SENTINELS, 0, mean_span=0.5), "mean_span >= 1, got 0.5"),
+    (lambda: token_masking([[100, 101]], MASK, 0), r"token_masking expected a 1-D sequence .* shape \(1, 2\)"),
+    (lambda: token_deletion([100], 0), "at least 2 integer ids"),
+    (lambda: text_infilling(clean(10), MASK, 0, rate=0), r"text_infilling expected rate in \(0, 1\), got 0"),
+    (lambda: DenoisingTask(clean(100), 20, 16, "shuffle"), "DenoisingTask expected transform in"),
+    (lambda: DenoisingTask(clean(10), 20, 16, "token_masking"), "more than block_size = 16 tokens, got 10"),
+])
+def test_bad_input_is_a_clear_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_a_few_steps_of_span_corruption_on_a_text_lower_the_loss():
+    text = "the quick brown fox jumps over the lazy dog; " * 40
+    tokenizer = CharTokenizer.train(text)
+    task = DenoisingTask(tokenizer.encode(text), tokenizer.vocab_size, block_size=24, transform="span_corruption",
+                         rng=0)
+    src, tgt_in, tgt_out = task.train_batch(4)
+    assert src.shape[0] == tgt_in.shape[0] == 4 and tgt_in.shape == tgt_out.shape
+    assert src.max() < task.vocab_size and src.min() >= 0
+    model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, 32, 2, 1, 64, 32, pad_id=0, norm="pre",
+                               share_embeddings=True, tie_output=True, rng=0)
+    losses = train_seq2seq(model, task, steps=40, batch_size=16, lr=3e-3, warmup=10)
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 1.0, (losses[:5], losses[-5:])
