@@ -127,7 +127,7 @@ for step in range(steps):
     batch_ids, batch_follows = corpus.batch(32)
     batch_inputs, batch_targets, _ = mask_tokens(batch_ids, rng, MASK, n_special, V)
     losses.append(train_step(objective, optimizer, (batch_inputs, batch_targets, batch_follows),
-                             linear_rate(step, 3e-3, 30, steps), grad_clip=1.0, clip_in_place=True))
+                             linear_rate(step, 3e-3, 30, steps), grad_clip=1.0))
 after = held_out()
 most_common = np.bincount(corpus.parts["train"]).argmax()
 baseline = np.mean(test_ids[test_chosen] == most_common)

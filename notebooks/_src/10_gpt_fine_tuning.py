@@ -74,7 +74,7 @@ def train(objective, batches, steps, lr=2e-3, every=20, record=None):
     optimizer = transformer_adam(objective.parameters(), lr=lr)
     history = []
     for step in range(steps):
-        train_step(objective, optimizer, batches(), linear_rate(step, lr, 30, steps), grad_clip=1.0, clip_in_place=True)
+        train_step(objective, optimizer, batches(), linear_rate(step, lr, 30, steps), grad_clip=1.0)
         if record is not None and (step + 1) % every == 0:
             history.append((step + 1, *record()))
     return history
