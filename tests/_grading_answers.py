@@ -69,7 +69,8 @@ def answers(kind):
     if kind == "reference":
         return {name: reference_body(name) for name in REGIONS}
     wrong_part = {"wrong forward": ".forward", "wrong backward": ".backward"}[kind]
-    return {name: wrong_body(name) if name.endswith(wrong_part) else reference_body(name) for name in REGIONS}
+    return {name: wrong_body(name) if name.endswith(wrong_part) and name in WRONG else reference_body(name)
+            for name in REGIONS}                    # exercises added since the record have no known mistake here
 
 
 KINDS = ("reference", "blank", "wrong forward", "wrong backward")

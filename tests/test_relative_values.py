@@ -46,7 +46,7 @@ def test_without_value_vectors_it_is_the_key_side_layer():
     dout = rng.standard_normal((2, 5, 3))
     for mine, theirs in zip(layer.backward(dout), key_side.backward(dout)):
         np.testing.assert_allclose(mine, theirs, atol=1e-14)
-    assert layer.v is not None and layer.v.shape == (2, 5, 3)                 # v restored after backward
+    assert layer.attention.v.shape == (2, 5, 3)                               # v restored after backward
 
 
 def test_bad_input_is_a_clear_error():

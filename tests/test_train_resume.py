@@ -73,7 +73,7 @@ def test_resume_without_options_keeps_the_runs_length_evaluations_and_text(tmp_p
         assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "12", *MODEL,
                     "--eval-interval", "5", "--eval-batches", "1", "--no-progress", "--sample-tokens", "0"],
                    capsys)[0] == 130
-    os.chdir(tmp_path)                                   # the text is found by its stored absolute path
+    monkeypatch.chdir(tmp_path)                          # the text is found by its stored absolute path
     code, printed, err = cli(["train", "--resume", "--out", str(out)], capsys)
     assert code == 0 and err == "", err
     assert meta(out)["step"] == 12 and meta(out)["train_config"]["max_steps"] == 12

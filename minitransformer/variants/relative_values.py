@@ -63,13 +63,14 @@ class RelativeValueAttention(RelativePositionAttention):
         dout2d = dout.reshape(-1, *dout.shape[-2:])                               # (N, T, dv)
         dvalues_rel = alpha2d.transpose(1, 2, 0) @ dout2d.transpose(1, 0, 2)      # (T, T, dv) sum_n alpha dout_i
         np.add.at(self.table_v.grad, self.rows, dvalues_rel)
-        T, v = self.alpha.shape[-1], self.v
+        attention = self.attention                                               # the parent's attention
+        T, v = self.alpha.shape[-1], attention.v
         identity = np.broadcast_to(np.eye(T, dtype=v.dtype), (*v.shape[:-1], T))  # (..., T, T)
-        self.v = np.concatenate([v, identity], axis=-1)                           # [v, I] (..., T, dv + T)
+        attention.v = np.concatenate([v, identity], axis=-1)                      # [v, I] (..., T, dv + T)
         try:
             dq, dk, dv_extended = super().backward(np.concatenate([dout, dalpha_rel], axis=-1))
         finally:
-            self.v = v
+            attention.v = v
         return dq, dk, dv_extended[..., :self.value_size]
 
     def __repr__(self):

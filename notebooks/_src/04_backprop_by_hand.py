@@ -277,8 +277,8 @@ errors = {"softmax": check_module(Softmax(), [rng.standard_normal((3, 6))]).wors
           "LayerNorm": layernorm_report.worst_input_error, **attention_errors,
           **{name: report.worst_input_error for name, report in wrong_reports.items()}}
 steps = np.logspace(-1, -10, 19)
-step_errors = [check_module(LayerNorm(6), [np.random.default_rng(1).standard_normal((2, 6))], eps=step,
-                            check_params=False).worst_input_error for step in steps]
+step_errors = [check_module(LayerNorm(6), [np.random.default_rng(1).standard_normal((2, 6))],
+                            eps=step).worst_input_error for step in steps]
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8))
 colors = ["tab:green"] * 4 + ["tab:red"] * 2
