@@ -564,7 +564,8 @@ assert all(ratio > 0 for ratio in tail.values())
 # from a new scrape of the pages linked from Reddit posts with at least 3 karma (about 45 million links,
 # 8 million documents, 40 GB after cleaning; Wikipedia removed). (And "Redit" is Reddit.) No computation
 # applies: this is a statement about a paper.
-#
+
+# %% [markdown]
 # ## E21. The 2024 notes' link to the Illustrated Transformer is misspelt (the notes 2024, footnote 2)
 # Footnote 2 of the 2024 notes points to `jalamar.github.io`; the author is Jay Alammar, and the 2025 notes
 # correct it to `jalammar.github.io` (Kumar's slides link the same). The two printed addresses differ by one
