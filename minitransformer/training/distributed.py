@@ -265,8 +265,13 @@ class DataParallel:
         abort(message, self.comm)
 
 
+ABORT_GRACE = 1.0       # seconds between our error line and MPI_Abort: under load, MPICH's process manager lost
+                        # a line printed just before the abort (seen once in CI's 3-rank failure test)
+
+
 def abort(message, comm=None):
     """One `error:` line on the process's real stderr (other ranks' sys.stderr is silenced), flushed before
     MPI's own lines, then MPI_Abort: mpiexec ends every rank of the job (stopped ones too)."""
     print(f"error: {message}", file=sys.__stderr__, flush=True)
+    time.sleep(ABORT_GRACE)             # mpiexec forwards the line before the abort tears its relay down
     (comm or world()).Abort(1)
