@@ -184,3 +184,13 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("skipped (one line per reason; pytest -rs lists each test)", sep="-")
     for reason, reports in sorted(groups.items(), key=lambda item: -len(item[1])):
         terminalreporter.write_line(f"{len(reports)} skipped: {reason}")
+
+
+@pytest.fixture()
+def text_file(tmp_path):
+    """A small training text on disk (the `train` command's tests): test_checkpoint.TEXT."""
+    from test_checkpoint import TEXT
+
+    path = tmp_path / "text.txt"
+    path.write_text(TEXT)
+    return path

@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_checkpoint import TEXT
 from test_checkpoint_safety import MALFORMED, _files, _finite_weights
 
 import minitransformer.training.config
@@ -34,13 +33,6 @@ def assert_one_error_line(err, *phrases):
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     for phrase in phrases:
         assert phrase in lines[0], (phrase, lines[0])
-
-
-@pytest.fixture()
-def text_file(tmp_path):
-    path = tmp_path / "text.txt"
-    path.write_text(TEXT)
-    return path
 
 
 def refuse_models(monkeypatch):

@@ -11,20 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_checkpoint import TEXT
 from test_train_command import TINY, assert_one_error_line, cli
 
 import minitransformer.training.trainer as trainer_module
 
-TEXT = "the quick brown fox jumps over the lazy dog. " * 20
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = TINY[:12]          # the model options alone (block size to d_ff)
-
-
-@pytest.fixture()
-def text_file(tmp_path):
-    path = tmp_path / "text.txt"
-    path.write_text(TEXT)
-    return path
 
 
 def meta(directory):
