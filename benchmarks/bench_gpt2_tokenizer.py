@@ -13,11 +13,12 @@ Usage:
 
 import argparse
 import pathlib
-import statistics
 import sys
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))         # bench_decoding's median_seconds
+
+from bench_decoding import median_seconds  # noqa: E402
 
 from minitransformer.tokenizers.gpt2 import END_OF_TEXT, GPT2Tokenizer, bytes_to_unicode
 
@@ -40,13 +41,6 @@ def tiktoken_encoding(tokenizer):
                              special_tokens={END_OF_TEXT: tokenizer.vocab[END_OF_TEXT]})
 
 
-def median_seconds(function, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main(argv=None):
