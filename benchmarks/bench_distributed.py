@@ -87,7 +87,7 @@ def contenders(config, train_data, V, comm, threads):
     for mode in ("replicated", "sharded"):
         trainer = Trainer(TrainConfig(**{**vars(config), "workers": comm.Get_size(), "parallel": mode}),
                           train_data, train_data, V, progress=False)
-        made[f"{comm.Get_size()} ranks, {mode}"] = (comm.Get_size(), 1, trainer.train_step)
+        made[f"{comm.Get_size()} ranks, {mode}"] = (comm.Get_size(), 1, trainer.step_on_next_batch)
     made["1 rank"] = (1, threads, one_rank_step(config, train_data, V) if comm.Get_rank() == 0 else None)
     try:
         import torch

@@ -73,7 +73,7 @@ def train_one(kind, config, data, vocab_size, llama_d_ff):
         trainer.objective = LanguageModelObjective(trainer.model, trainer.loss_fn)
     start = time.perf_counter()
     for _ in range(config.max_steps):
-        trainer.train_step()
+        trainer.step_on_next_batch()
     return trainer.evaluate()["val"], trainer.model.num_parameters(), time.perf_counter() - start
 
 

@@ -308,7 +308,7 @@ def compare(config, train_data, val_data, V, products, args):
         print("\ntorch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
     with Trainer(config, train_data, val_data, V, progress=False) as ours:
         replay = product_replay(products)
-        contenders = {"minitransformer step": ours.train_step, "its matrix products alone": replay}
+        contenders = {"minitransformer step": ours.step_on_next_batch, "its matrix products alone": replay}
         if torch is not None:
             if args.threads:
                 torch.set_num_threads(args.threads)

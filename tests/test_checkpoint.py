@@ -36,7 +36,7 @@ def _snapshot(trainer):
 def test_round_trip_is_bit_exact(tmp_path):
     trainer = tiny_trainer()
     for _ in range(3):
-        trainer.train_step()
+        trainer.step_on_next_batch()
     trainer.save(tmp_path)
     other = Trainer.resume(tmp_path, trainer.train_data, trainer.val_data, progress=False)
     params, state = _snapshot(trainer)
@@ -57,7 +57,7 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize("damage", ["truncate arrays", "alter arrays", "truncate json"])
 def test_damaged_checkpoint_loads_nothing(tmp_path, damage):
     trainer = tiny_trainer()
-    trainer.train_step()
+    trainer.step_on_next_batch()
     trainer.save(tmp_path)
     document = tmp_path / "checkpoint.json"
     arrays = tmp_path / json.loads(document.read_text())["arrays_file"]
@@ -79,7 +79,7 @@ def test_damaged_checkpoint_loads_nothing(tmp_path, damage):
 
 def test_checkpoint_of_a_different_model_loads_nothing(tmp_path):
     trainer = tiny_trainer()
-    trainer.train_step()
+    trainer.step_on_next_batch()
     trainer.save(tmp_path)
     other = build_model(tiny_config(d_model=24), trainer.model.vocab_size)
     before = {n: p.data.copy() for n, p in other.named_parameters()}
@@ -100,7 +100,7 @@ def test_resume_with_a_different_training_config_is_refused(tmp_path):
 
 def test_optimizer_state_that_does_not_fit_loads_nothing(tmp_path):
     trainer = tiny_trainer()
-    trainer.train_step()
+    trainer.step_on_next_batch()
     trainer.save(tmp_path)
     meta = json.loads((tmp_path / "checkpoint.json").read_text())
     assert meta["optimizer"]["type"] == "AdamW"

@@ -45,7 +45,7 @@ def test_a_fresh_trainer_refuses_an_out_dir_that_holds_a_checkpoint(tmp_path):
     with pytest.raises(CheckpointError, match=r"already holds a checkpoint.*Trainer\.resume.*overwrite=True"):
         tiny_trainer(out_dir=tmp_path)
     plain = tiny_trainer()
-    plain.train_step()
+    plain.step_on_next_batch()
     with pytest.raises(CheckpointError, match="already holds a checkpoint that this run did not write"):
         plain.save(tmp_path)
     assert _files(tmp_path) == before                               # not a byte changed
@@ -186,7 +186,7 @@ def test_an_absurd_learning_rate_stops_training_and_keeps_the_checkpoint(tmp_pat
     assert read_checkpoint(tmp_path)[0]["step"] == step - 1 and _files(tmp_path) == kept    # bytes unchanged
     assert _finite_weights(tmp_path)
     assert type(caught.value).__name__ == "TrainingDiverged"
-    for refused in (trainer.train_step, lambda: trainer.save(tmp_path)):
+    for refused in (trainer.step_on_next_batch, lambda: trainer.save(tmp_path)):
         with pytest.raises(FloatingPointError, match="this run stopped"):
             refused()
     assert _files(tmp_path) == kept
@@ -316,7 +316,7 @@ MALFORMED = {
 def saved_trainer(tmp_path):
     trainer = tiny_trainer()
     for _ in range(2):
-        trainer.train_step()
+        trainer.step_on_next_batch()
     trainer.save(tmp_path)
     return trainer
 

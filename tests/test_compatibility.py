@@ -347,11 +347,11 @@ def write_checkpoint_fixture(directory):
     trainer = Trainer(checkpoint_config(), train_data, val_data, tokenizer.vocab_size,
                       tokenizer_config=tokenizer.to_config(), progress=False)
     for _ in range(CHECKPOINT_STEPS):
-        trainer.train_step()
+        trainer.step_on_next_batch()
     trainer.save(directory)
     observed = checkpoint_observations(trainer.model, tokenizer)
     observed["trained_losses"] = list(trainer.history["loss"])
-    observed["resumed_losses"] = [trainer.train_step() for _ in range(RESUMED_STEPS)]
+    observed["resumed_losses"] = [trainer.step_on_next_batch() for _ in range(RESUMED_STEPS)]
     return observed
 
 
@@ -571,7 +571,7 @@ def test_checkpoint_0_2_resumes_and_trains_on_exactly(checkpoint_copy, recorded_
     assert trainer.tokenizer_config == tokenizer.to_config()
     _compare_observations(trainer.model, checkpoint_observations(trainer.model, tokenizer), recorded_checkpoint,
                           "Trainer.resume")
-    losses = [trainer.train_step() for _ in range(RESUMED_STEPS)]
+    losses = [trainer.step_on_next_batch() for _ in range(RESUMED_STEPS)]
     expected = recorded_checkpoint["resumed_losses"]
     np.testing.assert_allclose(losses, expected, rtol=1e-6, atol=0,
                                err_msg=f"resumed training: {_first_difference(losses, expected, 1e-6)}")

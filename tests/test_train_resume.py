@@ -26,13 +26,13 @@ def meta(directory):
 
 def interrupt_at(monkeypatch, step):
     """Ctrl-C (a real SIGINT to this process) during training step `step` (1-based)."""
-    real_step = trainer_module.Trainer.train_step
+    real_step = trainer_module.Trainer.step_on_next_batch
 
-    def train_step(self):
+    def step_on_next_batch(self):
         if self.step + 1 == step:
             os.kill(os.getpid(), signal.SIGINT)
         return real_step(self)
-    monkeypatch.setattr(trainer_module.Trainer, "train_step", train_step)
+    monkeypatch.setattr(trainer_module.Trainer, "step_on_next_batch", step_on_next_batch)
 
 
 def test_ctrl_c_saves_at_the_step_boundary_and_resume_continues_bit_for_bit(tmp_path, text_file, capsys, monkeypatch):

@@ -34,7 +34,7 @@ def tiny_gpt(seed=0):
 # ---------------------------------------------------------------- each case: model, objective, batches, the old loop
 # `loop_loss(model, batch)`: the forward and backward that the loop replaced by train_step wrote inline.
 
-def trainer_loop_loss(model, batch):                        # Trainer.train_step, one process
+def trainer_loop_loss(model, batch):                        # Trainer.step_on_next_batch, one process
     x, y = batch
     loss_fn = CrossEntropyLoss()
     loss = loss_fn(model(x), y)
@@ -190,7 +190,7 @@ def test_train_step_refuses_bad_arguments_naming_them():
         train_step(model.forward, optimizer, (x, x), 1e-3, 1.0)
     assert not any(p.grad.any() for p in model.parameters())                       # nothing ran
     with pytest.raises(ValueError, match="train_step expected grad_clip"):
-        tiny_trainer(grad_clip=-1.0).train_step()
+        tiny_trainer(grad_clip=-1.0).step_on_next_batch()
 
 
 def test_the_masked_lm_objective_refuses_a_model_or_batch_without_the_next_sentence_head():

@@ -30,7 +30,7 @@ def test_resumed_run_gives_the_same_losses_bit_for_bit(tmp_path):
 
 @pytest.mark.parametrize("grad_clip", [0.05, 0.0])                    # 0.05: every step clips
 def test_a_step_is_zero_grad_forward_backward_clip_and_adamw(grad_clip):
-    """Trainer.train_step runs the fast AdamW, which folds the clipping factor into its update; written out the
+    """Trainer.step_on_next_batch runs the fast AdamW, which folds the clipping factor into its update; written out the
     plain way, with the gradients scaled in place and the plain AdamW, it must give the same weights to rounding."""
     from minitransformer.training.optim import clip_grad_norm
 
@@ -40,7 +40,7 @@ def test_a_step_is_zero_grad_forward_backward_clip_and_adamw(grad_clip):
     data_rng = np.random.default_rng([plain.config.seed, 1])
     clipped = []
     for step in range(4):
-        trainer.train_step()
+        trainer.step_on_next_batch()
         plain.optimizer.lr = plain.config.learning_rate(step)
         x, y = get_batch(plain.train_data, 8, 4, data_rng)
         plain.optimizer.zero_grad()
@@ -79,7 +79,7 @@ def test_dropout_is_active_in_training_and_off_in_evaluation():
 def test_evaluation_does_not_disturb_the_training_batches():
     a, b = tiny_trainer(), tiny_trainer()
     a.evaluate()
-    assert a.train_step() == b.train_step()
+    assert a.step_on_next_batch() == b.step_on_next_batch()
 
 
 def test_get_batch_windows_are_shifted_by_one_and_reproducible():
@@ -184,13 +184,13 @@ def test_the_progress_bars_tokens_per_second_is_smoothed(monkeypatch):
     monkeypatch.setattr(tqdm, "tqdm", Recording)
     monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     trainer = tiny_trainer(eval_interval=100)                   # B x T = 4 x 8 = 32 tokens a step
-    step = trainer.train_step
+    step = trainer.step_on_next_batch
 
     def timed_step():
         loss = step()
         now[0] += 0.1 if trainer.step % 2 else 0.8
         return loss
-    trainer.train_step = timed_step
+    trainer.step_on_next_batch = timed_step
     trainer.fit(max_steps=40)
     rates = [float(text.split("  ")[-1].replace(" tok/s", "").replace(",", "")) for text in shown]
     assert len(rates) == 40

@@ -147,8 +147,9 @@ class DataParallel:
         self.interrupted = False        # this rank's Ctrl-C, set by Trainer.fit; sent in the step's first message
         self.root_pause = 0.0           # seconds: rank 0's longest evaluation and save (it says so in each answer)
 
-    def train_step(self, x, y, step, lr):
-        """One step on (x, y), the whole batch (B, T); returns (loss, gradient norm, stop), the same on every rank.
+    def step_across_ranks(self, x, y, step, lr):
+        """One step on (x, y), the whole batch (B, T), split over the ranks; returns (loss, gradient norm, stop),
+        the same on every rank.
 
         stop: some rank was interrupted (Ctrl-C); every rank has finished this step's update and stops now.
         """

@@ -183,9 +183,9 @@ class Trainer:
         self.stop_requested = False     # data parallel: a rank was interrupted; every rank stops after this step
 
     # ---------------------------------------------------------------- one step, evaluation
-    def train_step(self):
-        """One optimisation step; returns the training loss of the batch (a Python float)."""
-        self._refuse_if_diverged("train_step")
+    def step_on_next_batch(self):
+        """One optimisation step on the next training batch; returns its training loss (a Python float)."""
+        self._refuse_if_diverged("step_on_next_batch")
         config = self.config
         lr = config.learning_rate(self.step)
         x, y = get_batch(self.train_data, config.block_size, config.batch_size, self.data_rng)
@@ -193,7 +193,7 @@ class Trainer:
         # by step, and stops the run
         with np.errstate(over="ignore", invalid="ignore"):
             if self.parallel is not None:       # the same step, the batch split over MPI ranks
-                loss, norm, self.stop_requested = self.parallel.train_step(x, y, self.step, lr)
+                loss, norm, self.stop_requested = self.parallel.step_across_ranks(x, y, self.step, lr)
             else:
                 loss = train_step(self.objective, self.optimizer, (x, y), lr, config.grad_clip)   # step.py's
                 norm = math.sqrt(sum(float(np.vdot(grad, grad)) for grad in self.optimizer.gradients()))
@@ -299,7 +299,7 @@ class Trainer:
                     started = time.perf_counter()
                     if self.parallel is not None:       # the ranks agree on stopping in the step's first message
                         self.parallel.interrupted = stop.requested
-                    loss = self.train_step()
+                    loss = self.step_on_next_batch()
                     self.step_times.append(time.perf_counter() - started)
                     self._show_step(bar, loss, first_step)
                     if self.step % self.config.eval_interval == 0 or self.step == max_steps:
