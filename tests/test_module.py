@@ -205,3 +205,68 @@ def test_the_check_is_in_the_base_class_not_in_each_layer():
     x[::2] = -1
     with pytest.raises(InputChangedError):
         layer.backward(np.ones(6))
+
+
+# ---------------------------------------------------------------- backward before forward, and a dout not shaped like the output
+
+def test_backward_needs_a_forward_that_returned_and_a_dout_shaped_like_its_output():
+    """A layer written by a student, with no line for it: the base class refuses what would be silently wrong."""
+    from minitransformer.core.module import Module
+
+    class Double(Module):
+        def forward(self, x):
+            if np.any(x < 0):
+                raise ValueError("Double expected x >= 0")
+            self.x = x
+            return 2 * x
+
+        def backward(self, dout):
+            return 2 * dout
+
+    layer = Double()
+    with pytest.raises(RuntimeError, match=r"Double\(\): backward\(\) called before forward\(\)"):
+        layer.backward(np.ones(3))
+    layer(np.ones(3))
+    np.testing.assert_array_equal(layer.backward(np.ones(3)), [2.0, 2.0, 2.0])
+    for broadcast in (np.ones(1), np.ones((2, 3)), 1.0):                 # NumPy would broadcast each of them
+        with pytest.raises(ValueError, match=r"Double\(\).backward expected dout of shape \(3,\), got"):
+            layer.backward(broadcast)
+    with pytest.raises(TypeError, match=r"Double\(\) expected dout of a real floating-point dtype"):
+        layer.backward(np.ones(3, dtype=complex))
+    with pytest.raises(ValueError, match="x >= 0"):
+        layer(-np.ones(3))
+    with pytest.raises(RuntimeError, match=r"called before forward\(\) \(or after a forward that raised\)"):
+        layer.backward(np.ones(3))                                        # the caches are the earlier forward's
+
+
+def test_a_forward_that_returns_no_array_leaves_the_gradient_to_its_backward_and_super_calls_are_the_subclass_own():
+    """A loss returns a scalar and takes a multiplier; a subclass may hand its parent's backward another dout."""
+    from minitransformer.core.module import Module
+
+    class Total(Module):
+        def forward(self, x):
+            self.shape = np.shape(x)
+            return float(np.sum(x))
+
+        def backward(self, grad=1.0):
+            return np.full(self.shape, grad)
+
+    class Widened(Linear):                              # its parent's output has 2 more columns than its own
+        def forward(self, x):
+            return super().forward(x)[..., :2]
+
+        def backward(self, dout):
+            return super().backward(np.concatenate([dout, np.zeros((*dout.shape[:-1], 2))], axis=-1))
+
+    total = Total()
+    with pytest.raises(RuntimeError, match="before forward"):
+        total.backward()
+    total(np.ones((2, 3)))
+    np.testing.assert_array_equal(total.backward(3.0), np.full((2, 3), 3.0))
+    layer = Widened(3, 4, rng=0)
+    x = np.random.default_rng(0).normal(size=(5, 3))
+    y = layer(x)
+    assert y.shape == (5, 2)
+    np.testing.assert_allclose(layer.backward(np.ones((5, 2))), np.ones((5, 2)) @ layer.weight.data[:, :2].T)
+    with pytest.raises(ValueError, match=r"expected dout of shape \(5, 2\), got \(5, 4\)"):
+        layer.backward(np.ones((5, 4)))

@@ -12,14 +12,21 @@ A `Module` has three jobs, all of them bookkeeping:
   (tied embeddings) is listed once, under the first name met.
 * `train()` / `eval()` set `training` on the whole tree (dropout reads it);
   `with model.evaluating():` switches to evaluation for a block and back.
+* `backward` must follow a `forward` and take a gradient shaped like its output.
+  `__init_subclass__` wraps every subclass's two methods, so no layer writes a
+  line for it: `forward` records the shape of the array it returns, and
+  `backward` first refuses, naming the layer, a call before any forward (or
+  after one that raised) and a `dout` that is not an array of real floats of
+  exactly that shape (NumPy would broadcast it). A forward that returns
+  something else (a loss's scalar, a tuple) leaves checking its gradient to its
+  own backward.
 * Caches hold the forward's inputs themselves, not copies (a copy per layer would
   double the memory of training). An input changed in place between `forward` and
   `backward` (`x += 1`, a buffer reused for the next batch) would make `backward`
-  return the gradient of another input, silently. So every subclass's `forward`
-  remembers a fingerprint of each array it is given (17 evenly spaced elements, a
-  few microseconds), and its `backward` first checks that they still hold the
+  return the gradient of another input, silently. So the same wrappers have
+  `forward` remember a fingerprint of each array it is given (17 evenly spaced
+  elements, a few microseconds), and `backward` check that they still hold the
   same values, raising `InputChangedError` naming the layer and the input if not.
-  Neither method of a layer needs a line for it: `__init_subclass__` adds both.
 
 Left out on purpose: hooks, device placement, automatic differentiation. The
 gradient of every layer is written out by hand in that layer's file.
@@ -34,6 +41,7 @@ import numpy as np
 from .parameter import Parameter
 
 FINGERPRINT_ELEMENTS = 16          # an input's fingerprint: about this many evenly spaced elements, as bytes
+NOT_RUN = "no forward returned"    # a module's _output_shape before its first forward, or after one that raised
 
 
 class InputChangedError(RuntimeError):
@@ -47,20 +55,33 @@ def fingerprint(array):
 
 
 def _remembering_inputs(forward):
-    """`forward`, which first remembers (a weak reference to, and a fingerprint of) each array argument."""
+    """`forward`, which first remembers (a weak reference to, and a fingerprint of) each array argument,
+    then the shape of the array it returns (None for anything else)."""
     @functools.wraps(forward)
     def remembering(self, *inputs, **options):
         arrays = [(str(index), value) for index, value in enumerate(inputs)] + list(options.items())
         self._input_fingerprints = [(where, weakref.ref(value), fingerprint(value))
                                     for where, value in arrays if isinstance(value, np.ndarray)]
-        return forward(self, *inputs, **options)
+        if type(self).forward is not remembering:       # a subclass's super().forward(): the subclass's output counts
+            return forward(self, *inputs, **options)
+        self._output_shape = NOT_RUN                    # until this forward returns
+        out = forward(self, *inputs, **options)
+        self._output_shape = out.shape if isinstance(out, np.ndarray) else None
+        return out
     return remembering
 
 
 def _checking_inputs(backward):
-    """`backward`, which first checks that forward's array arguments still hold the values it saw."""
+    """`backward`, which first checks that forward returned, that dout (the first argument) is shaped like
+    forward's output, and that forward's array arguments still hold the values it saw."""
     @functools.wraps(backward)
     def checking(self, *args, **kwargs):
+        if type(self).backward is checking:             # the caller's dout, not what a subclass gives super().backward()
+            output_shape = getattr(self, "_output_shape", NOT_RUN)
+            if output_shape is NOT_RUN:
+                raise RuntimeError(f"{self!r}: backward() called before forward() (or after a forward that raised)")
+            if output_shape is not None and args:
+                self._check_dout(args[0], output_shape)
         for where, reference, seen in getattr(self, "_input_fingerprints", ()):
             array = reference()
             if array is not None and fingerprint(array) != seen:
@@ -79,7 +100,7 @@ class Module:
     training = True
 
     def __init_subclass__(cls, **kwargs):
-        """Every layer's forward remembers its inputs' fingerprints and its backward checks them (see above)."""
+        """Every layer's backward checks that its forward ran, dout's shape and forward's inputs (see above)."""
         super().__init_subclass__(**kwargs)
         if "forward" in cls.__dict__:
             cls.forward = _remembering_inputs(cls.__dict__["forward"])

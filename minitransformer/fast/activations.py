@@ -42,15 +42,9 @@ class FastGELU(GELU):
             du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
         With gate = 0.5 (1 + t), 1 - t^2 = 4 gate (1 - gate), so
             dy/dx = gate (1 + 2 x (1 - gate) du/dx),
-        and dx = dout * dy/dx, which `_backward_rows` computes in place on each block of rows.
-
-        Args:
-            dout: (...), the shape of x.
-        Returns:
-            dx: (...).
+        and dx = dout * dy/dx (dout and dx (...) shaped like x), which `_backward_rows` computes in place
+        on each block of rows.
         """
-        self._require("x")
-        self._check_dout(dout, self.x.shape)
         (dx,) = by_row_blocks(self._backward_rows, [self.x, self.gate, np.asarray(dout)])
         return dx
 

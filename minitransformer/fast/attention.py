@@ -127,8 +127,6 @@ class FastScaledDotProductAttention(ScaledDotProductAttention):
         """dout (..., Tq, dv) -> (dq, dk, dv); the derivation is in the plain layer's backward."""
         if getattr(self, "lse", None) is not None:
             return self._tiled_backward(dout)
-        self._require("alpha")
-        self._check_dout(dout, (*self.alpha.shape[:-1], self.v.shape[-1]))
         dout_t = np.ascontiguousarray(np.swapaxes(dout, -1, -2))   # (..., dv, Tq), see "Speed" above
         dalpha = np.swapaxes(self.v @ dout_t, -1, -2)              # dout v^T (..., Tq, Tk), as alpha
         dv = np.matmul(np.swapaxes(self.alpha, -1, -2), dout,                       # (..., Tk, dv)
@@ -181,7 +179,6 @@ class FastScaledDotProductAttention(ScaledDotProductAttention):
 
     def _tiled_backward(self, dout):
         """TiledAttention's backward: each tile's weights recomputed from lse, D = rowsum(dout * out)."""
-        self._check_dout(dout, self.out.shape)
         D = sum_last_axis(dout * self.out)                                     # (..., Tq, 1)
         dq = np.zeros_like(self.q, dtype=np.result_type(self.q, dout))         # laid out like q, k, v
         dk = np.zeros_like(self.k, dtype=np.result_type(self.k, dout))

@@ -57,8 +57,6 @@ class Linear(Module):
         Returns:
             dx: (..., d_in).
         """
-        self._require("x")
-        self._check_dout(dout, (*self.x.shape[:-1], self.d_out))
         ### BEGIN SOLUTION linear.backward
         x2d = self.x.reshape(-1, self.d_in)                 # (N, d_in)
         dout2d = dout.reshape(-1, self.d_out)               # (N, d_out)

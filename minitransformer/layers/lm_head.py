@@ -41,8 +41,6 @@ class TiedLMHead(Module):
         Returns:
             dh: (..., C).
         """
-        self._require("h")
-        self._check_dout(dlogits, (*self.h.shape[:-1], self.vocab_size))
         dlogits2d = dlogits.reshape(-1, self.vocab_size)             # (N, V)
         self.weight.grad += dlogits2d.T @ self.h.reshape(-1, self.d)
         return (dlogits2d @ self.weight.data).reshape(self.h.shape)

@@ -135,7 +135,6 @@ class MultiHeadAttention(Module):
         """
         x, source = self._check_inputs(x, context)
         T = x.shape[1]
-        self.out_shape = x.shape                                              # (B, T, C)
         self.has_context, self.used_cache = context is not None, cache is not None
         new_keys = not (self.has_context and cache is not None and cache.length)   # a cached context is reused
         q = self._split_heads(self.q_proj(x))                                 # 1. (B, H, T, hs)
@@ -174,11 +173,9 @@ class MultiHeadAttention(Module):
         Returns:
             dx (B, T, C) for self-attention, or (dx, dcontext (B, S, C)) for cross-attention.
         """
-        self._require("out_shape")
         if self.used_cache:
             raise RuntimeError(f"{self!r}: backward() after a forward with a key/value cache is not supported "
                                "(the cache is for inference; train without it)")
-        self._check_dout(dout, self.out_shape)
         ### BEGIN SOLUTION multihead.backward
         dheads = self._split_heads(self.o_proj.backward(dout))                # 4-3. (B, H, T, hs)
         dq, dk, dv = self.attention.backward(dheads)                          # 2.

@@ -67,7 +67,6 @@ class ClippedSurrogateLoss(Module):
 
         Where the clipped term is the min it is constant in logp; elsewhere d(r A)/dlogp = r A.
         """
-        self._require("ratio")
         ### BEGIN SOLUTION clipped_surrogate.backward
         dobjective = -grad * self.mask / self.count                                      # undo 4: (B, T)
         dratio = dobjective * self.advantages * self.unclipped_is_min                    # undo 3 (and 2)
@@ -91,7 +90,6 @@ class ValueLoss(Module):
 
     def backward(self, grad=1.0):
         """dvalues_t = (grad / N) mask_t (V_t - R_t); returns dvalues (B, T)."""
-        self._require("error")
         ### BEGIN SOLUTION value_loss.backward
         dvalues = grad * self.mask * self.error / self.count                             # undo 2 and 1
         ### END SOLUTION

@@ -69,7 +69,6 @@ class SwiGLU(Module):
         Returns:
             dx: (..., C).
         """
-        self._require("gate")
         ### BEGIN SOLUTION swiglu.backward
         dhidden = self.w2.backward(dout)                # undo 4 (..., d_ff)
         dvalue = dhidden * self.gate                    # undo 3, the value's share

@@ -60,7 +60,6 @@ class RewardModel(ValueModel):
 
     def backward(self, drewards):
         """drewards (B,) -> None; only the last position's hidden state receives a gradient."""
-        self._require("hidden_shape")
         dhidden = np.zeros(self.hidden_shape, dtype=self.head.weight.dtype)   # (B, T, C)
         dhidden[:, -1] = self.head.backward(np.asarray(drewards)[:, None])    # (B, C)
         self.gpt.hidden_backward(dhidden)

@@ -91,8 +91,6 @@ class LoRALinear(Module):
         Returns:
             dx (..., d_in).
         """
-        self._require("xa")
-        self._check_dout(dout, (*self.shape[:-1], self.base.d_out))
         g = dout.reshape(-1, self.base.d_out)                             # (N, d_out)
         self.lora_b.grad += self.scale * (self.xa.T @ g)                  # 3.
         dxa = self.scale * (g @ self.lora_b.data.T)                       # 3. (N, r)

@@ -125,7 +125,6 @@ class RelativePositionAttention(Module):
         Returns:
             (dq, dk, dv).
         """
-        self._require("attention")
         dq_aug, dk_aug, dv = self.attention.backward(dout)                       # 2.
         hs = self.head_size
         drelative = np.swapaxes(dk_aug[..., hs:], -1, -2)                        # (..., T, T) dS_rel

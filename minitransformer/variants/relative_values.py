@@ -43,11 +43,13 @@ class RelativeValueAttention(RelativePositionAttention):
 
     def forward(self, q, k, v):
         """q, k (..., T, hs), v (..., T, dv) -> out (..., T, dv)."""
-        if np.shape(v)[-1:] != (self.value_size,):
-            raise ValueError(f"{self!r} expected v (..., T, {self.value_size}), got {np.shape(v)}")
-        out = super().forward(q, k, v)                                           # 1.-6. alpha, alpha v
+        v = np.asarray(v)
+        if v.ndim < 2 or v.shape[-1] != self.value_size:
+            raise ValueError(f"{self!r} expected v (..., T, {self.value_size}), got {v.shape}")
+        identity = np.broadcast_to(np.eye(v.shape[-2], dtype=v.dtype), (*v.shape[:-1], v.shape[-2]))  # (..., T, T)
+        read = super().forward(q, k, np.concatenate([v, identity], axis=-1))    # 1.-6. [alpha v, alpha] (..., T, dv + T)
         self.values_rel = self.table_v.data[self.rows]                           # 7. (T, T, dv) a^V_(j-i)
-        return out + (self.alpha[..., :, None, :] @ self.values_rel)[..., 0, :]  # 8. + sum_j alpha_ij a^V_(j-i)
+        return read[..., :self.value_size] + (self.alpha[..., :, None, :] @ self.values_rel)[..., 0, :]  # 8.
 
     def backward(self, dout):
         """8. out += sum_j alpha_ij a^V_(j-i)  ->  dalpha_ij += dout_i . a^V_(j-i),
@@ -55,22 +57,13 @@ class RelativeValueAttention(RelativePositionAttention):
         then steps 6-1 as the parent, with dalpha_rel added through [v, I] (module docstring).
         Returns (dq, dk, dv).
         """
-        self._require("values_rel")
         dout = np.asarray(dout)
-        self._check_dout(dout, (*self.alpha.shape[:-1], self.value_size))
         dalpha_rel = (dout[..., :, None, :] @ np.swapaxes(self.values_rel, -1, -2))[..., 0, :]   # (..., T, T)
         alpha2d = self.alpha.reshape(-1, *self.alpha.shape[-2:])                  # (N, T, T)
         dout2d = dout.reshape(-1, *dout.shape[-2:])                               # (N, T, dv)
         dvalues_rel = alpha2d.transpose(1, 2, 0) @ dout2d.transpose(1, 0, 2)      # (T, T, dv) sum_n alpha dout_i
         np.add.at(self.table_v.grad, self.rows, dvalues_rel)
-        attention = self.attention                                               # the parent's attention
-        T, v = self.alpha.shape[-1], attention.v
-        identity = np.broadcast_to(np.eye(T, dtype=v.dtype), (*v.shape[:-1], T))  # (..., T, T)
-        attention.v = np.concatenate([v, identity], axis=-1)                      # [v, I] (..., T, dv + T)
-        try:
-            dq, dk, dv_extended = super().backward(np.concatenate([dout, dalpha_rel], axis=-1))
-        finally:
-            attention.v = v
+        dq, dk, dv_extended = super().backward(np.concatenate([dout, dalpha_rel], axis=-1))   # 6.-1. through [v, I]
         return dq, dk, dv_extended[..., :self.value_size]
 
     def __repr__(self):

@@ -74,7 +74,6 @@ class BandedAttention(Module):
         Returns:
             (dq, dk, dv).
         """
-        self._require("attention")
         dq, dk_band, dv_band = self.attention.backward(np.asarray(dout)[..., None, :])   # 5-2.
         return dq[..., 0, :], self._scatter(dk_band), self._scatter(dv_band)               # 1.
 

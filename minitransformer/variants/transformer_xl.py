@@ -81,7 +81,6 @@ class TransformerXLBlock(Module):
         Returns:
             dx (B, T, C).
         """
-        self._require("memory_len")
         dh = dout + self.ln2.backward(self.ff.backward(dout))                     # 3.
         dquery, dnormed = self.attn.backward(dh)                                 # 2.
         dnormed[:, self.memory_len:] += dquery
