@@ -209,10 +209,11 @@ class Module:
 
     # ------------------------------------------------------------------ checks shared by all layers
     def _require(self, *cached_names):
-        """Raise a clear error when backward runs before forward (a cache is missing)."""
+        """Raise a clear error when a property or a hook reads forward's caches (`alpha`, RoPE's
+        `transform_backward`) before forward set them; `backward` itself is checked by the base class."""
         for name in cached_names:
             if getattr(self, name, None) is None:
-                raise RuntimeError(f"{self!r}: backward() called before forward() (nothing cached in `{name}`)")
+                raise RuntimeError(f"{self!r}: nothing cached in `{name}` yet; call forward() first")
 
     def _check_features(self, x, d, what="input"):
         """Raise unless `x` is an array of real floats (`_check_float`) whose last axis has size `d`."""
@@ -238,7 +239,7 @@ class Module:
 
     def _check_dout(self, dout, expected_shape):
         """Raise unless the upstream gradient is real floating point and has exactly the output's shape
-        (no broadcasting)."""
+        (no broadcasting); the base class calls it before every backward (see the module docstring)."""
         self._check_float(dout, "dout")
         if np.shape(dout) != tuple(expected_shape):
             raise ValueError(f"{self!r}.backward expected dout of shape {tuple(expected_shape)}, got {np.shape(dout)}")
