@@ -12,11 +12,10 @@ numbers (`_INSTRUCTOR_TESTS`), the notebooks' sources (`notebooks/_src` holds th
 version control and virtual environments.
 """
 
+import importlib
 import json
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -108,55 +107,40 @@ def _copy_package(package, target, selected, regions):
     return left_out
 
 
-_PROBE = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import numpy as np
-from minitransformer.gradcheck.cases import all_cases
-found = {}
-for case in all_cases():
-    try:
-        module, inputs, forward = case.build(np.random.default_rng(0))
-        out = (module.forward if forward is None else forward)(*inputs)
-        module.backward(np.ones(np.shape(out)) if np.ndim(out) else 1.0)
-    except NotImplementedError:
-        found[case.layer] = True
-    except Exception:                  # not caused by a blank region (the reference behaves the same): not ours
-        pass
-print(json.dumps(sorted(found)))
-"""
-
-
-def _probe(root):
-    """The catalogue layers that raise NotImplementedError under `root`."""
-    done = subprocess.run([sys.executable, "-c", _PROBE, str(Path(root).resolve())], cwd=root,
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"a copy with blank regions does not run: {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout)
-
-
 def unavailable_layers(package, selected, regions):
-    """Which layers each assigned exercise disables: dict catalogue layer -> list of exercises.
+    """Which layers the assigned regions disable: dict catalogue layer -> exercises, in the catalogues' orders.
 
-    For each exercise a scratch copy of the package with only that exercise's regions blank runs
-    every gradient-check case forward and backward once, in a subprocess; a layer that raises waits
-    for that exercise. Layers that work are not listed.
+    Every gradient-check case runs forward and backward once on the reference, traced: a case that reaches
+    a line of an assigned region would raise its hint there in the copy, so its layer waits for that exercise.
     """
-    waiting = {}
-    for exercise in _exercises(selected):
-        with tempfile.TemporaryDirectory(prefix=f"probe-{exercise}-") as tmp:
-            _copy_package(package, Path(tmp) / package.name, [n for n in selected if exercise_of(n) == exercise], regions)
-            for layer in _probe(tmp):
-                waiting.setdefault(layer, []).append(exercise)
-    order = list(dict.fromkeys(case.layer for case in all_cases()))
-    return dict(sorted(waiting.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
+    lines = {}                                      # (file, line number) -> exercise
+    for name in selected:
+        relative, region = regions[name]
+        file = importlib.import_module(f"{package.name}.{relative[:-3].replace('/', '.')}").__file__
+        lines.update({(file, number): exercise_of(name) for number in range(region.begin + 2, region.end + 1)})
+    files, reached = {file for file, _ in lines}, {}
+
+    def trace_line(frame, event, _):
+        if (frame.f_code.co_filename, frame.f_lineno) in lines:
+            found.add(lines[frame.f_code.co_filename, frame.f_lineno])
+        return trace_line
+
+    for case in all_cases():
+        found = reached.setdefault(case.layer, set())
+        sys.settrace(lambda frame, *_: trace_line if frame.f_code.co_filename in files else None)
+        try:
+            module, inputs, forward = case.build(np.random.default_rng(0))
+            out = (module.forward if forward is None else forward)(*inputs)
+            module.backward(np.ones(np.shape(out)) if np.ndim(out) else 1.0)
+        finally:
+            sys.settrace(None)
+    return {layer: _exercises(found) for layer, found in reached.items() if found}
 
 
-def _exercises(selected):
-    """The exercise names of the selected regions, in the catalogue's order."""
+def _exercises(names):
+    """The exercises of these region (or exercise) names, in the catalogue's order."""
     order = [e.name for e in EXERCISES]
-    return sorted({exercise_of(name) for name in selected}, key=order.index)
+    return sorted({exercise_of(name) for name in names}, key=order.index)
 
 
 def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
