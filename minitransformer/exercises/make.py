@@ -1,15 +1,11 @@
-"""Write a student copy of the project: the chosen solution regions replaced by hints.
+"""`exercises make`: a student copy of the project, the chosen solution regions replaced by hints.
 
-The copy holds the package (every region not chosen keeps the reference code), the tests and
-benchmarks, the packaging files (`pip install -e .`), an `exercises.json` manifest, a README listing
-the exercises, the self-check's expected outputs (`check.py`) and, on request, student notebooks.
-No assigned answer stays anywhere: tests and text that repeat one are blanked (`leaks.py`), the fast
-form of an assigned layer is left out (`Exercise.fast_files`), and the finished copy is scanned once
-more (a RuntimeError names what is left, and the copy is not written).
-
-Left out of the copy: byte code, the tests of the exercise mode and of the reference's recorded
-numbers (`_INSTRUCTOR_TESTS`), the notebooks' sources (`notebooks/_src` holds their solutions),
-version control and virtual environments.
+The copy holds the package, tests, benchmarks and packaging files, an `exercises.json` manifest, a README
+listing the exercises, the self-check's expected outputs (`check.py`) and, on request, student notebooks.
+No assigned answer stays: the fast form of an assigned layer is left out, tests and text that repeat one
+are blanked (`leaks.py`), and the finished copy is scanned once more (a RuntimeError names what is left,
+and the copy is not written). Not copied: the exercise mode's tests and those pinning the reference's
+recorded numbers (`_INSTRUCTOR_TESTS`), the notebooks' sources, byte code, version control.
 """
 
 import importlib
@@ -21,24 +17,25 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..fast import FORM_MODULES
 from ..gradcheck.cases import all_cases
 from .catalogue import EXERCISES, exercise_named, exercise_of
 from .check import CHECK_SEED, EXPECTED_FILE, compute_expected
-from .leaks import leaks_in, package_secrets, replace_lines, strip_tests
+from .leaks import blank_file, leaks_in, package_secrets
 from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
-_ROOT_FOLDERS = ("tests", "data", "benchmarks")
-_ROOT_FILES = ("setup.cfg", "pyproject.toml", "LICENSE", ".gitignore")
+_BESIDE_PACKAGE = ("tests", "data", "benchmarks", "setup.cfg", "pyproject.toml", "LICENSE", ".gitignore")
 _NOT_COPIED_NAMES = ("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis")
-# tests of the exercise mode itself (they need the reference and hold answers to grade) and of the
-# reference's recorded numbers (tests/fixtures, to 1e-9: a right answer computed in another order may differ)
+# tests of the exercise mode (they need the reference and hold answers to grade) and of the reference's recorded
+# numbers (tests/fixtures, to 1e-9: a right answer computed in another order may differ)
 _INSTRUCTOR_TESTS = ("test_exercises.py", "test_student_copy.py", "test_nbgrader.py", "*grading*",
                      "test_compatibility.py", "make_compatibility_fixtures.py")
-# single tests that pin the reference's float bits (recorded losses): a right answer summed in another order,
+# single tests pinning the reference's float bits (recorded losses): a right answer summed in another order,
 # or the plain layer standing in for a left-out fast form, rounds differently
 _REFERENCE_BITS = {"tests/test_train_step.py": ("test_the_trainers_first_losses_are_those_recorded_before_the_shared_step",)}
 _BITS_REASON = "it pins the reference's float bits, which a right answer need not reproduce"
+_README_SECTIONS = ("## The gradient checker",)      # taken over from the reference README (the copy's tests run it)
 
 
 def read_manifest(directory):
@@ -53,52 +50,39 @@ def reference_package():
 
 
 def select_regions(region_names, only=None):
-    """Resolve `--only` to region names.
-
-    Args:
-        region_names: every region name of the package.
-        only: None (every region) or a list of exercise names ("layernorm")
-            and region names ("layernorm.backward").
-    Returns:
-        sorted list of region names.
-    """
+    """The sorted region names `--only` selects: None selects all; else a list of exercise names ("layernorm")
+    and region names ("layernorm.backward"). KeyError listing both for a name that matches nothing."""
     if only is None:
         return sorted(region_names)
-    known_exercises = {e.name for e in EXERCISES}
     selected = set()
     for item in only:
         matches = {name for name in region_names if name == item or exercise_of(name) == item}
         if not matches:
-            raise KeyError(f"--only {item!r} names no exercise or region; exercises: {', '.join(sorted(known_exercises))}; "
-                           f"regions: {', '.join(sorted(region_names))}")
+            raise KeyError(f"--only {item!r} names no exercise or region; exercises: "
+                           f"{', '.join(sorted(e.name for e in EXERCISES))}; regions: {', '.join(sorted(region_names))}")
         selected |= matches
     return sorted(selected)
 
 
 def check_is_reference(regions):
-    """Raise when the installed package is itself a student copy (a blank region, or a copy's manifest beside it)."""
+    """Raise RuntimeError when the installed package is a student copy (a blank region, or a copy's files beside it)."""
     blank = sorted(name for name, (_, region) in regions.items() if region.is_blank())
-    if blank:
-        raise RuntimeError(f"the installed minitransformer is a student copy (blank regions: {', '.join(blank)}); "
-                           f"run the exercises commands from the reference package")
     package = reference_package()
-    if (package.parent / MANIFEST).is_file() or EXPECTED_FILE.is_file():
-        raise RuntimeError(f"the installed minitransformer is a student copy ({package.parent / MANIFEST} is beside it); "
+    if blank or (package.parent / MANIFEST).is_file() or EXPECTED_FILE.is_file():
+        why = f"blank regions: {', '.join(blank)}" if blank else f"{package.parent / MANIFEST} is beside it"
+        raise RuntimeError(f"the installed minitransformer is a student copy ({why}); "
                            f"run the exercises commands from the reference package")
 
 
 def _copy_package(package, target, selected, regions):
-    """Copy the package to `target` with the regions named in `selected` blanked, and every other answer.
-
-    Returns:
-        list of what was left out: {"path", "what", "exercises"} (the fast files).
-    """
+    """Copy the package to `target`, the regions named in `selected` blanked and the fast forms of their layers
+    left out; returns the left-out records {"path", "what", "exercises"}."""
     shutil.copytree(package, target, ignore=shutil.ignore_patterns(*_NOT_COPIED_NAMES), dirs_exist_ok=True)
     for relative in sorted({regions[name][0] for name in selected}):
         path = target / relative
         path.write_text(blank_regions(path.read_text(), set(selected), relative))
     left_out = []
-    for exercise in _exercises(selected):                  # fast forms of assigned layers would be answers
+    for exercise in _exercises(selected):                  # a fast form would be an answer to call
         for name in exercise_named(exercise).fast_files:
             if (target / "fast" / f"{name}.py").is_file():
                 (target / "fast" / f"{name}.py").unlink()
@@ -120,14 +104,17 @@ def unavailable_layers(package, selected, regions):
         lines.update({(file, number): exercise_of(name) for number in range(region.begin + 2, region.end + 1)})
     files, reached = {file for file, _ in lines}, {}
 
-    def trace_line(frame, event, _):
+    def trace_call(frame, *_):                      # only the regions' files trace their lines
+        return trace_line if frame.f_code.co_filename in files else None
+
+    def trace_line(frame, *_):
         if (frame.f_code.co_filename, frame.f_lineno) in lines:
             found.add(lines[frame.f_code.co_filename, frame.f_lineno])
         return trace_line
 
     for case in all_cases():
         found = reached.setdefault(case.layer, set())
-        sys.settrace(lambda frame, *_: trace_line if frame.f_code.co_filename in files else None)
+        sys.settrace(trace_call)
         try:
             module, inputs, forward = case.build(np.random.default_rng(0))
             out = (module.forward if forward is None else forward)(*inputs)
@@ -138,21 +125,17 @@ def unavailable_layers(package, selected, regions):
 
 
 def _exercises(names):
-    """The exercises of these region (or exercise) names, in the catalogue's order."""
+    """The exercises of these region names, in the catalogue's order."""
     order = [e.name for e in EXERCISES]
     return sorted({exercise_of(name) for name in names}, key=order.index)
 
 
 def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
-    """Write the student copy into the new directory `out`.
+    """Write the student copy into `out`, a new or empty directory, and return its manifest (also `exercises.json`).
 
-    Args:
-        out: path of a directory that does not exist yet (or is empty).
-        only: see `select_regions`.
-        notebooks: also write student versions of the notebooks.
-        notebooks_dir: where the reference notebooks are (default `notebooks/` next to the package).
-    Returns:
-        the manifest dict, also written to `out/exercises.json`.
+    `only`: see `select_regions`; `notebooks`: also write student notebooks of those in `notebooks_dir` (default
+    `notebooks/` beside the package). FileExistsError for a non-empty `out`; KeyError, RuntimeError (`check_is_reference`,
+    a copy that would show an answer).
     """
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -162,33 +145,23 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     check_is_reference(regions)
     selected = select_regions(regions, only)
     secrets = package_secrets(package, regions, selected)
-
     left_out = _copy_package(package, out / package.name, selected, regions)
     left_out += _copy_beside_package(package.parent, out, secrets)
-    left_out += _without_a_fast_tier(out / package.name, out / "tests")
-    source_root = package.parent
     written_notebooks = []
     if notebooks:
         from .notebook import write_student_notebooks
 
         written_notebooks, blanked = write_student_notebooks(
-            Path(notebooks_dir or source_root / "notebooks"), out / "notebooks", set(selected), secrets)
+            Path(notebooks_dir or package.parent / "notebooks"), out / "notebooks", set(selected), secrets)
         left_out += blanked
-
-    expected = compute_expected([e.name for e in EXERCISES], CHECK_SEED)
-    np.savez(out / package.name / EXPECTED_FILE.relative_to(package), **expected)
-    waiting = unavailable_layers(package, selected, regions)
-    manifest = {
-        "minitransformer": __version__,
-        "exercises": _exercises(selected),
-        "regions": selected,
-        "unavailable_layers": waiting,
-        "left_out": left_out,
-        "notebooks": written_notebooks,
-        "self_check": {"seed": CHECK_SEED, "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()},
-    }
+    np.savez(out / package.name / EXPECTED_FILE.relative_to(package), **compute_expected([e.name for e in EXERCISES]))
+    manifest = {"minitransformer": __version__, "exercises": _exercises(selected), "regions": selected,
+                "unavailable_layers": unavailable_layers(package, selected, regions), "left_out": left_out,
+                "notebooks": written_notebooks,
+                "self_check": {"seed": CHECK_SEED,
+                               "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()}}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    reference_readme = source_root / "README.md"
+    reference_readme = package.parent / "README.md"
     (out / "README.md").write_text(student_readme(manifest, regions,
                                                   reference_readme.read_text() if reference_readme.is_file() else ""))
     remaining = leaks_in(out, secrets)
@@ -200,96 +173,51 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
 
 
 def _copy_beside_package(source_root, out, secrets):
-    """Copy the tests, data, benchmarks and packaging files (not the instructor's tests), blanking what shows an
-    answer; returns the left-out records."""
-    left_out = []
-    for folder in _ROOT_FOLDERS:
-        if (source_root / folder).is_dir():
-            shutil.copytree(source_root / folder, out / folder,
-                            ignore=shutil.ignore_patterns(*_NOT_COPIED_NAMES, *_INSTRUCTOR_TESTS))
-            left_out += _blank_outside_package(out, out / folder, secrets)
-    for name in _ROOT_FILES:
-        if (source_root / name).is_file():
+    """Copy the tests, data, benchmarks and packaging files but the instructor's tests, blanking what shows an
+    answer; returns the left-out records. With no fast form left in the copy, the fast tier's tests go too: they
+    prove fast forms equal to their parents, and their kernels="fast" test would fail on a complete copy."""
+    no_fast_tier = not any((out / "minitransformer" / "fast" / f"{name}.py").is_file() for name in FORM_MODULES)
+    fast_tests = ("test_fast*.py",) if no_fast_tier else ()
+    left_out = [{"path": f"tests/{path.name}", "what": "the fast tier's tests", "exercises": "every fast form is left out"}
+                for pattern in fast_tests for path in sorted((source_root / "tests").glob(pattern))]
+    ignore = shutil.ignore_patterns(*_NOT_COPIED_NAMES, *_INSTRUCTOR_TESTS, *fast_tests)
+    for name in _BESIDE_PACKAGE:
+        if (source_root / name).is_dir():
+            shutil.copytree(source_root / name, out / name, ignore=ignore)
+        elif (source_root / name).is_file():
             shutil.copy2(source_root / name, out / name)
+    for path in sorted(p for name in _BESIDE_PACKAGE for p in (out / name).rglob("*") if p.is_file()):
+        relative = path.relative_to(out).as_posix()
+        left_out += blank_file(path, relative, secrets, {name: _BITS_REASON for name in _REFERENCE_BITS.get(relative, ())})
     return left_out
-
-
-def _without_a_fast_tier(package, tests):
-    """Leave out the fast tier's own tests (`tests/test_fast*.py`) when every fast form is left out.
-
-    They prove fast forms equal to their plain parents, and that kernels="fast" switches to them; with
-    no fast form left there is nothing to prove, and the switch test would fail on a complete copy.
-    """
-    from ..fast import FORM_MODULES
-
-    if any((package / "fast" / f"{name}.py").is_file() for name in FORM_MODULES) or not tests.is_dir():
-        return []
-    removed = sorted(tests.glob("test_fast*.py"))
-    for path in removed:
-        path.unlink()
-    return [{"path": path.relative_to(tests.parent).as_posix(), "what": "the fast tier's tests",
-             "exercises": "every fast form is left out"} for path in removed]
-
-
-def _blank_outside_package(root, folder, secrets):
-    """Blank what gives an answer away in a copied folder (tests, benchmarks): returns the left-out records."""
-    left_out = []
-    if not folder.is_dir():
-        return left_out
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        relative = path.relative_to(root).as_posix()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            continue
-        if path.suffix == ".py":
-            new, removed = strip_tests(text, secrets, relative,
-                                       {name: _BITS_REASON for name in _REFERENCE_BITS.get(relative, ())})
-            left_out += [{"path": relative, "what": name, "exercises": why} for name, why in removed]
-        else:
-            new, count = replace_lines(text, secrets)
-            if count:
-                left_out.append({"path": relative, "what": f"{count} lines", "exercises": "see the notes there"})
-        if new != text:
-            path.write_text(new, encoding="utf-8")
-    return left_out
-
-
-_README_SECTIONS = ("## The gradient checker",)      # taken over from the reference README: they show no answer
 
 
 def student_readme(manifest, regions, reference_readme=""):
-    """The copy's README: what to implement, where, and how to check it (the reference README shows solutions).
-
-    The reference README's sections named in `_README_SECTIONS` follow (the copy's tests run their examples).
-    """
+    """The copy's README: what to implement, where, and how to check it, then the reference README's sections
+    named in `_README_SECTIONS` (the rest of it shows solutions)."""
     lines = ["# minitransformer: exercises", "",
              "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy",
-             "with its tests' tools, `pip install -e \".[test]\"`, then fill in each place below, between its `### BEGIN SOLUTION` and",
-             "`### END SOLUTION` lines (keep those two lines: the grader reads your answer from between them).",
-             "The docstring above each place gives the shapes and the mathematics.", ""]
-    for name in manifest["regions"]:
-        relative, region = regions[name]
-        lines.append(f"- `{name}`: `minitransformer/{relative}`, in `{region.where}`")
-    notebooks = [n["notebook"] for n in manifest["notebooks"] if n["exercise_cells"]]
+             "with `pip install -e \".[test]\"`, then fill in each place below between its `### BEGIN SOLUTION` and",
+             "`### END SOLUTION` lines (keep them: the grader reads your answer from between them). The docstring",
+             "above each place gives the shapes and the mathematics.", ""]
+    lines += [f"- `{name}`: `minitransformer/{regions[name][0]}`, in `{regions[name][1].where}`" for name in manifest["regions"]]
+    notebooks = [f"`notebooks/{n['notebook']}`" for n in manifest["notebooks"] if n["exercise_cells"]]
     if notebooks:
-        lines += ["", f"Notebook exercises, in {', '.join(f'`notebooks/{name}`' for name in notebooks)}: each "
-                      "exercise cell is followed by a check cell; run the notebook to check your answers."]
-    first = manifest["exercises"][0] if manifest["exercises"] else "layernorm"
-    commands = [(f"python -m minitransformer exercises check {first}", "one exercise (or: all, or several: a,b)"),
-                (f"python -m pytest -m {first}", "the same check, as tests"),
-                (f"python -m minitransformer gradcheck --only {first}", "the gradient checker's table"),
-                ("python -m pytest", "everything: it fails only where your work is missing")]
-    width = max(len(command) for command, _ in commands) + 2
+        lines += ["", f"Notebook exercises, in {', '.join(notebooks)}: each exercise cell is followed by a check cell; "
+                      "run the notebook to check your answers."]
+    first = (manifest["exercises"] or ["layernorm"])[0]
     lines += ["", "Check your work as you go. Each check runs your own code: the forward against outputs shipped",
               "with this copy, the backward against finite differences of your forward (float64); a failure",
-              "names the case, the input or parameter, the worst index and the relative error.", "", "```bash"]
-    lines += [f"{command:<{width}}# {comment}" for command, comment in commands] + ["```"]
+              "names the case, the input or parameter, the worst index and the relative error.", "", "```bash",
+              f"python -m minitransformer exercises check {first}   # one exercise (or: all, or several: a,b)",
+              f"python -m pytest -m {first}                         # the same check, as tests",
+              f"python -m minitransformer gradcheck --only {first}  # the gradient checker's table",
+              "python -m pytest                                     # everything: fails only where your work is missing",
+              "```"]
     if manifest["unavailable_layers"]:
         lines += ["", "Until your exercises are done, these layers raise `NotImplementedError`, because they use them:", ""]
         lines += [f"- {layer}: needs {', '.join(needs)}" for layer, needs in manifest["unavailable_layers"].items()]
     for heading in _README_SECTIONS:
         if heading in reference_readme:
-            section = reference_readme.split(heading, 1)[1].split("\n## ", 1)[0]
-            lines += ["", heading + section.rstrip("\n")]
+            lines += ["", heading + reference_readme.split(heading, 1)[1].split("\n## ", 1)[0].rstrip("\n")]
     return "\n".join(lines) + "\n"
