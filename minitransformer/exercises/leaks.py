@@ -1,11 +1,9 @@
-"""Keep assigned answers out of a student copy: find every other place that shows one, and blank it.
+"""Keep assigned answers (`regions.region_secrets`) out of a student copy: every other place showing one is blanked.
 
-The secrets are the assigned regions' non-trivial lines (`regions.region_secrets`). A test module loses
-each top-level statement showing one, and every statement using what went (a test of a near-solution
-subclass); other text loses the line. Package code never shows one (variants call the layer, fast forms
-are left out), and `leaks_in`, the final scan, refuses a copy where anything does. `LEFT_OUT` starts every
-note, so the copy's conftest tells "left out" (skip) from "not written yet" (fail). Left out: answers in
-other words (the regions' docstrings keep the mathematics on purpose).
+A test module loses each top-level statement showing one and every statement using what went (a test of a
+near-solution subclass); other text loses the line; `leaks_in` is the final scan of the copy. `LEFT_OUT` starts
+every note, so the copy's conftest tells "left out" (skip) from "not written yet" (fail). Left out: answers
+in other words (the regions' docstrings keep the mathematics on purpose).
 """
 
 import ast
@@ -20,15 +18,8 @@ LEFT_OUT = "Left out of this student copy"
 
 def package_secrets(package, regions, selected):
     """dict region name -> {secret key: region line} for the assigned regions of the reference `package`."""
-    secrets = {}
-    for relative in sorted({regions[name][0] for name in selected}):
-        secrets.update(region_secrets((Path(package) / relative).read_text(), set(selected), relative))
-    return secrets
-
-
-def exercises_shown(leaks):
-    """The exercises whose answers `find_leaks` found, as "a, b"."""
-    return ", ".join(sorted({exercise_of(name) for _, name, _ in leaks}))
+    return {name: keys for relative in sorted({regions[name][0] for name in selected})
+            for name, keys in region_secrets((Path(package) / relative).read_text(), set(selected), relative).items()}
 
 
 def _names_used(node):
@@ -45,12 +36,10 @@ def _names_defined(node):
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
     return set()
 
 
-def strip_tests(text, secrets, source="<text>", names=None):
+def strip_tests(text, secrets, names=None):
     """Remove the top-level statements of a test module that show a secret or define one of `names` (dict
     name -> reason), and those that use them; returns (new text, list of (removed name, exercises or reason))."""
     names = names or {}
@@ -58,9 +47,7 @@ def strip_tests(text, secrets, source="<text>", names=None):
                   for node in ast.parse(text).body]
     shown = {}                                              # statement index -> exercises it shows
     for line, region, _ in find_leaks(text, secrets):
-        index = next((i for i, (first, last, _) in enumerate(statements) if first <= line + 1 <= last), None)
-        if index is None:
-            raise RuntimeError(f"{source}:{line + 1} gives away {region} outside any top-level statement")
+        index = next(i for i, (first, last, _) in enumerate(statements) if first <= line + 1 <= last)
         shown.setdefault(index, set()).add(exercise_of(region))
     removed = {i: (", ".join(sorted(e)), f"it shows the answer to exercise {', '.join(sorted(e))}")
                for i, e in shown.items()}                   # index -> (for the manifest, for the note)
@@ -70,8 +57,7 @@ def strip_tests(text, secrets, source="<text>", names=None):
     gone, more = set(), list(removed)
     while more:                                             # what uses a removed definition goes too
         gone |= set().union(*(_names_defined(statements[i][2]) for i in more))
-        more = [i for i, (_, _, node) in enumerate(statements) if i not in removed and _names_used(node) & gone
-                and not isinstance(node, (ast.Import, ast.ImportFrom))]
+        more = [i for i, (_, _, node) in enumerate(statements) if i not in removed and _names_used(node) & gone]
         removed.update({i: ("uses what was removed",) * 2 for i in more})
     lines, notes = text.splitlines(keepends=True), []
     for index in sorted(removed, reverse=True):             # from the bottom, so line numbers stay valid
@@ -82,27 +68,21 @@ def strip_tests(text, secrets, source="<text>", names=None):
     return "".join(lines), notes
 
 
-def replace_lines(text, secrets):
-    """Replace each line of a plain text that shows a secret by a note; returns (text, number replaced)."""
-    leaks = find_leaks(text, secrets)
-    lines = text.splitlines(keepends=True)
-    for index, name, _ in leaks:
-        lines[index] = f"({LEFT_OUT}: this line shows the answer to exercise {exercise_of(name)})\n"
-    return "".join(lines), len({index for index, _, _ in leaks})
-
-
 def blank_file(path, relative, secrets, names=None):
-    """Blank in place what shows a secret in a copied file (`strip_tests` for Python, `replace_lines` for other
-    text; binary files are skipped); returns the left-out records {"path", "what", "exercises"}."""
+    """Blank in place what shows a secret in a copied file (`strip_tests` for Python; in other text, the line
+    becomes a note; binary files are skipped); returns the left-out records {"path", "what", "exercises"}."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         return []
     if path.suffix == ".py":
-        new, removed = strip_tests(text, secrets, relative, names)
+        new, removed = strip_tests(text, secrets, names)
         records = [{"path": relative, "what": name, "exercises": why} for name, why in removed]
     else:
-        new, count = replace_lines(text, secrets)
+        leaks, lines = find_leaks(text, secrets), text.splitlines(keepends=True)
+        for index, name, _ in leaks:
+            lines[index] = f"({LEFT_OUT}: this line shows the answer to exercise {exercise_of(name)})\n"
+        new, count = "".join(lines), len({index for index, _, _ in leaks})
         records = [{"path": relative, "what": f"{count} lines", "exercises": "see the notes there"}] if count else []
     if new != text:
         path.write_text(new, encoding="utf-8")

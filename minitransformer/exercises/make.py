@@ -1,11 +1,10 @@
 """`exercises make`: a student copy of the project, the chosen solution regions replaced by hints.
 
-The copy holds the package, tests, benchmarks and packaging files, an `exercises.json` manifest, a README
-listing the exercises, the self-check's expected outputs (`check.py`) and, on request, student notebooks.
-No assigned answer stays: the fast form of an assigned layer is left out, tests and text that repeat one
-are blanked (`leaks.py`), and the finished copy is scanned once more (a RuntimeError names what is left,
-and the copy is not written). Not copied: the exercise mode's tests and those pinning the reference's
-recorded numbers (`_INSTRUCTOR_TESTS`), the notebooks' sources, byte code, version control.
+The copy holds the package, tests, benchmarks, packaging files, an `exercises.json` manifest, a README of
+the exercises, the self-check's expected outputs and, on request, student notebooks. No assigned answer
+stays: the fast forms of assigned layers are left out, tests and text repeating one are blanked (`leaks.py`),
+and a copy the final scan still finds one in is not written. Not copied: the instructor's tests
+(`_INSTRUCTOR_TESTS`), the notebooks' sources, byte code, version control.
 """
 
 import importlib
@@ -19,22 +18,21 @@ import numpy as np
 from .. import __version__
 from ..fast import FORM_MODULES
 from ..gradcheck.cases import all_cases
-from .catalogue import EXERCISES, exercise_named, exercise_of
+from .catalogue import EXERCISES, exercise_of
 from .check import CHECK_SEED, EXPECTED_FILE, compute_expected
 from .leaks import blank_file, leaks_in, package_secrets
+from .notebook import write_student_notebooks
 from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
 _BESIDE_PACKAGE = ("tests", "data", "benchmarks", "setup.cfg", "pyproject.toml", "LICENSE", ".gitignore")
 _NOT_COPIED_NAMES = ("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis")
-# tests of the exercise mode (they need the reference and hold answers to grade) and of the reference's recorded
-# numbers (tests/fixtures, to 1e-9: a right answer computed in another order may differ)
+# the exercise mode's (they need the reference and hold answers), and those of the reference's recorded numbers
 _INSTRUCTOR_TESTS = ("test_exercises.py", "test_student_copy.py", "test_nbgrader.py", "*grading*",
                      "test_compatibility.py", "make_compatibility_fixtures.py")
-# single tests pinning the reference's float bits (recorded losses): a right answer summed in another order,
-# or the plain layer standing in for a left-out fast form, rounds differently
-_REFERENCE_BITS = {"tests/test_train_step.py": ("test_the_trainers_first_losses_are_those_recorded_before_the_shared_step",)}
-_BITS_REASON = "it pins the reference's float bits, which a right answer need not reproduce"
+# single tests pinning the reference's float bits, which a right answer summed in another order need not match
+_REFERENCE_BITS = {"tests/test_train_step.py": {"test_the_trainers_first_losses_are_those_recorded_before_the_shared_step":
+                                                 "it pins the reference's float bits, which a right answer need not reproduce"}}
 _README_SECTIONS = ("## The gradient checker",)      # taken over from the reference README (the copy's tests run it)
 
 
@@ -52,10 +50,8 @@ def reference_package():
 def select_regions(region_names, only=None):
     """The sorted region names `--only` selects: None selects all; else a list of exercise names ("layernorm")
     and region names ("layernorm.backward"). KeyError listing both for a name that matches nothing."""
-    if only is None:
-        return sorted(region_names)
-    selected = set()
-    for item in only:
+    selected = set(region_names) if only is None else set()
+    for item in only or ():
         matches = {name for name in region_names if name == item or exercise_of(name) == item}
         if not matches:
             raise KeyError(f"--only {item!r} names no exercise or region; exercises: "
@@ -81,22 +77,18 @@ def _copy_package(package, target, selected, regions):
     for relative in sorted({regions[name][0] for name in selected}):
         path = target / relative
         path.write_text(blank_regions(path.read_text(), set(selected), relative))
-    left_out = []
-    for exercise in _exercises(selected):                  # a fast form would be an answer to call
-        for name in exercise_named(exercise).fast_files:
-            if (target / "fast" / f"{name}.py").is_file():
-                (target / "fast" / f"{name}.py").unlink()
-                left_out.append({"path": f"{package.name}/fast/{name}.py", "what": f"the fast form ({name})",
-                                 "exercises": exercise})
-    return left_out
+    assigned = _exercises(selected)                        # a fast form would be an answer to call
+    fast = [(e.name, name) for e in EXERCISES if e.name in assigned for name in e.fast_files
+            if (target / "fast" / f"{name}.py").is_file()]
+    for _, name in fast:
+        (target / "fast" / f"{name}.py").unlink()
+    return [{"path": f"{package.name}/fast/{name}.py", "what": f"the fast form ({name})", "exercises": exercise}
+            for exercise, name in fast]
 
 
 def unavailable_layers(package, selected, regions):
-    """Which layers the assigned regions disable: dict catalogue layer -> exercises, in the catalogues' orders.
-
-    Every gradient-check case runs forward and backward once on the reference, traced: a case that reaches
-    a line of an assigned region would raise its hint there in the copy, so its layer waits for that exercise.
-    """
+    """dict catalogue layer -> the exercises it waits for, in the catalogues' orders: every gradient-check case runs
+    forward and backward once on the reference, traced; a case reaching an assigned region would raise there."""
     lines = {}                                      # (file, line number) -> exercise
     for name in selected:
         relative, region = regions[name]
@@ -104,17 +96,15 @@ def unavailable_layers(package, selected, regions):
         lines.update({(file, number): exercise_of(name) for number in range(region.begin + 2, region.end + 1)})
     files, reached = {file for file, _ in lines}, {}
 
-    def trace_call(frame, *_):                      # only the regions' files trace their lines
-        return trace_line if frame.f_code.co_filename in files else None
-
-    def trace_line(frame, *_):
-        if (frame.f_code.co_filename, frame.f_lineno) in lines:
-            found.add(lines[frame.f_code.co_filename, frame.f_lineno])
-        return trace_line
+    def trace(frame, *_):                           # follows the lines of the regions' files only
+        where = (frame.f_code.co_filename, frame.f_lineno)
+        if where in lines:
+            found.add(lines[where])
+        return trace if where[0] in files else None
 
     for case in all_cases():
         found = reached.setdefault(case.layer, set())
-        sys.settrace(trace_call)
+        sys.settrace(trace)
         try:
             module, inputs, forward = case.build(np.random.default_rng(0))
             out = (module.forward if forward is None else forward)(*inputs)
@@ -131,12 +121,8 @@ def _exercises(names):
 
 
 def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
-    """Write the student copy into `out`, a new or empty directory, and return its manifest (also `exercises.json`).
-
-    `only`: see `select_regions`; `notebooks`: also write student notebooks of those in `notebooks_dir` (default
-    `notebooks/` beside the package). FileExistsError for a non-empty `out`; KeyError, RuntimeError (`check_is_reference`,
-    a copy that would show an answer).
-    """
+    """Write the student copy into the new or empty directory `out` (`only`: see `select_regions`; `notebooks`: with
+    those of `notebooks_dir`, default `notebooks/`) and return its manifest; FileExistsError, KeyError, RuntimeError."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} exists and is not an empty directory; choose a new directory")
@@ -147,13 +133,9 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     secrets = package_secrets(package, regions, selected)
     left_out = _copy_package(package, out / package.name, selected, regions)
     left_out += _copy_beside_package(package.parent, out, secrets)
-    written_notebooks = []
-    if notebooks:
-        from .notebook import write_student_notebooks
-
-        written_notebooks, blanked = write_student_notebooks(
-            Path(notebooks_dir or package.parent / "notebooks"), out / "notebooks", set(selected), secrets)
-        left_out += blanked
+    written_notebooks, blanked = ([], []) if not notebooks else write_student_notebooks(
+        Path(notebooks_dir or package.parent / "notebooks"), out / "notebooks", set(selected), secrets)
+    left_out += blanked
     np.savez(out / package.name / EXPECTED_FILE.relative_to(package), **compute_expected([e.name for e in EXERCISES]))
     manifest = {"minitransformer": __version__, "exercises": _exercises(selected), "regions": selected,
                 "unavailable_layers": unavailable_layers(package, selected, regions), "left_out": left_out,
@@ -161,9 +143,7 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
                 "self_check": {"seed": CHECK_SEED,
                                "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()}}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    reference_readme = package.parent / "README.md"
-    (out / "README.md").write_text(student_readme(manifest, regions,
-                                                  reference_readme.read_text() if reference_readme.is_file() else ""))
+    (out / "README.md").write_text(student_readme(manifest, regions, package.parent / "README.md"))
     remaining = leaks_in(out, secrets)
     if remaining:                    # a place none of the rules above knows: the copy (ours, just made) must not stay
         shutil.rmtree(out)
@@ -176,8 +156,7 @@ def _copy_beside_package(source_root, out, secrets):
     """Copy the tests, data, benchmarks and packaging files but the instructor's tests, blanking what shows an
     answer; returns the left-out records. With no fast form left in the copy, the fast tier's tests go too: they
     prove fast forms equal to their parents, and their kernels="fast" test would fail on a complete copy."""
-    no_fast_tier = not any((out / "minitransformer" / "fast" / f"{name}.py").is_file() for name in FORM_MODULES)
-    fast_tests = ("test_fast*.py",) if no_fast_tier else ()
+    fast_tests = () if any((out / "minitransformer/fast" / f"{n}.py").is_file() for n in FORM_MODULES) else ("test_fast*.py",)
     left_out = [{"path": f"tests/{path.name}", "what": "the fast tier's tests", "exercises": "every fast form is left out"}
                 for pattern in fast_tests for path in sorted((source_root / "tests").glob(pattern))]
     ignore = shutil.ignore_patterns(*_NOT_COPIED_NAMES, *_INSTRUCTOR_TESTS, *fast_tests)
@@ -188,32 +167,31 @@ def _copy_beside_package(source_root, out, secrets):
             shutil.copy2(source_root / name, out / name)
     for path in sorted(p for name in _BESIDE_PACKAGE for p in (out / name).rglob("*") if p.is_file()):
         relative = path.relative_to(out).as_posix()
-        left_out += blank_file(path, relative, secrets, {name: _BITS_REASON for name in _REFERENCE_BITS.get(relative, ())})
+        left_out += blank_file(path, relative, secrets, _REFERENCE_BITS.get(relative))
     return left_out
 
 
-def student_readme(manifest, regions, reference_readme=""):
-    """The copy's README: what to implement, where, and how to check it, then the reference README's sections
-    named in `_README_SECTIONS` (the rest of it shows solutions)."""
+def student_readme(manifest, regions, reference_readme):
+    """The copy's README: what to implement, where, and how to check it, then the sections of the reference
+    README (a path, maybe absent) named in `_README_SECTIONS` (the rest of it shows solutions)."""
+    reference_readme = reference_readme.read_text() if reference_readme.is_file() else ""
     lines = ["# minitransformer: exercises", "",
-             "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy",
-             "with `pip install -e \".[test]\"`, then fill in each place below between its `### BEGIN SOLUTION` and",
-             "`### END SOLUTION` lines (keep them: the grader reads your answer from between them). The docstring",
-             "above each place gives the shapes and the mathematics.", ""]
+             "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy with",
+             "`pip install -e \".[test]\"`, then fill in each place below between its `### BEGIN SOLUTION` and",
+             "`### END SOLUTION` lines (keep them: the grader reads your answer from there), as its docstring says.", ""]
     lines += [f"- `{name}`: `minitransformer/{regions[name][0]}`, in `{regions[name][1].where}`" for name in manifest["regions"]]
     notebooks = [f"`notebooks/{n['notebook']}`" for n in manifest["notebooks"] if n["exercise_cells"]]
     if notebooks:
         lines += ["", f"Notebook exercises, in {', '.join(notebooks)}: each exercise cell is followed by a check cell; "
                       "run the notebook to check your answers."]
     first = (manifest["exercises"] or ["layernorm"])[0]
-    lines += ["", "Check your work as you go. Each check runs your own code: the forward against outputs shipped",
-              "with this copy, the backward against finite differences of your forward (float64); a failure",
-              "names the case, the input or parameter, the worst index and the relative error.", "", "```bash",
+    lines += ["", "Check your work as you go: the forward against outputs shipped with this copy, the backward against",
+              "finite differences of your forward; a failure names the case, the input, the worst index and the error.",
+              "", "```bash",
               f"python -m minitransformer exercises check {first}   # one exercise (or: all, or several: a,b)",
               f"python -m pytest -m {first}                         # the same check, as tests",
               f"python -m minitransformer gradcheck --only {first}  # the gradient checker's table",
-              "python -m pytest                                     # everything: fails only where your work is missing",
-              "```"]
+              "```", "", "`python -m pytest` runs everything: it fails only where your work is missing."]
     if manifest["unavailable_layers"]:
         lines += ["", "Until your exercises are done, these layers raise `NotImplementedError`, because they use them:", ""]
         lines += [f"- {layer}: needs {', '.join(needs)}" for layer, needs in manifest["unavailable_layers"].items()]

@@ -1,13 +1,8 @@
-"""Solution regions: the marked parts of the reference an instructor may assign, and their secrets.
-
-A region is the lines between `### BEGIN SOLUTION <exercise>.<part>` and `### END SOLUTION` (nbgrader's
-markers, each a comment line of its own; see `layers/layernorm.py`). A student copy keeps the markers and
-puts a `raise NotImplementedError(...)` hint between them; the grader reads the answer back from there.
-Left out: nesting, and unnamed regions in the package (notebook cells may have them).
-
-Secrets: every region line but the trivial ones (a block header, a line without an operation, one its file
-shows outside the regions), compared normalised (no comments, whitespace or `self.`); a line that holds
-one, or the right-hand side of one doing two operations or more, gives the answer away.
+"""Solution regions: the lines between `### BEGIN SOLUTION <exercise>.<part>` and `### END SOLUTION`
+(nbgrader's markers, each a comment line; see `layers/layernorm.py`). A student copy keeps the markers
+around a `raise NotImplementedError(...)` hint; the grader reads the answer back from between them.
+Left out: nesting, and unnamed regions in the package (notebook cells may have them). Secrets: a region's
+non-trivial lines, compared normalised; a line holding one gives the answer away.
 """
 
 import re
@@ -37,8 +32,7 @@ class Region:
 
 
 def find_regions(text, source="<text>"):
-    """The list of Region of `text` (a source or a cell) in order; ValueError naming `source` on unbalanced
-    or nested markers."""
+    """The regions of `text` in order; ValueError naming `source` for unbalanced or nested markers."""
     lines = text.splitlines(keepends=True)
     regions, open_at = [], None
     for index, line in enumerate(lines):
@@ -87,8 +81,7 @@ def replace_regions(text, bodies, source="<text>"):
 
 def blank_regions(text, selected, source="<text>"):
     """Return `text` with every region whose name is in `selected` replaced by its hint."""
-    regions = find_regions(text, source)
-    return replace_regions(text, {r.name: [hint(r)] for r in regions if r.name in selected}, source)
+    return replace_regions(text, {r.name: [hint(r)] for r in find_regions(text, source) if r.name in selected}, source)
 
 
 _COMMENT = re.compile(r"#.*$")
@@ -108,9 +101,8 @@ def operations(code):
 
 
 def secret_keys(line, given=frozenset()):
-    """The normalised strings whose presence elsewhere gives a region line away: none for a trivial line or
-    one of `given` (what its file shows outside the regions); else the line, and its right-hand side when
-    that does two operations or more."""
+    """The normalised strings that give a region line away: none for a trivial line or one of `given` (shown
+    outside the regions); else the line, and its right-hand side if that does two operations or more."""
     code = normalise(line)
     if not code or code.endswith(":") or operations(code) == 0 or code in given:
         return set()
