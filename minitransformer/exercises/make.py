@@ -30,9 +30,9 @@ _NOT_COPIED_NAMES = ("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hy
 # the exercise mode's (they need the reference and hold answers), and those of the reference's recorded numbers
 _INSTRUCTOR_TESTS = ("test_exercises.py", "test_student_copy.py", "test_nbgrader.py", "*grading*",
                      "test_compatibility.py", "make_compatibility_fixtures.py")
-# single tests pinning the reference's float bits, which a right answer summed in another order need not match
-_REFERENCE_BITS = {"tests/test_train_step.py": {"test_the_trainers_first_losses_are_those_recorded_before_the_shared_step":
-                                                 "it pins the reference's float bits, which a right answer need not reproduce"}}
+_REFERENCE_BITS = {"tests/test_train_step.py": {      # single tests that a right answer summed in another order fails
+    "test_the_trainers_first_losses_are_those_recorded_before_the_shared_step":
+        "it pins the reference's float bits, which a right answer need not reproduce"}}
 _README_SECTIONS = ("## The gradient checker",)      # taken over from the reference README (the copy's tests run it)
 
 
@@ -94,7 +94,7 @@ def unavailable_layers(package, selected, regions):
         relative, region = regions[name]
         file = importlib.import_module(f"{package.name}.{relative[:-3].replace('/', '.')}").__file__
         lines.update({(file, number): exercise_of(name) for number in range(region.begin + 2, region.end + 1)})
-    files, reached = {file for file, _ in lines}, {}
+    files, reached, previous = {file for file, _ in lines}, {}, sys.gettrace()     # previous: a debugger's, coverage's
 
     def trace(frame, *_):                           # follows the lines of the regions' files only
         where = (frame.f_code.co_filename, frame.f_lineno)
@@ -110,7 +110,7 @@ def unavailable_layers(package, selected, regions):
             out = (module.forward if forward is None else forward)(*inputs)
             module.backward(np.ones(np.shape(out)) if np.ndim(out) else 1.0)
         finally:
-            sys.settrace(None)
+            sys.settrace(previous)
     return {layer: _exercises(found) for layer, found in reached.items() if found}
 
 
@@ -139,9 +139,8 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     np.savez(out / package.name / EXPECTED_FILE.relative_to(package), **compute_expected([e.name for e in EXERCISES]))
     manifest = {"minitransformer": __version__, "exercises": _exercises(selected), "regions": selected,
                 "unavailable_layers": unavailable_layers(package, selected, regions), "left_out": left_out,
-                "notebooks": written_notebooks,
-                "self_check": {"seed": CHECK_SEED,
-                               "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()}}
+                "notebooks": written_notebooks, "self_check": {
+                    "seed": CHECK_SEED, "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()}}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     (out / "README.md").write_text(student_readme(manifest, regions, package.parent / "README.md"))
     remaining = leaks_in(out, secrets)
@@ -178,7 +177,8 @@ def student_readme(manifest, regions, reference_readme):
     lines = ["# minitransformer: exercises", "",
              "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy with",
              "`pip install -e \".[test]\"`, then fill in each place below between its `### BEGIN SOLUTION` and",
-             "`### END SOLUTION` lines (keep them: the grader reads your answer from there), as its docstring says.", ""]
+             "`### END SOLUTION` lines (keep them: the grader reads your answer from there). The docstring above",
+             "each place gives the shapes and the mathematics.", ""]
     lines += [f"- `{name}`: `minitransformer/{regions[name][0]}`, in `{regions[name][1].where}`" for name in manifest["regions"]]
     notebooks = [f"`notebooks/{n['notebook']}`" for n in manifest["notebooks"] if n["exercise_cells"]]
     if notebooks:

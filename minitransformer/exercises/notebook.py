@@ -33,9 +33,11 @@ def _clear_cell(cell, selected, secrets):
         chosen = find_regions(source)
     if chosen:
         lines = source.splitlines(keepends=True)
+        guide = "the text above the cell says what to compute"
         for region in reversed(chosen):                     # from the bottom, so indices stay valid
-            lines[region.begin + 1:region.end] = ["*Your answer here.*\n" if cell["cell_type"] == "markdown" else hint(
-                replace(region, name=region.name or grade_id, where="this cell"), "the text above the cell says what to compute")]
+            named = replace(region, name=region.name or grade_id, where="this cell")
+            answer = "*Your answer here.*\n" if cell["cell_type"] == "markdown" else hint(named, guide)
+            lines[region.begin + 1:region.end] = [answer]
         cell["source"] = "".join(lines)
     leaks = find_leaks(cell_source(cell), secrets) if secrets else []
     if leaks:

@@ -65,9 +65,9 @@ def _enclosing(lines, index, indent):
 
 def hint(region, guide="the docstring gives the shapes and the mathematics"):
     """The line that replaces a region's body in a student copy: it names the exercise, the function and `guide`."""
-    name = f" {region.name}" if region.name else ""
-    where = f" in {region.where}" if region.where else ""
-    return f'{region.indent}{HINT_MARK}{name}: write the missing code{where} between the SOLUTION markers (keep them); {guide}")\n'
+    name, where = f" {region.name}" if region.name else "", f" in {region.where}" if region.where else ""
+    return (f'{region.indent}{HINT_MARK}{name}: write the missing code{where} between the SOLUTION markers '
+            f'(keep them); {guide}")\n')
 
 
 def replace_regions(text, bodies, source="<text>"):
