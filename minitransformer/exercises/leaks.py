@@ -84,7 +84,8 @@ def blank_file(path, relative, secrets, names=None):
             lines[index] = f"({LEFT_OUT}: this line shows the answer to exercise {exercise_of(name)})\n"
         new, count = "".join(lines), len({index for index, _, _ in leaks})
         records = [{"path": relative, "what": f"{count} lines", "exercises": "see the notes there"}] if count else []
-    path.write_text(new, encoding="utf-8")
+    if new != text:                                         # else untouched (a data file keeps its line ends)
+        path.write_text(new, encoding="utf-8")
     return records
 
 
@@ -94,8 +95,7 @@ def cell_source(cell):
 
 
 def leaks_in(root, secrets):
-    """Every place of the copy in `root` that shows a secret: list of "where:line: region: line" (notebook cells
-    as "x.ipynb#3")."""
+    """Every place of the copy in `root` showing a secret, as "path:line: region: line" (a cell: "x.ipynb#3:line")."""
     found = []
     for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and p.suffix not in (".npz", ".pyc", ".png", ".pt")):
         relative = path.relative_to(root).as_posix()

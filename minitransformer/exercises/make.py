@@ -3,7 +3,7 @@
 The copy holds the package, tests, benchmarks, packaging files, an `exercises.json` manifest, a README of
 the exercises, the self-check's expected outputs and, on request, student notebooks. No assigned answer
 stays: the fast forms of assigned layers are left out, tests and text repeating one are blanked (`leaks.py`),
-and a copy the final scan still finds one in is not written. Not copied: the instructor's tests
+and a copy in which the final scan still finds one is not written. Not copied: the instructor's tests
 (`_INSTRUCTOR_TESTS`), the notebooks' sources, byte code, version control.
 """
 
@@ -27,7 +27,7 @@ from .regions import blank_regions, package_regions
 MANIFEST = "exercises.json"
 _BESIDE_PACKAGE = ("tests", "data", "benchmarks", "setup.cfg", "pyproject.toml", "LICENSE", ".gitignore")
 _NOT_COPIED_NAMES = ("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis")
-# the exercise mode's (they need the reference and hold answers), and those of the reference's recorded numbers
+# tests of the exercise mode (they need the reference, and hold answers) and of the reference's recorded numbers
 _INSTRUCTOR_TESTS = ("test_exercises.py", "test_student_copy.py", "test_nbgrader.py", "*grading*",
                      "test_compatibility.py", "make_compatibility_fixtures.py")
 _REFERENCE_BITS = {"tests/test_train_step.py": {      # single tests that a right answer summed in another order fails

@@ -135,8 +135,7 @@ def find_leaks(text, secrets):
 
 def package_regions(package_dir):
     """dict region name -> (path relative to package_dir, Region); ValueError for a region unnamed or named twice."""
-    package_dir = Path(package_dir)
-    found = {}
+    package_dir, found = Path(package_dir), {}
     for path in sorted(package_dir.rglob("*.py")):
         if "__pycache__" in path.parts or path.parent.name == "exercises":     # this package only talks about markers
             continue
