@@ -1,24 +1,13 @@
-"""Keep assigned answers out of a student copy: find every other place that shows one, and blank it.
+"""Keep assigned answers (`regions.region_secrets`) out of a student copy: every other place showing one is blanked.
 
-The secrets are the non-trivial lines of the assigned regions (`regions.region_secrets`). A place
-outside the regions that contains one gives the answer away:
-
-* package code never does: a layer built on an exercise calls it (the relative-position and
-  banded attentions call `ScaledDotProductAttention`), and fast forms are left out of the copy
-  (`Exercise.fast_files`); the final scan of the copy (`leaks_in`) refuses a copy where one does;
-* tests: the top-level function, class or assignment holding the line is removed, and with it
-  every top-level definition that uses what was removed (a test of a near-solution subclass);
-* notebook cells and other text: the cell or line is replaced by a note.
-
-`LEFT_OUT` starts every note, so the copy's conftest can tell "left out" (skip) from "not written
-yet" (fail, naming the exercise).
-
-Left out: answers given away in other words (a derivation in prose, the same maths with other
-names). The regions' docstrings keep the mathematics on purpose; notebook derivations are
-exercise cells (`notebook.py`).
+A test module loses each top-level statement showing one and every statement using what went (a test of a
+near-solution subclass); other text loses the line; `leaks_in` is the final scan of the copy. `LEFT_OUT` starts
+every note, so the copy's conftest tells "left out" (skip) from "not written yet" (fail). Left out: answers
+in other words (the regions' docstrings keep the mathematics on purpose).
 """
 
 import ast
+import json
 from pathlib import Path
 
 from .catalogue import exercise_of
@@ -29,14 +18,8 @@ LEFT_OUT = "Left out of this student copy"
 
 def package_secrets(package, regions, selected):
     """dict region name -> {secret key: region line} for the assigned regions of the reference `package`."""
-    secrets = {}
-    for relative in sorted({regions[name][0] for name in selected}):
-        secrets.update(region_secrets((Path(package) / relative).read_text(), set(selected), relative))
-    return secrets
-
-
-def _exercises_of(leaks):
-    return ", ".join(sorted({exercise_of(name) for _, name, _ in leaks}))
+    return {name: keys for relative in sorted({regions[name][0] for name in selected})
+            for name, keys in region_secrets((Path(package) / relative).read_text(), set(selected), relative).items()}
 
 
 def _names_used(node):
@@ -53,88 +36,75 @@ def _names_defined(node):
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
     return set()
 
 
-def strip_tests(text, secrets, source="<text>", names=None):
-    """Remove the top-level statements of a test module that show a secret, and those that use them.
-
-    Args:
-        names: optional dict top-level name -> reason: definitions removed whatever they show.
-    Returns:
-        (new text, list of (removed name, exercises or reason)).
-    """
-    leaks = find_leaks(text, secrets)
+def strip_tests(text, secrets, names=None):
+    """Remove the top-level statements of a test module that show a secret or define one of `names` (dict
+    name -> reason), and those that use them; returns (new text, list of (removed name, exercises or reason))."""
     names = names or {}
-    tree = ast.parse(text)
-    if not leaks and not any(_names_defined(node) & set(names) for node in tree.body):
-        return text, []
-    spans = {id(node): (min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]), node.end_lineno)
-             for node in tree.body}
-    removed = {id(node): _exercises_of([leak for leak in leaks if spans[id(node)][0] <= leak[0] + 1 <= spans[id(node)][1]])
-               for node in tree.body
-               if any(spans[id(node)][0] <= leak[0] + 1 <= spans[id(node)][1] for leak in leaks)}
-    outside = [leak for leak in leaks if not any(first <= leak[0] + 1 <= last for first, last in spans.values())]
-    if outside:
-        raise RuntimeError(f"{source}:{outside[0][0] + 1} gives away {outside[0][1]} outside any top-level statement")
-    for node in tree.body:
+    statements = [(min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]), node.end_lineno, node)
+                  for node in ast.parse(text).body]
+    shown = {}                                              # statement index -> exercises it shows
+    for line, region, _ in find_leaks(text, secrets):
+        index = next(i for i, (first, last, _) in enumerate(statements) if first <= line + 1 <= last)
+        shown.setdefault(index, set()).add(exercise_of(region))
+    removed = {i: (", ".join(sorted(e)), f"it shows the answer to exercise {', '.join(sorted(e))}")
+               for i, e in shown.items()}                   # index -> (for the manifest, for the note)
+    for index, (_, _, node) in enumerate(statements):
         for name in _names_defined(node) & set(names):
-            removed[id(node)] = names[name]
-    gone = set().union(*(_names_defined(node) for node in tree.body if id(node) in removed))
-    while True:                                            # what uses a removed definition goes too
-        more = [node for node in tree.body if id(node) not in removed and _names_used(node) & gone
-                and not isinstance(node, (ast.Import, ast.ImportFrom))]
-        if not more:
-            break
-        for node in more:
-            removed[id(node)] = "uses what was removed"
-            gone |= _names_defined(node)
-    lines = text.splitlines(keepends=True)
-    notes = []
-    for node in sorted((n for n in tree.body if id(n) in removed), key=lambda n: -spans[id(n)][0]):
-        first, last = spans[id(node)]
-        name = sorted(_names_defined(node))[0] if _names_defined(node) else f"line {first}"
-        reason = removed[id(node)]
-        why = reason if reason == "uses what was removed" or reason in names.values() \
-            else f"it shows the answer to exercise {reason}"
-        lines[first - 1:last] = [f"# {name}: {LEFT_OUT} ({why})\n"]
-        notes.append((name, reason))
-    return "".join(lines), list(reversed(notes))
+            removed[index] = (names[name], names[name])
+    gone, more = set(), list(removed)
+    while more:                                             # what uses a removed definition goes too
+        gone |= set().union(*(_names_defined(statements[i][2]) for i in more))
+        more = [i for i, (_, _, node) in enumerate(statements) if i not in removed and _names_used(node) & gone]
+        removed.update({i: ("uses what was removed",) * 2 for i in more})
+    lines, notes = text.splitlines(keepends=True), []
+    for index in sorted(removed, reverse=True):             # from the bottom, so line numbers stay valid
+        first, last, node = statements[index]
+        name = min(_names_defined(node), default=f"line {first}")
+        lines[first - 1:last] = [f"# {name}: {LEFT_OUT} ({removed[index][1]})\n"]
+        notes.insert(0, (name, removed[index][0]))
+    return "".join(lines), notes
 
 
-def replace_lines(text, secrets):
-    """Replace each line of a plain text that shows a secret by a note; returns (text, number replaced)."""
-    leaks = find_leaks(text, secrets)
-    lines = text.splitlines(keepends=True)
-    for index, name, _ in leaks:
-        lines[index] = f"({LEFT_OUT}: this line shows the answer to exercise {exercise_of(name)})\n"
-    return "".join(lines), len({index for index, _, _ in leaks})
+def blank_file(path, relative, secrets, names=None):
+    """Blank in place what shows a secret in a copied file (`strip_tests` for Python; in other text, the line
+    becomes a note; binary files are skipped); returns the left-out records {"path", "what", "exercises"}."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return []
+    if path.suffix == ".py":
+        new, removed = strip_tests(text, secrets, names)
+        records = [{"path": relative, "what": name, "exercises": why} for name, why in removed]
+    else:
+        leaks, lines = find_leaks(text, secrets), text.splitlines(keepends=True)
+        for index, name, _ in leaks:
+            lines[index] = f"({LEFT_OUT}: this line shows the answer to exercise {exercise_of(name)})\n"
+        new, count = "".join(lines), len({index for index, _, _ in leaks})
+        records = [{"path": relative, "what": f"{count} lines", "exercises": "see the notes there"}] if count else []
+    if new != text:                                         # else untouched (a data file keeps its line ends)
+        path.write_text(new, encoding="utf-8")
+    return records
 
 
-def copy_texts(root):
-    """(path relative to root, kind, text) of every text file of a copy; notebooks by cell ("x.ipynb#3")."""
-    import json
-
-    for path in sorted(Path(root).rglob("*")):
-        if path.is_dir() or "__pycache__" in path.parts or path.suffix in (".npz", ".pyc", ".png", ".pt"):
-            continue
-        relative = path.relative_to(root).as_posix()
-        if path.suffix == ".ipynb":
-            for index, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
-                source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-                yield f"{relative}#{index}", "notebook cell", source
-            continue
-        try:
-            yield relative, "text", path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            continue                                           # binary data: no source code in it
+def cell_source(cell):
+    """A notebook cell's source as one string (a file may store it as a list of lines)."""
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
 
 
 def leaks_in(root, secrets):
-    """Every place of the copy in `root` that shows a secret: list of "where:line: region".."""
+    """Every place of the copy in `root` showing a secret, as "path:line: region: line" (a cell: "x.ipynb#3:line")."""
     found = []
-    for where, _, text in copy_texts(root):
-        found += [f"{where}:{index + 1}: {name}: {line}" for index, name, line in find_leaks(text, secrets)]
+    for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and p.suffix not in (".npz", ".pyc", ".png", ".pt")):
+        relative = path.relative_to(root).as_posix()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue                                        # binary data: no source code in it
+        texts = ([(f"{relative}#{i}", cell_source(cell)) for i, cell in enumerate(json.loads(text)["cells"])]
+                 if path.suffix == ".ipynb" else [(relative, text)])
+        found += [f"{where}:{index + 1}: {name}: {line}" for where, text in texts
+                  for index, name, line in find_leaks(text, secrets)]
     return found

@@ -1,136 +1,78 @@
-"""Student versions of notebooks: outputs stripped, solution cells cleared, nbgrader metadata kept.
+"""Student notebooks: outputs stripped, solution cells cleared, nbgrader metadata kept (an nbgrader course
+built on the reference notebook autogrades the copy), read and written as plain JSON.
 
-A cell is an exercise when its source holds solution regions (the package's markers; a region may be
-unnamed here), replaced by the hint, or when it is tagged `solution` (or nbgrader's
-`metadata.nbgrader.solution`): then its whole source becomes the hint between markers. A named region
-is cleared only when assigned, as in the package; an unnamed region or a tagged cell belongs to the
-exercise that starts its nbgrader `grade_id` (`layernorm_backward_steps`: layernorm) and is cleared
-only when that exercise is assigned (always, without a grade_id or a selection); the hint names it by
-that grade_id. Every code cell loses its outputs; a cell that still shows an assigned answer of the
-package (`leaks.py`) is replaced by a LEFT_OUT note, as are such lines of the notebooks' markdown files.
-
-The cells keep their `nbgrader` metadata (solution cells, autograded check cells with points, locked
-cells), so an nbgrader course whose source is the reference notebook can collect and autograde them
-(`pip install -e ".[nbgrader]"`; notebooks/_build.py declares them); our hint replaces nbgrader's stub
-and the markers stay. Notebooks are read and written as JSON, with no Jupyter package.
+An exercise cell holds solution regions, or is tagged `solution` (or nbgrader `solution`): then its whole
+source becomes the hint between markers. A named region is cleared when assigned; an unnamed one, or a
+tagged cell, when the exercise its nbgrader `grade_id` starts with is (`layernorm_backward_steps`), or
+always without either. A cell still showing an assigned answer of the package becomes a LEFT_OUT note.
 """
 
 import json
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
-from .leaks import LEFT_OUT, replace_lines
-from .regions import HINT_MARK, Region, find_leaks, find_regions, hint
-
-SOLUTION_TAG = "solution"
-_MARKDOWN_HINT = "*Your answer here.*\n"
+from .catalogue import exercise_of
+from .leaks import LEFT_OUT, blank_file, cell_source
+from .regions import find_leaks, find_regions, hint
 
 
-def is_solution_cell(cell):
-    """True for a cell tagged `solution` or marked as a solution by nbgrader."""
-    metadata = cell.get("metadata", {})
-    return SOLUTION_TAG in metadata.get("tags", []) or bool(metadata.get("nbgrader", {}).get("solution"))
-
-
-def _hint(cell, region):
-    """What replaces a solution in this cell: a sentence in markdown, the `raise` hint in code."""
-    if cell["cell_type"] == "markdown":
-        return [_MARKDOWN_HINT]
-    if region.name is not None:                      # a package region shown in a notebook: the package's hint
-        region.where = "this cell"
-        return [hint(region)]
-    name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-    return [f'{region.indent}{HINT_MARK}{" " + name if name else ""}: write the missing code in this cell between '
-            f'the SOLUTION markers (keep them); the text above the cell says what to compute")\n']
-
-
-def _exercise_names(leaks):
-    return ", ".join(sorted({name.split(".")[0] for _, name, _ in leaks}))
-
-
-def student_cell(cell, selected=None, secrets=None):
-    """Clear one cell in place.
-
-    Args:
-        cell: an nbformat cell (dict-like).
-        selected: assigned region names; None clears every named region too.
-        secrets: the assigned regions' secrets (`leaks.package_secrets`); a cell still showing one
-            afterwards is replaced by a LEFT_OUT note.
-    Returns:
-        (True if it was an exercise cell, True if it was replaced by a note).
-    """
-    exercise = _clear_solutions(cell, selected)
-    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-    leaks = find_leaks(source, secrets) if secrets else []
-    if leaks:
-        note = f"{LEFT_OUT}: this cell shows the answer to exercise {_exercise_names(leaks)}."
-        cell["source"] = (f"*{note}*\n" if cell["cell_type"] != "code"
-                          else f'# {note}\nraise NotImplementedError("{note}")\n')
-    return exercise, bool(leaks)
-
-
-def _cell_assigned(cell, selected):
-    """True if the cell's exercise (the first word of its nbgrader grade_id) is assigned, or nothing says."""
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-    if selected is None or not grade_id:
-        return True
-    return grade_id.split("_")[0] in {name.split(".")[0] for name in selected}
-
-
-def _clear_solutions(cell, selected):
-    """Clear the solution regions (or the whole solution cell) in place; True if there were any."""
+def _clear_cell(cell, selected, secrets):
+    """Clear one cell in place; returns (True if it is an exercise cell, True if it became a LEFT_OUT note)."""
     if cell["cell_type"] == "code":
         cell["outputs"], cell["execution_count"] = [], None
-    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    metadata = cell.get("metadata", {})
+    nbgrader = metadata.get("nbgrader", {})
+    grade_id = nbgrader.get("grade_id")                     # "layernorm_backward_steps": exercise layernorm
+    assigned = selected is None or not grade_id or any(f"{grade_id}_".startswith(f"{exercise_of(n)}_") for n in selected)
+    source = cell_source(cell)
     regions = find_regions(source, "notebook cell")
-    assigned = _cell_assigned(cell, selected)
     chosen = [r for r in regions if (assigned if r.name is None else selected is None or r.name in selected)]
+    if not regions and assigned and ("solution" in metadata.get("tags", []) or nbgrader.get("solution")):
+        source = "### BEGIN SOLUTION\n### END SOLUTION\n"     # the whole cell is the answer: it gets markers
+        chosen = find_regions(source)
     if chosen:
         lines = source.splitlines(keepends=True)
+        guide = "the text above the cell says what to compute"
         for region in reversed(chosen):                     # from the bottom, so indices stay valid
-            lines[region.begin + 1:region.end] = _hint(cell, region)
+            named = replace(region, name=region.name or grade_id, where="this cell")
+            answer = "*Your answer here.*\n" if cell["cell_type"] == "markdown" else hint(named, guide)
+            lines[region.begin + 1:region.end] = [answer]
         cell["source"] = "".join(lines)
-        return True
-    if not regions and assigned and is_solution_cell(cell):              # the whole cell is the answer: it gets markers
-        cell["source"] = "".join(["### BEGIN SOLUTION\n", *_hint(cell, Region(None, 0, 0, "", [])), "### END SOLUTION\n"])
-        return True
-    return False
+    leaks = find_leaks(cell_source(cell), secrets) if secrets else []
+    if leaks:
+        shown = ", ".join(sorted({exercise_of(name) for _, name, _ in leaks}))
+        note = f"{LEFT_OUT}: this cell shows the answer to exercise {shown}."
+        cell["source"] = f'# {note}\nraise NotImplementedError("{note}")\n' if cell["cell_type"] == "code" else f"*{note}*\n"
+    return bool(chosen), bool(leaks)
 
 
 def student_notebook(notebook, selected=None, secrets=None, left_out=None):
-    """Return the number of exercise cells after clearing `notebook` (an nbformat node) in place.
-
-    `left_out`, a list, receives the indices of the cells replaced by a LEFT_OUT note.
-    """
+    """Clear `notebook` (an nbformat node or its JSON) in place for the assigned region names `selected` (None: all)
+    and return its number of exercise cells; a cell still showing one of `secrets` (`leaks.package_secrets`)
+    becomes a LEFT_OUT note, and its index is appended to the list `left_out`."""
     notebook.get("metadata", {}).pop("widgets", None)
-    results = [student_cell(cell, selected, secrets) for cell in notebook["cells"]]
+    results = [_clear_cell(cell, selected, secrets) for cell in notebook["cells"]]
     if left_out is not None:
         left_out += [index for index, (_, replaced) in enumerate(results) if replaced]
     return sum(exercise for exercise, _ in results)
 
 
 def write_student_notebooks(source_dir, out_dir, selected=None, secrets=None):
-    """Write a student version of every `*.ipynb` in `source_dir` to `out_dir`, and its `*.md` files.
-
-    Returns:
-        (list of {"notebook": file name, "exercise_cells": count, "left_out_cells": [cell indices]},
-         list of left-out records {"path", "what", "exercises"} for the manifest).
-    """
+    """Write a student version of every `*.ipynb` and `*.md` in `source_dir` to `out_dir`; returns ([{"notebook",
+    "exercise_cells", "left_out_cells": [cell indices]}], the left-out records {"path", "what", "exercises"})."""
     written, left_out = [], []
     out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     for path in sorted(Path(source_dir).glob("*.ipynb")):
-        notebook = json.loads(path.read_text(encoding="utf-8"))      # plain JSON: no Jupyter package needed
-        cells = []
+        notebook, cells = json.loads(path.read_text(encoding="utf-8")), []
         count = student_notebook(notebook, selected, secrets, cells)
-        out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / path.name).write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
                                          encoding="utf-8")
         written.append({"notebook": path.name, "exercise_cells": count, "left_out_cells": cells})
         left_out += [{"path": f"notebooks/{path.name}", "what": f"cell {index}", "exercises": "see the note there"}
                      for index in cells]
     for path in sorted(Path(source_dir).glob("*.md")):
-        text, count = replace_lines(path.read_text(encoding="utf-8"), secrets or {})
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / path.name).write_text(text, encoding="utf-8")
-        if count:
-            left_out.append({"path": f"notebooks/{path.name}", "what": f"{count} lines", "exercises": "see the notes"})
+        shutil.copy2(path, out_dir / path.name)
+        left_out += blank_file(out_dir / path.name, f"notebooks/{path.name}", secrets or {})
     return written, left_out

@@ -1,16 +1,8 @@
-"""Solution regions: the marked parts of the reference code an instructor may assign, and their secrets.
-
-A region is the lines between `### BEGIN SOLUTION <exercise>.<part>` and `### END SOLUTION`, each
-marker a comment line of its own, indented like the code (nbgrader's and otter-grader's markers; see
-`layers/layernorm.py`). `--only layernorm` selects every part of an exercise, `--only
-layernorm.backward` one. A student copy keeps the markers and replaces the lines between them by a
-`raise NotImplementedError(...)` hint; the grader reads the answer back from between them. Left out:
-nesting, and unnamed regions in Python files (notebook cells may have them, `notebook.py`).
-
-Secrets: a region line is a secret unless trivial (a block header, a line without an operation, or one
-its own file shows outside the regions anyway). Lines compare normalised (comments, whitespace and
-`self.` dropped); `find_leaks` reports every line of a text that holds a secret, or the right-hand side
-of one that does two operations or more (`t = np.tanh(<GELU's right-hand side>)`).
+"""Solution regions: the lines between `### BEGIN SOLUTION <exercise>.<part>` and `### END SOLUTION`
+(nbgrader's markers, each a comment line; see `layers/layernorm.py`). A student copy keeps the markers
+around a `raise NotImplementedError(...)` hint; the grader reads the answer back from between them.
+Left out: nesting, and unnamed regions in the package (notebook cells may have them). Secrets: a region's
+non-trivial lines, compared normalised; a line holding one gives the answer away.
 """
 
 import re
@@ -25,14 +17,14 @@ _DEF = re.compile(r"^(?P<indent>[ \t]*)(?:def|class)[ \t]+(?P<name>\w+)")
 
 @dataclass
 class Region:
-    """One marked region of a text: the BEGIN line index `begin`, the END line index `end` (both 0-based)."""
+    """One marked region: its markers' 0-based line indices, the lines between them (each ending in "\\n")."""
 
     name: str                  # "layernorm.backward", or None when the marker has no name
     begin: int
     end: int
-    indent: str                # the BEGIN marker's indentation, reused for the hint
-    body: list                 # the lines strictly between the markers, each ending in "\n"
-    where: str = ""            # enclosing function, e.g. "LayerNorm.backward" (Python sources only)
+    indent: str                # the BEGIN marker's, reused for the hint
+    body: list
+    where: str = ""            # enclosing function, e.g. "LayerNorm.backward"
 
     def is_blank(self):
         """True when the body is a hint left by `exercises make`, i.e. not yet implemented."""
@@ -40,14 +32,7 @@ class Region:
 
 
 def find_regions(text, source="<text>"):
-    """Return the regions of `text` in order; raise ValueError on unbalanced or nested markers.
-
-    Args:
-        text: a Python source or a notebook cell's source.
-        source: what to call it in error messages (a path).
-    Returns:
-        list of Region.
-    """
+    """The regions of `text` in order; ValueError naming `source` for unbalanced or nested markers."""
     lines = text.splitlines(keepends=True)
     regions, open_at = [], None
     for index, line in enumerate(lines):
@@ -78,24 +63,15 @@ def _enclosing(lines, index, indent):
     return ".".join(reversed(names))
 
 
-def hint(region):
-    """The line that replaces a region's body in a student copy: it names the exercise and the function."""
-    name = f" {region.name}" if region.name else ""
-    where = f" in {region.where}" if region.where else ""
+def hint(region, guide="the docstring gives the shapes and the mathematics"):
+    """The line that replaces a region's body in a student copy: it names the exercise, the function and `guide`."""
+    name, where = f" {region.name}" if region.name else "", f" in {region.where}" if region.where else ""
     return (f'{region.indent}{HINT_MARK}{name}: write the missing code{where} between the SOLUTION markers '
-            f'(keep them); the docstring gives the shapes and the mathematics")\n')
+            f'(keep them); {guide}")\n')
 
 
 def replace_regions(text, bodies, source="<text>"):
-    """Return `text` with the body of each region named in `bodies` replaced.
-
-    Args:
-        text: the source.
-        bodies: dict region name -> list of lines (each ending in "\\n") to put between the markers.
-        source: for error messages.
-    Returns:
-        the new text; the markers themselves are kept.
-    """
+    """`text` with the body of each region named in `bodies` (dict name -> lines ending in "\\n") replaced."""
     lines = text.splitlines(keepends=True)
     for region in reversed(find_regions(text, source)):        # from the bottom, so indices stay valid
         if region.name in bodies:
@@ -105,8 +81,7 @@ def replace_regions(text, bodies, source="<text>"):
 
 def blank_regions(text, selected, source="<text>"):
     """Return `text` with every region whose name is in `selected` replaced by its hint."""
-    regions = find_regions(text, source)
-    return replace_regions(text, {r.name: [hint(r)] for r in regions if r.name in selected}, source)
+    return replace_regions(text, {r.name: [hint(r)] for r in find_regions(text, source) if r.name in selected}, source)
 
 
 _COMMENT = re.compile(r"#.*$")
@@ -126,23 +101,13 @@ def operations(code):
 
 
 def secret_keys(line, given=frozenset()):
-    """The normalised strings of one region line whose presence elsewhere gives the line away.
-
-    Args:
-        line: a line of a region's body.
-        given: normalised lines the region's own file shows outside its regions (never secret).
-    Returns:
-        set of str: empty for a trivial line; else the whole line, and its right-hand side when
-        that does two operations or more.
-    """
+    """The normalised strings that give a region line away: none for a trivial line or one of `given` (shown
+    outside the regions); else the line, and its right-hand side if that does two operations or more."""
     code = normalise(line)
     if not code or code.endswith(":") or operations(code) == 0 or code in given:
         return set()
-    keys = {code}
     assigned = _ASSIGNED.match(code)
-    if assigned and operations(assigned.group("rhs")) >= 2:
-        keys.add(assigned.group("rhs"))
-    return keys
+    return {code} | ({assigned.group("rhs")} if assigned and operations(assigned.group("rhs")) >= 2 else set())
 
 
 def region_secrets(text, names, source="<text>"):
@@ -150,44 +115,27 @@ def region_secrets(text, names, source="<text>"):
     regions = find_regions(text, source)
     inside = {i for r in regions for i in range(r.begin, r.end + 1)}
     given = {normalise(line) for i, line in enumerate(text.splitlines()) if i not in inside}
-    secrets = {}
-    for region in regions:
-        if region.name in names:
-            for line in region.body:
-                for key in secret_keys(line, given):
-                    secrets.setdefault(region.name, {})[key] = line.strip()
-    return secrets
+    secrets = {r.name: {key: line.strip() for line in r.body for key in secret_keys(line, given)}
+               for r in regions if r.name in names}
+    return {name: keys for name, keys in secrets.items() if keys}
 
 
 def find_leaks(text, secrets):
-    """Where `text` gives a secret away.
-
-    Args:
-        text: any text (a source file, a notebook cell, a README).
-        secrets: dict region name -> {key: region line}, as `region_secrets` returns.
-    Returns:
-        list of (0-based line index, region name, the region line it gives away).
-    """
+    """Where `text` gives a secret (`region_secrets`) away: list of (0-based line index, region name, region line)."""
     codes = [normalise(line) for line in text.splitlines()]
     joined = "\n".join(codes)                       # a key holds no newline: one search tells if any line has it
-    present = {name: {key: original for key, original in keys.items() if key in joined}
-               for name, keys in secrets.items()}
-    leaks = []
+    present = [(name, key, line) for name, keys in secrets.items() for key, line in keys.items() if key in joined]
+    hits = {}                                       # one per line and region: its first key found
     for index, code in enumerate(codes):
-        for name, keys in present.items():
-            hit = next((original for key, original in keys.items() if key in code), None)
-            if hit is not None:
-                leaks.append((index, name, hit))
-    return leaks
+        for name, key, line in present:
+            if key in code:
+                hits.setdefault((index, name), line)
+    return [(index, name, line) for (index, name), line in hits.items()]
 
 
 def package_regions(package_dir):
-    """Every named region of a package: dict name -> (path relative to package_dir, Region).
-
-    Raises ValueError for a region without a name or a name used twice.
-    """
-    package_dir = Path(package_dir)
-    found = {}
+    """dict region name -> (path relative to package_dir, Region); ValueError for a region unnamed or named twice."""
+    package_dir, found = Path(package_dir), {}
     for path in sorted(package_dir.rglob("*.py")):
         if "__pycache__" in path.parts or path.parent.name == "exercises":     # this package only talks about markers
             continue
