@@ -179,7 +179,8 @@ def grade_exercise(exercise, points, student_pkg, reference, reference_regions, 
         grade.status, grade.problems = "markers missing", [str(error)]
         return grade
     verify_reference(reference, assignment)                 # before each exercise: nobody changed it since
-    cases = reference_cases(tuple(exercise.layers), assignment.seed if seed is None else seed, assignment.tolerance)
+    cases = reference_cases(tuple(exercise.layers), int(assignment.seed if seed is None else seed),
+                            float(assignment.tolerance))
     workdir = new_workdir(isolation, f"grade-{exercise.name}-")
     try:
         _build_package(workdir / "pkg" / "minitransformer", reference, bodies, reference_regions)
@@ -239,17 +240,10 @@ def checked_reference(reference, assignment, where="the assignment"):
 
 
 def grade_copy(directory, assignment, only=None, limits=None, isolation="auto", reference=None, seed=None):
-    """Grade the student copy in `directory` by `assignment`; a list of ExerciseGrade, one per exercise.
-
-    Args:
-        directory: the student copy (or a folder holding it, or its minitransformer/ package).
-        assignment: the instructor's assignment: a path (`exercises make` wrote it) or an Assignment.
-        only: exercise names to grade (default: all of the assignment's).
-        limits: isolation.Limits (time, memory, processes, file size).
-        isolation: "auto", "bubblewrap", "process", or an Isolation from `choose_isolation`.
-        reference: the reference package directory (default: the installed package this runs from).
-        seed: the inputs' seed instead of the assignment's (the assignment's keeps a regrade identical).
-    """
+    """Grade the student copy in `directory` (or a folder holding it, or its package) by `assignment` (a path or
+    an Assignment); a list of ExerciseGrade, one per exercise. `only`: exercise names (default all); `limits`:
+    isolation.Limits; `isolation`: "auto", "bubblewrap", "process" or an Isolation; `reference`: the reference
+    package (default the installed one); `seed`: other inputs than the assignment's (a regrade keeps its seed)."""
     reference = Path(reference or reference_package()).resolve()
     if not isinstance(assignment, Assignment):
         assignment = read_assignment(assignment)

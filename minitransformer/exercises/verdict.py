@@ -8,6 +8,7 @@ match (else nothing is graded). So a backward is held to the true gradient, and 
 points only. What the student's process hands back (`runner.py`) is read with bounded sizes and without pickles.
 """
 
+import functools
 import io
 import json
 import os
@@ -66,17 +67,11 @@ def _reference_case(case, index, key, seed, tolerance):
     return ReferenceCase(key, index, case.id, given[0], [name for name, _ in params], given[1], upstream, expected)
 
 
-_CACHE = {}
-
-
+@functools.cache
 def reference_cases(layers, seed, tolerance):
     """The ReferenceCase of every catalogue case of `layers` (a tuple), for `seed`; computed once per process."""
-    key = (tuple(layers), int(seed), float(tolerance))
-    if key not in _CACHE:
-        cases = [(index, case) for index, case in enumerate(all_cases()) if case.layer in layers]
-        _CACHE[key] = [_reference_case(case, index, f"case{n}", seed, tolerance)
-                       for n, (index, case) in enumerate(cases)]
-    return _CACHE[key]
+    cases = [(index, case) for index, case in enumerate(all_cases()) if case.layer in layers]
+    return [_reference_case(case, index, f"case{n}", seed, tolerance) for n, (index, case) in enumerate(cases)]
 
 
 def task_inputs(cases):
