@@ -1,19 +1,12 @@
 """The exercises an instructor can assign, and which layers each one feeds.
 
 An exercise is named after a layer (`layernorm`), owns the solution regions whose names start with it
-(`layernorm.forward`, `layernorm.backward`), and is graded on the gradient-check catalogue's cases of
-that layer (`gradcheck_cases.all_cases()`, rows named `LayerNorm`). It is also a pytest marker of a
-student copy (`pytest -m layernorm`) and an argument of `exercises check` (`check.py`).
-
-Blanking a building block breaks what calls it (with `softmax` assigned, attention, the block and GPT
-raise until softmax is written): `exercises make` finds these layers by running the catalogue once in
-the new copy and lists them in `exercises.json` (`unavailable_layers`); `exercises grade` grades each
-exercise with the reference's building blocks, so a mistake costs points in one row only. A fast form
-of an assigned layer would be an answer to call, so the copy leaves its file out (`fast_files`);
-variants call the layer they build on, so they wait for its exercise.
-
-Left out: exercises on the composites (FeedForward, TransformerBlock, GPT), whose backward passes only
-chain their children's.
+(`layernorm.forward`, `layernorm.backward`), is graded on the gradient-check catalogue's cases of its layers, and is
+a pytest marker of a student copy (`pytest -m layernorm`). A blanked building block breaks what calls it (attention
+raises until softmax is written): `exercises make` lists those layers in the copy's manifest, and the grader grades
+each exercise with the reference's building blocks. An assigned layer's fast form would be an answer to call: the
+copy leaves its file out (`fast_files`). The composites (FeedForward, the block, GPT) only chain their children's
+backward passes and are no exercises.
 """
 
 from dataclasses import dataclass

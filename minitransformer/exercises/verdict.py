@@ -1,25 +1,14 @@
 """The verdict on one exercise: the reference's numbers, the student's arrays read as untrusted, the comparison.
 
-Everything here runs in the grader, a process that never imports student code, so nothing an
-answer patches (the checker, NumPy, builtins) reaches it.
-
-For each gradient-check case of the exercise's layers (`gradcheck.cases`):
-
-* inputs and parameters are drawn from the assignment's seed (`default_rng([seed, case index])`),
-  and an upstream gradient G of the output's shape (`default_rng([seed, case index, 1])`);
-* the reference forward gives the expected output;
-* the expected gradients are those of the *reference* forward, L = sum(G * forward(inputs)), by
-  the gradient checker's central differences in float64, for every float input and parameter.
-  The reference backward must agree with them (`compare_gradients`; else the reference is broken
-  and grading stops), so a student's backward is held to the true gradient, not to that of the
-  student's own forward: a wrong forward costs the forward region's point only.
-
-The student's process hands back its forward outputs and gradients (`runner.py`); they are read
-with bounded sizes, without pickles, and must have exactly the expected shapes and a real dtype.
-A forward passes when every case's output is within the tolerance, a backward when every
-gradient of every case is, compared by the gradient checker's `compare`.
+Everything here runs in the grader, which never imports student code. Per gradient-check case of the exercise's
+layers, inputs and parameters come from `default_rng([seed, case index])` and an upstream gradient G from
+`default_rng([seed, case index, 1])`. The expected output is the reference forward's; the expected gradients are
+those of L = sum(G * forward) by the checker's central differences in float64, which the reference backward must
+match (else nothing is graded). So a backward is held to the true gradient, and a wrong forward costs the forward's
+points only. What the student's process hands back (`runner.py`) is read with bounded sizes and without pickles.
 """
 
+import functools
 import io
 import json
 import os
@@ -45,20 +34,16 @@ class OutputRefused(ValueError):
 
 @dataclass
 class ReferenceCase:
-    """One case of an exercise, as the grader computed it from the reference."""
+    """One case of an exercise: what the student's process is given, and what it must hand back."""
 
     key: str                       # "case0": how the case's arrays are named in the files
     index: int                     # position in the catalogue (all_cases())
     id: str                        # "LayerNorm[x (2, 3, 6)]"
-    inputs: list                   # arrays, forward's positional arguments
-    input_names: list              # "input 0 (x)", from forward's signature
-    float_inputs: list             # indices of the differentiable (float) inputs
+    inputs: list                   # forward's positional arguments
     param_names: list
-    params: list                   # parameter values (arrays)
+    params: list                   # parameter values
     upstream: np.ndarray           # G, the output's shape
-    output: np.ndarray             # the reference forward's output, float64
-    input_grads: dict              # float input index -> dL/dinput (finite differences of the reference)
-    param_grads: list              # dL/dparam per parameter (finite differences of the reference)
+    expected: dict                 # array name -> (what it is, the reference's float64 array): the output first
 
 
 def _reference_case(case, index, key, seed, tolerance):
@@ -76,51 +61,35 @@ def _reference_case(case, index, key, seed, tolerance):
     if wrong:
         raise ReferenceBroken(f"the reference backward of {case.id} disagrees with finite differences of the reference "
                               f"forward ({'; '.join(wrong)}): the reference is broken, nothing is graded")
-    return ReferenceCase(key, index, case.id, given[0], names, float_inputs(inputs), [name for name, _ in params],
-                         given[1], upstream, output, input_grads, param_grads)
+    expected = {f"{key}.out": ("forward output", output)}
+    expected.update({f"{key}.dinput{i}": (names[i], input_grads[i]) for i in float_inputs(inputs)})
+    expected.update({f"{key}.dparam{j}": (f"parameter {name}", param_grads[j]) for j, (name, _) in enumerate(params)})
+    return ReferenceCase(key, index, case.id, given[0], [name for name, _ in params], given[1], upstream, expected)
 
 
-_CACHE = {}
-
-
+@functools.cache
 def reference_cases(layers, seed, tolerance):
     """The ReferenceCase of every catalogue case of `layers` (a tuple), for `seed`; computed once per process."""
-    key = (tuple(layers), int(seed), float(tolerance))
-    if key not in _CACHE:
-        cases = [(index, case) for index, case in enumerate(all_cases()) if case.layer in layers]
-        _CACHE[key] = [_reference_case(case, index, f"case{n}", seed, tolerance)
-                       for n, (index, case) in enumerate(cases)]
-    return _CACHE[key]
+    cases = [(index, case) for index, case in enumerate(all_cases()) if case.layer in layers]
+    return [_reference_case(case, index, f"case{n}", seed, tolerance) for n, (index, case) in enumerate(cases)]
 
 
 def task_inputs(cases):
-    """The arrays the student's process needs, as a dict for `np.savez`, and the task's case list."""
+    """The arrays the student's process is given (a dict for `np.savez`), and the task's list of cases."""
     arrays, specs = {}, []
     for case in cases:
-        for i, value in enumerate(case.inputs):
-            arrays[f"{case.key}.input{i}"] = value
-        for j, value in enumerate(case.params):
-            arrays[f"{case.key}.param{j}"] = value
+        arrays.update({f"{case.key}.input{i}": value for i, value in enumerate(case.inputs)})
+        arrays.update({f"{case.key}.param{j}": value for j, value in enumerate(case.params)})
         arrays[f"{case.key}.upstream"] = case.upstream
         specs.append({"key": case.key, "index": case.index, "id": case.id, "params": case.param_names,
                       "inputs": len(case.inputs)})
     return arrays, specs
 
 
-def expected_shapes(cases):
-    """dict array name -> shape of every array a runner may hand back for `cases`."""
-    shapes = {}
-    for case in cases:
-        shapes[f"{case.key}.out"] = case.output.shape
-        shapes.update({f"{case.key}.dinput{i}": case.inputs[i].shape for i in case.float_inputs})
-        shapes.update({f"{case.key}.dparam{j}": value.shape for j, value in enumerate(case.params)})
-    return shapes
-
-
 # ---------------------------------------------------------------- reading what the student's process wrote
 
 def _read_bounded(path, limit):
-    """The bytes of the regular file `path` (no symlink, no FIFO), OutputRefused when larger than `limit`."""
+    """The bytes of the regular file `path` (no symlink, no FIFO); OutputRefused when larger than `limit`."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
@@ -138,9 +107,7 @@ def read_records(path, keys):
     """The runner's JSON records as {key: {"forward_error": str or None, "backward_error": ...}}, checked."""
     try:
         records = json.loads(_read_bounded(path, RESULT_LIMIT).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        if isinstance(error, OutputRefused):
-            raise
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise OutputRefused(f"the student's process handed back no valid result ({type(error).__name__})") from None
     if not isinstance(records, list):
         raise OutputRefused("the student's process handed back a result that is not a list of cases")
@@ -148,53 +115,38 @@ def read_records(path, keys):
     for record in records:
         if not isinstance(record, dict) or record.get("key") not in keys:
             raise OutputRefused("the student's process handed back a result for a case that was not asked for")
-        clean = {}
-        for side in ("forward_error", "backward_error"):
-            message = record.get(side)
-            if message is not None and not isinstance(message, str):
-                raise OutputRefused("the student's process handed back a result with a malformed message")
-            clean[side] = None if message is None else message[:500]
-        checked[record["key"]] = clean
+        messages = {side: record.get(side) for side in ("forward_error", "backward_error")}
+        if any(message is not None and not isinstance(message, str) for message in messages.values()):
+            raise OutputRefused("the student's process handed back a result with a malformed message")
+        checked[record["key"]] = {side: message and message[:500] for side, message in messages.items()}
     return checked
 
 
 def read_arrays(path, shapes):
-    """The arrays the runner handed back: {name: float64 array}, only names in `shapes` and of exactly that shape.
-
-    Args:
-        path: the .npz file.
-        shapes: dict name -> expected shape (`expected_shapes`); anything else in the file is ignored.
-    Raises OutputRefused for a file that is not a plain .npz of real arrays of the expected shapes.
-    """
-    budget = sum(8 * int(np.prod(shape)) + 4096 for shape in shapes.values()) + 65536
-    data = _read_bounded(path, budget)
+    """The arrays the runner handed back, {name: float64 array}: only names in `shapes` (others are ignored), each
+    of exactly that shape. OutputRefused for a file that is not a plain .npz of real arrays of those shapes."""
+    data = _read_bounded(path, sum(8 * int(np.prod(shape)) + 4096 for shape in shapes.values()) + 65536)
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-        members = archive.infolist()
+        members = [m for m in archive.infolist() if m.filename.endswith(".npy") and m.filename[:-4] in shapes]
     except (zipfile.BadZipFile, ValueError, OSError):
         raise OutputRefused("the arrays the student's process handed back are not a valid .npz") from None
     arrays = {}
     for member in members:
-        name = member.filename[:-4] if member.filename.endswith(".npy") else None
-        if name not in shapes:
-            continue
-        limit = 8 * int(np.prod(shapes[name])) + 4096
-        if member.file_size > limit:
-            raise OutputRefused(f"{name}: {member.file_size} bytes, more than an array of shape {shapes[name]} needs")
+        name, shape = member.filename[:-4], tuple(shapes[member.filename[:-4]])
+        limit = 8 * int(np.prod(shape)) + 4096              # a member may not inflate beyond its array's size
         try:
             with archive.open(member) as handle:
                 raw = handle.read(limit + 1)
-            if len(raw) > limit:
-                raise OutputRefused(f"{name}: more bytes than an array of shape {shapes[name]} needs")
-            array = np.load(io.BytesIO(raw), allow_pickle=False)
-        except OutputRefused:
-            raise
+            array = np.load(io.BytesIO(raw), allow_pickle=False) if len(raw) <= limit else None
         except Exception as error:                         # a malformed header, a pickle, a bad CRC
             raise OutputRefused(f"{name}: not a plain NumPy array ({type(error).__name__})") from None
+        if array is None:
+            raise OutputRefused(f"{name}: more bytes than an array of shape {shape} needs")
         if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiub":
             raise OutputRefused(f"{name}: not an array of real numbers")
-        if array.shape != tuple(shapes[name]):
-            raise OutputRefused(f"{name}: shape {array.shape}, expected {tuple(shapes[name])}")
+        if array.shape != shape:
+            raise OutputRefused(f"{name}: shape {array.shape}, expected {shape}")
         arrays[name] = array.astype(np.float64)
     return arrays
 
@@ -206,8 +158,8 @@ class CaseVerdict:
     case: str
     forward_ok: bool = False
     backward_ok: bool = False
-    forward_error: float = None         # rel_error of the output, None if there was none
-    backward_error: float = None        # worst rel_error over the gradients, None if there were none
+    forward_error: float = None         # relative error of the output, None if there was none
+    backward_error: float = None        # worst relative error over the gradients, None if there were none
     raised: list = field(default_factory=list)      # messages of what the student's code raised
     forward_problems: list = field(default_factory=list)
     backward_problems: list = field(default_factory=list)
@@ -217,18 +169,21 @@ class CaseVerdict:
         return self.forward_problems + self.backward_problems
 
 
-def _compared(case, arrays, expected, what_it_gave, tolerance, problems):
-    """Compare each (what, array name, reference array) of `expected`; returns the errors (a NaN counts as 1)."""
+def _compared(case, arrays, names, tolerance, problems):
+    """The relative errors of the arrays `names` against the reference's (a NaN counts as 1); what is missing or
+    wrong goes to `problems`."""
     errors = []
-    for what, name, reference in expected:
+    for name in names:
+        what, reference = case.expected[name]
         if name not in arrays:
-            problems.append(f"{case.id}: no {what}" if what == "forward output"
+            problems.append(f"{case.id}: no {what}" if name.endswith(".out")
                             else f"{case.id}: backward returned no gradient for {what}")
             continue
         comparison = compare(what, arrays[name], reference)
         errors.append(min(comparison.error, 1.0))
         if not comparison.error <= tolerance:
-            problems.append(f"{case.id}: {comparison.describe(what_it_gave, 'expected')}")
+            gave = "yours" if name.endswith(".out") else "backward gave"
+            problems.append(f"{case.id}: {comparison.describe(gave, 'expected')}")
     return errors
 
 
@@ -237,24 +192,16 @@ def _judge_case(case, record, arrays, tolerance):
     if record is None:
         verdict.forward_problems.append(f"{case.id}: the student's process handed back nothing for this case")
         return verdict
-    if record["forward_error"]:
-        verdict.raised.append(record["forward_error"])
-        verdict.forward_problems.append(f"{case.id}: forward {record['forward_error']}")
-        return verdict
-    errors = _compared(case, arrays, [("forward output", f"{case.key}.out", case.output)], "yours", tolerance,
-                       verdict.forward_problems)
-    verdict.forward_error = errors[0] if errors else None
-    verdict.forward_ok = not verdict.forward_problems
-    if record["backward_error"]:
-        verdict.raised.append(record["backward_error"])
-        verdict.backward_problems.append(f"{case.id}: backward {record['backward_error']}")
-        return verdict
-    expected = [(case.input_names[i], f"{case.key}.dinput{i}", case.input_grads[i]) for i in case.float_inputs]
-    expected += [(f"parameter {name}", f"{case.key}.dparam{j}", case.param_grads[j])
-                 for j, name in enumerate(case.param_names)]
-    verdict.backward_error = max(_compared(case, arrays, expected, "backward gave", tolerance,
-                                           verdict.backward_problems), default=0.0)
-    verdict.backward_ok = not verdict.backward_problems
+    output, *gradients = case.expected
+    for part, names in (("forward", [output]), ("backward", gradients)):
+        problems = getattr(verdict, f"{part}_problems")
+        if record[f"{part}_error"]:                        # the student's code raised: the parts after it not judged
+            verdict.raised.append(record[f"{part}_error"])
+            problems.append(f"{case.id}: {part} {record[f'{part}_error']}")
+            return verdict
+        errors = _compared(case, arrays, names, tolerance, problems)
+        setattr(verdict, f"{part}_error", max(errors, default=None if part == "forward" else 0.0))
+        setattr(verdict, f"{part}_ok", not problems)
     return verdict
 
 
