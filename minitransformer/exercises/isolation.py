@@ -1,22 +1,11 @@
 """Run a student's code contained: out of reach of the grader, the reference and the machine.
 
-Two levels, chosen by `choose_isolation` (`exercises grade --isolation auto|bubblewrap|process`):
-
-* `bubblewrap` (Linux, `apt-get install bubblewrap`): each exercise in new PID, network, IPC, UTS and
-  mount namespaces, seeing only the Python interpreter, NumPy, its temporary package and inputs,
-  read-only, and an empty 64 MB /tmp: not the reference, the grader's files, other submissions or the
-  network. Killing the sandbox's first process ends every process in it.
-* `process`, where bubblewrap is missing or refused: a new session and process group, an empty
-  environment; the grader is the "child subreaper" of what it starts, so a process that detaches
-  (double fork, `setsid`) stays its descendant and is killed with the exercise. The student's code
-  can read world-readable files, the installed reference among them.
-
-Both: under root (CI, Gradescope) the student's code runs as `nobody` (the process limit then holds,
-and the grader's /proc entries are closed); limits on address space, file size, processes and core
-files are set before the student's code is imported (`runner.py`), and a wall-clock timeout kills
-everything. `describe` prints which guarantees are in force.
-
-Left out: cgroups (an exact memory and CPU budget), seccomp filters, a limit on files in /tmp.
+`bubblewrap` (Linux): namespaces in which the student's process sees only Python, NumPy, its package and
+inputs, read-only, an empty /tmp and no network. `process`, where bubblewrap is missing or refused: a new
+session, an empty environment, and the grader as child subreaper, so that a process that detaches (double
+fork, setsid) is still killed; world-readable files stay readable. Both: under root the code runs as
+`nobody`; `runner.py` sets the limits before it imports the student's code; a timeout kills everything.
+`describe` says which guarantees hold. Left out: cgroups, seccomp filters, a limit on files in /tmp.
 """
 
 import ctypes
@@ -25,8 +14,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,19 +23,15 @@ from ..core.checks import is_finite_number
 
 MIB = 2**20
 NOBODY = "nobody"
+USR = Path("/usr")
 _PR_SET_CHILD_SUBREAPER = 36
+_NOT_PRELOADED = {"antigravity", "this", "idlelib", "turtle", "tkinter", "__main__"}    # side effects, or a display
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one exercise's process may use.
-
-    Attributes:
-        timeout: seconds of wall-clock time for the whole exercise (> 0, finite).
-        memory_mb: address space of the student's process, MB (NumPy and the package take ~200).
-        processes: how many processes (threads count) the student's code may start.
-        file_mb: largest file it may write, MB.
-    """
+    """What one exercise may use: `timeout` seconds of wall-clock time (> 0, finite), `memory_mb` of address
+    space (NumPy and the package take ~200), `processes` (threads count) and files up to `file_mb`."""
 
     timeout: float = 60.0
     memory_mb: int = 2048
@@ -70,29 +55,17 @@ def _linux():
     return sys.platform.startswith("linux") and Path("/proc/self/stat").exists()
 
 
-def _nobody():
-    """(uid, gid) of the unprivileged user the student's code runs as under root, or None."""
-    import pwd
-
-    try:
-        entry = pwd.getpwnam(NOBODY)
-        return entry.pw_uid, entry.pw_gid
-    except KeyError:
-        return None
-
-
 def _others_can_read(path):
     """True when a user without any of the owner's rights can reach and read `path`."""
     path = Path(path).resolve()
-    for parent in reversed(path.parents):
-        if not os.stat(parent).st_mode & 0o001:
-            return False
+    if not all(os.stat(parent).st_mode & 0o001 for parent in path.parents):
+        return False
     mode = os.stat(path).st_mode
     return bool(mode & 0o004) and (not path.is_dir() or bool(mode & 0o001))
 
 
 def _numpy_dirs():
-    """The NumPy package directory and its bundled libraries (numpy.libs), as the grader imports them."""
+    """The NumPy package directory, and its bundled libraries (numpy.libs) or None, as the grader imports them."""
     import numpy
 
     package = Path(numpy.__file__).resolve().parent
@@ -106,13 +79,35 @@ def _interpreter():
 
 
 class Isolation:
-    """How an exercise's process is started; `bubblewrap` or `process`."""
+    """How an exercise's process is started. Subclasses give `name`, `SANDBOX` (where the student's process sees
+    the job directory's parts; None: where they are), `site` (where NumPy is) and `_wrapper`."""
 
-    name = None
+    name = SANDBOX = None
 
     def __init__(self, reason=""):
+        import pwd
+
         self.reason = reason                  # why this level was chosen (e.g. why bubblewrap is not used)
-        self.user = _nobody() if os.geteuid() == 0 else None
+        self.user = None                      # (uid, gid) of nobody, who runs the student's code under root
+        if os.geteuid() == 0:
+            with suppress(KeyError):
+                entry = pwd.getpwnam(NOBODY)
+                self.user = entry.pw_uid, entry.pw_gid
+
+    def paths(self, workdir):
+        """Where the student's process finds the package root, the task, the runner and NumPy (`site`)."""
+        root = self.SANDBOX or workdir
+        return {"package_root": str(root / "pkg"), "task": str(root / "task"),
+                "runner": str(root / "harness" / "runner.py"), "site": [self.site]}
+
+    def command(self, workdir, runner_args):
+        """(argv, working directory) that starts the runner for the job in `workdir`."""
+        wrapper, executable = self._wrapper(workdir)
+        return [*wrapper, str(executable), "-I", "-S", self.paths(workdir)["runner"], *runner_args], workdir / "cwd"
+
+    def _wrapper(self, workdir):
+        """(arguments before the interpreter's, the interpreter)."""
+        return [], _interpreter()[0]
 
     def preload(self):
         """Modules the runner imports before it drops to `nobody` (those `nobody` could not read)."""
@@ -135,27 +130,16 @@ class ProcessIsolation(Isolation):
         super().__init__(reason)
         reference = Path(reference or Path(__file__).resolve().parent.parent)
         self._reference_readable = _others_can_read(reference / "__init__.py")
-        executable, prefix = _interpreter()
         numpy_dir, _ = _numpy_dirs()
-        self._stdlib_readable = _others_can_read(Path(os.__file__).parent) and _others_can_read(executable)
+        self.site = str(numpy_dir.parent)
+        self._stdlib_readable = _others_can_read(Path(os.__file__).parent) and _others_can_read(_interpreter()[0])
         self._numpy_readable = _others_can_read(numpy_dir)
 
-    def paths(self, workdir):
-        numpy_dir, _ = _numpy_dirs()
-        return {"package_root": str(workdir / "pkg"), "task": str(workdir / "task"),
-                "runner": str(workdir / "harness" / "runner.py"), "site": [str(numpy_dir.parent)]}
-
-    def command(self, workdir, runner_args):
-        executable, _ = _interpreter()
-        paths = self.paths(workdir)
-        return [str(executable), "-I", "-S", paths["runner"], *runner_args], workdir / "cwd"
-
     def preload(self):
-        """Under root the runner starts as root and drops to nobody; what nobody could not read is imported first."""
+        """Under root, what `nobody` could not read (the standard library, NumPy) is imported before the drop."""
         if not self.user:
             return []
-        wanted = set() if self._stdlib_readable else set(sys.stdlib_module_names) - {"antigravity", "this", "idlelib",
-                                                                                      "turtle", "tkinter", "__main__"}
+        wanted = set() if self._stdlib_readable else set(sys.stdlib_module_names) - _NOT_PRELOADED
         if not self._numpy_readable:
             wanted.add("numpy")
         return sorted(name for name in list(sys.modules) if name.split(".")[0] in wanted)
@@ -186,85 +170,70 @@ class BubblewrapIsolation(Isolation):
 
     name = "bubblewrap"
     SANDBOX = Path("/sandbox")
+    site = str(SANDBOX / "site")
 
     def __init__(self, bwrap, reference, reason=""):
         super().__init__(reason)
         self.bwrap = bwrap
         self.reference = Path(reference).resolve()
 
-    def _python_mounts(self):
-        """(bind arguments, the interpreter's path inside) for the Python installation."""
+    def _python(self):
+        """(host prefix, its path inside, the interpreter inside): /usr shows a Python under /usr, any other
+        is bound at /sandbox/python."""
         executable, prefix = _interpreter()
-        if prefix == Path("/usr") or Path("/usr") in prefix.parents:
-            return [], executable                           # visible through /usr
-        if prefix not in executable.parents:
+        if prefix.is_relative_to(USR):
+            return USR, USR, executable
+        if not executable.is_relative_to(prefix):
             raise RuntimeError(f"the Python executable {executable} is not inside its prefix {prefix}")
         inside = self.SANDBOX / "python"
-        return ["--ro-bind", str(prefix), str(inside)], inside / executable.relative_to(prefix)
+        return prefix, inside, inside / executable.relative_to(prefix)
 
     def _hidden(self, roots):
-        """Directories inside the bound `roots` to cover with an empty tmpfs: other packages, and the reference."""
-        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-        candidates = {Path(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})[key])
-                      for key in ("purelib", "platlib")}
-        candidates |= {Path("/usr/lib/python3/dist-packages"), Path(f"/usr/local/lib/{version}/dist-packages"),
-                       Path(f"/usr/local/lib/{version}/site-packages"), Path(f"/usr/lib/{version}/site-packages"),
-                       self.reference}
+        """Where, inside the bound `roots` ((host, inside) pairs), an empty tmpfs covers the installed packages
+        (site-packages, dist-packages: the reference may be one of them) and the reference."""
         hidden = []
-        for path in sorted(p.resolve() for p in candidates if p.exists()):
-            for source, target in roots:
-                if path == source or source in path.parents:
-                    hidden.append(str(target / path.relative_to(source)))
+        for source, target in sorted(roots):
+            found = [*source.glob("lib*/python3*/*-packages"), *source.glob("local/lib*/python3*/*-packages")]
+            found += [self.reference] if self.reference.is_relative_to(source) else []
+            hidden += [str(target / path.relative_to(source)) for path in sorted(found)]
         return hidden
 
-    def _arguments(self, workdir):
+    def _wrapper(self, workdir):
         numpy_dir, numpy_libs = _numpy_dirs()
-        python_binds, executable = self._python_mounts()
+        prefix, inside, executable = self._python()
+        site = Path(self.site)
         args = [self.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
         if os.geteuid() != 0:
             args.append("--unshare-user")
-        args += ["--ro-bind", "/usr", "/usr"]
-        for name in ("bin", "lib", "lib64", "lib32", "sbin"):
-            top = Path("/") / name
+        args += ["--ro-bind", str(USR), str(USR)]
+        for top in (Path("/bin"), Path("/lib"), Path("/lib64"), Path("/lib32"), Path("/sbin")):
             if top.is_symlink():
                 args += ["--symlink", os.readlink(top), str(top)]
             elif top.is_dir():
                 args += ["--ro-bind", str(top), str(top)]
-        site = self.SANDBOX / "site"
         args += ["--perms", "0755", "--dir", str(self.SANDBOX), "--perms", "0755", "--dir", str(site)]
-        args += python_binds
+        if prefix != USR:
+            args += ["--ro-bind", str(prefix), str(inside)]
         args += ["--ro-bind", str(numpy_dir), str(site / "numpy")]
         if numpy_libs:
             args += ["--ro-bind", str(numpy_libs), str(site / "numpy.libs")]
-        roots = [(Path("/usr"), Path("/usr"))]
-        if python_binds:
-            roots.append((Path(python_binds[1]), Path(python_binds[2])))
-        for hidden in self._hidden(roots):
+        for hidden in self._hidden({(USR, USR), (prefix, inside)}):
             args += ["--tmpfs", hidden]
-        if workdir is not None:
-            for part in ("pkg", "task", "harness"):
-                args += ["--ro-bind", str(workdir / part), str(self.SANDBOX / part)]
+        for part in ("pkg", "task", "harness") if workdir else ():
+            args += ["--ro-bind", str(workdir / part), str(self.SANDBOX / part)]
         args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(64 * MIB), "--tmpfs", "/tmp",
                  "--clearenv", "--chdir", "/tmp"]
         for key, value in student_environment().items():
             args += ["--setenv", key, value]
         return args, executable
 
-    def paths(self, workdir):
-        return {"package_root": str(self.SANDBOX / "pkg"), "task": str(self.SANDBOX / "task"),
-                "runner": str(self.SANDBOX / "harness" / "runner.py"), "site": [str(self.SANDBOX / "site")]}
-
-    def command(self, workdir, runner_args):
-        args, executable = self._arguments(workdir)
-        return args + [str(executable), "-I", "-S", self.paths(workdir)["runner"], *runner_args], workdir / "cwd"
-
     def probe(self):
         """Raise RuntimeError (saying why) unless a sandbox starts here and imports NumPy."""
-        args, executable = self._arguments(None)
+        args, executable = self._wrapper(None)
         try:
-            done = subprocess.run(args + [str(executable), "-I", "-S", "-c",
-                                          "import sys; sys.path.insert(0, '/sandbox/site'); import numpy; print('ok')"],
+            done = subprocess.run([*args, str(executable), "-I", "-S", "-c", f"import sys; sys.path.insert(0, "
+                                   f"{self.site!r}); import numpy; print('ok')"],
                                   capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise RuntimeError(f"bwrap did not start: {error}") from None
@@ -286,18 +255,14 @@ def student_environment():
             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-_CHOSEN = {}
+_CHOSEN = {}                                    # reference -> (BubblewrapIsolation or None, why not): probed once
 
 
 def choose_isolation(level="auto", reference=None):
-    """The isolation to grade with.
+    """The Isolation to grade with; `reference` is the reference package directory (hidden from the sandbox).
 
-    Args:
-        level: "auto" (bubblewrap when it works here, else the process fallback), "bubblewrap" (an
-            error when it does not work), or "process".
-        reference: the reference package directory (hidden from the sandbox).
-    Returns:
-        an Isolation; RuntimeError when "bubblewrap" was asked for and does not work.
+    `level` "auto" is bubblewrap when it works here, else the process fallback; "bubblewrap" raises RuntimeError
+    when it does not work; "process" is the fallback.
     """
     if level not in ("auto", "bubblewrap", "process"):
         raise ValueError(f"--isolation expected auto, bubblewrap or process, got {level!r}")
@@ -306,43 +271,42 @@ def choose_isolation(level="auto", reference=None):
                            "resource limits (grade on a Linux machine, or with the Gradescope bundle)")
     if level == "process":
         return ProcessIsolation(reference=reference)
-    key = (level, str(reference))
-    if key in _CHOSEN:
-        return _CHOSEN[key]
-    bwrap = shutil.which("bwrap")
-    reason = None
-    if bwrap is None:
-        reason = "bwrap not found (apt-get install bubblewrap)"
-    elif not _linux():
-        reason = "not Linux"
-    else:
-        sandbox = BubblewrapIsolation(bwrap, reference or Path(__file__).resolve().parent.parent)
-        try:
-            sandbox.probe()
-        except RuntimeError as error:
-            reason = str(error)
-        else:
-            _CHOSEN[key] = sandbox
-            return sandbox
+    reference = Path(reference or Path(__file__).resolve().parent.parent)
+    if str(reference) not in _CHOSEN:
+        _CHOSEN[str(reference)] = _bubblewrap(reference)
+    sandbox, reason = _CHOSEN[str(reference)]
+    if sandbox:
+        return sandbox
     if level == "bubblewrap":
         raise RuntimeError(f"--isolation bubblewrap: not available here: {reason}")
-    _CHOSEN[key] = ProcessIsolation(reason, reference)
-    return _CHOSEN[key]
+    return ProcessIsolation(reason, reference)
+
+
+def _bubblewrap(reference):
+    """(a BubblewrapIsolation that works here, None) or (None, why not)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None, "bwrap not found (apt-get install bubblewrap)"
+    if not _linux():
+        return None, "not Linux"
+    sandbox = BubblewrapIsolation(bwrap, reference)
+    try:
+        sandbox.probe()
+    except RuntimeError as error:
+        return None, str(error)
+    return sandbox, None
 
 
 # ---------------------------------------------------------------- running and killing
 
 def _processes():
-    """dict pid -> (parent pid, uid, threads) of every process (Linux /proc)."""
+    """dict pid -> (parent pid, real uid, threads) of every process (Linux /proc)."""
     table = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                status = Path(f"/proc/{entry.name}/status").read_text()
-                fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-                table[int(entry.name)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]), int(fields["Threads"]))
-            except (OSError, ValueError, KeyError):
-                continue
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with suppress(OSError, ValueError, KeyError):
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            fields = dict(line.split(":", 1) for line in lines if ":" in line)
+            table[int(pid)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]), int(fields["Threads"]))
     return table
 
 
@@ -353,57 +317,37 @@ def count_processes(uid):
 
 def _subreaper(on):
     """Make this process the child subreaper of its descendants (Linux), so that orphans come back to it."""
-    if not _linux():
-        return False
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    with suppress(OSError, AttributeError):
+        return _linux() and ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+    return False
 
 
 def _kill_descendants(process, before):
-    """SIGKILL the exercise's process, its group and every process descended from it, until none is left.
-
-    Args:
-        process: the Popen of the process started for the exercise.
-        before: pids of this process's children that existed before it (not the exercise's).
-    A process that detached (double fork, setsid) has been handed to this one, the subreaper, when its
-    parent died: it is one of this process's children that were not there before.
-    """
-    try:
+    """SIGKILL the exercise's `process` (a Popen), its group, and every descendant of this process that is not
+    one of the children it had `before` (a pid set), until none is left. A process that detached (double fork,
+    setsid) was handed to this one, the subreaper, when its parent died: a new child, killed with the rest."""
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     process.kill()
     process.wait()
     if not _linux():
         return
     me = os.getpid()
     for _ in range(1000):
-        table = {pid: parent for pid, (parent, _, _) in _processes().items()}
-        children = {}
-        for pid, parent in table.items():
-            children.setdefault(parent, []).append(pid)
-        stack = [pid for pid in children.get(me, []) if pid not in before]
-        victims = set()
-        while stack:
-            pid = stack.pop()
-            if pid not in victims:
-                victims.add(pid)
-                stack += children.get(pid, [])
+        parents = {pid: parent for pid, (parent, _, _) in _processes().items()}
+        victims, frontier = set(), {pid for pid, parent in parents.items() if parent == me} - before
+        while frontier:
+            victims |= frontier
+            frontier = {pid for pid, parent in parents.items() if parent in frontier} - victims
         if not victims:
             return
         for pid in victims:
-            try:
+            with suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         for pid in victims:
-            if table.get(pid) == me:                       # handed to us: wait for it, so it leaves the table
-                try:
+            if parents[pid] == me:                       # handed to us: wait for it, so it leaves the table
+                with suppress(ChildProcessError):
                     os.waitpid(pid, 0)
-                except ChildProcessError:
-                    pass
     raise RuntimeError("the student's processes could not all be killed (they fork faster than they die)")
 
 
@@ -417,11 +361,8 @@ class Outcome:
 
 
 def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path, stderr_path):
-    """Run the runner for the job in `workdir` under `isolation`; kill everything it started when it ends.
-
-    Returns:
-        Outcome.
-    """
+    """Run the runner for the job in `workdir` under `isolation`, kill everything it started when it ends, and
+    return its Outcome."""
     argv, cwd = isolation.command(workdir, runner_args)
     cwd.mkdir(exist_ok=True)
     before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()} if _linux() else set()
@@ -440,14 +381,10 @@ def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path
     finally:
         if reaping:
             _subreaper(False)
-    outcome.stderr = _tail(stderr_path)
+    with open(stderr_path, "rb") as handle:
+        handle.seek(max(0, os.fstat(handle.fileno()).st_size - 16384))
+        outcome.stderr = handle.read().decode("utf-8", "replace")
     return outcome
-
-
-def _tail(path, size=16384):
-    with open(path, "rb") as handle:
-        handle.seek(max(0, os.fstat(handle.fileno()).st_size - size))
-        return handle.read().decode("utf-8", "replace")
 
 
 def scratch():
@@ -458,18 +395,15 @@ def scratch():
 
 
 def new_workdir(isolation, prefix):
-    """A temporary job directory: pkg/, task/, harness/ (the student's process reads them), cwd/, private/.
-
-    When the student's code runs as `nobody` the parts it reads are made readable by others; private/
-    (the output files, opened by the grader and handed over as descriptors) stays the grader's.
-    """
+    """A temporary job directory: pkg/, task/, harness/ (the student's process reads them), cwd/, private/
+    (the output files, opened by the grader and handed over as descriptors: the grader's alone)."""
     workdir = Path(tempfile.mkdtemp(prefix=prefix, dir=scratch()))
     for part in ("pkg", "task", "harness", "cwd", "private"):
         (workdir / part).mkdir()
+        if isolation.user and part != "private":          # nobody runs the student's code: let it in
+            (workdir / part).chmod(0o755)
     if isolation.user:
         workdir.chmod(0o755)
-        for part in ("pkg", "task", "harness", "cwd"):
-            (workdir / part).chmod(0o755)
         if isolation.name == "process" and not _others_can_read(workdir):
             shutil.rmtree(workdir)
             raise RuntimeError(f"the grader's temporary directory {workdir.parent} cannot be reached by {NOBODY}, "
