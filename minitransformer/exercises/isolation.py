@@ -19,11 +19,17 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy
+
 from ..core.checks import is_finite_number
 
 MIB = 2**20
 NOBODY = "nobody"
 USR = Path("/usr")
+PYTHON = Path(sys.executable).resolve()                    # the student's code runs on the grader's Python
+NUMPY = Path(numpy.__file__).resolve().parent              # and its NumPy
+ENVIRONMENT = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}   # nothing of the grader's
 _PR_SET_CHILD_SUBREAPER = 36
 _NOT_PRELOADED = {"antigravity", "this", "idlelib", "turtle", "tkinter", "__main__"}    # side effects, or a display
 
@@ -64,30 +70,17 @@ def _others_can_read(path):
     return bool(mode & 0o004) and (not path.is_dir() or bool(mode & 0o001))
 
 
-def _numpy_dirs():
-    """The NumPy package directory, and its bundled libraries (numpy.libs) or None, as the grader imports them."""
-    import numpy
-
-    package = Path(numpy.__file__).resolve().parent
-    libs = package.parent / "numpy.libs"
-    return package, (libs if libs.is_dir() else None)
-
-
-def _interpreter():
-    """(real path of the Python executable, real base prefix): the student's code runs on the grader's Python."""
-    return Path(sys.executable).resolve(), Path(sys.base_prefix).resolve()
-
-
 class Isolation:
-    """How an exercise's process is started. Subclasses give `name`, `SANDBOX` (where the student's process sees
-    the job directory's parts; None: where they are), `site` (where NumPy is) and `_wrapper`."""
+    """How an exercise's process is started. Subclasses give `name`, `SANDBOX` (where the student's process
+    sees the job directory's parts; None: where they are), `site` (where NumPy is), `describe` and `_wrapper`."""
 
     name = SANDBOX = None
 
-    def __init__(self, reason=""):
+    def __init__(self, reason="", reference=None):
         import pwd
 
         self.reason = reason                  # why this level was chosen (e.g. why bubblewrap is not used)
+        self.reference = Path(reference or Path(__file__).resolve().parent.parent).resolve()
         self.user = None                      # (uid, gid) of nobody, who runs the student's code under root
         if os.geteuid() == 0:
             with suppress(KeyError):
@@ -101,13 +94,13 @@ class Isolation:
                 "runner": str(root / "harness" / "runner.py"), "site": [self.site]}
 
     def command(self, workdir, runner_args):
-        """(argv, working directory) that starts the runner for the job in `workdir`."""
+        """The argv that starts the runner for the job in `workdir`."""
         wrapper, executable = self._wrapper(workdir)
-        return [*wrapper, str(executable), "-I", "-S", self.paths(workdir)["runner"], *runner_args], workdir / "cwd"
+        return [*wrapper, str(executable), "-I", "-S", self.paths(workdir)["runner"], *runner_args]
 
     def _wrapper(self, workdir):
         """(arguments before the interpreter's, the interpreter)."""
-        return [], _interpreter()[0]
+        return [], PYTHON
 
     def preload(self):
         """Modules the runner imports before it drops to `nobody` (those `nobody` could not read)."""
@@ -125,42 +118,31 @@ class ProcessIsolation(Isolation):
     """The fallback: a new session and process group, an empty environment, limits, and a sweep at the end."""
 
     name = "process"
-
-    def __init__(self, reason="", reference=None):
-        super().__init__(reason)
-        reference = Path(reference or Path(__file__).resolve().parent.parent)
-        self._reference_readable = _others_can_read(reference / "__init__.py")
-        numpy_dir, _ = _numpy_dirs()
-        self.site = str(numpy_dir.parent)
-        self._stdlib_readable = _others_can_read(Path(os.__file__).parent) and _others_can_read(_interpreter()[0])
-        self._numpy_readable = _others_can_read(numpy_dir)
+    site = str(NUMPY.parent)
 
     def preload(self):
-        """Under root, what `nobody` could not read (the standard library, NumPy) is imported before the drop."""
-        if not self.user:
+        """Under root, where the standard library or NumPy is not readable by others: the modules of theirs that
+        the grader has imported."""
+        if not self.user or all(map(_others_can_read, (PYTHON, Path(os.__file__).parent, NUMPY))):
             return []
-        wanted = set() if self._stdlib_readable else set(sys.stdlib_module_names) - _NOT_PRELOADED
-        if not self._numpy_readable:
-            wanted.add("numpy")
+        wanted = set(sys.stdlib_module_names) - _NOT_PRELOADED | {"numpy"}
         return sorted(name for name in list(sys.modules) if name.split(".")[0] in wanted)
 
     def describe(self, limits):
-        why = (f" fallback, bubblewrap unavailable ({self.reason})" if self.reason
-               else " (as --isolation process asked; bubblewrap not used)")
-        if not self.user:
-            reach = ("can read and write what that user can (the reference is checked against the assignment's hash "
-                     "before each exercise)")
-        elif self._reference_readable:
+        why = (f"fallback, bubblewrap unavailable ({self.reason})" if self.reason
+               else "(as --isolation process asked; bubblewrap not used)")
+        reach = ("can read and write what that user can (the reference is checked against the assignment's hash "
+                 "before each exercise)")
+        if self.user and _others_can_read(self.reference / "__init__.py"):
             reach = ("cannot read the grader's /proc entries nor write the reference, but can read world-readable "
                      "files, the installed reference among them")
-        else:
+        elif self.user:
             reach = ("cannot read the grader's /proc entries, nor read or write the reference (only its owner may), "
                      "but can read world-readable files")
         sweep = ("every process it starts killed at the end of the exercise, double forks and setsid included"
-                 if _linux() else "its process group killed at the end of the exercise (a process that calls "
-                                  "setsid escapes)")
-        nproc = "" if (self.user or os.geteuid() != 0) else "; the process limit does not hold for root"
-        return (f"isolation: process{why}: process group + rlimits only: a new session, an empty environment, "
+                 if _linux() else "its process group killed at the end (a process that calls setsid escapes)")
+        nproc = "; the process limit does not hold for root" if os.geteuid() == 0 and not self.user else ""
+        return (f"isolation: process {why}: process group + rlimits only: a new session, an empty environment, "
                 f"{sweep}; the student's code {self._who()}: it {reach}{nproc}; limits: {limits.describe()}. "
                 f"Grade untrusted submissions where bubblewrap works")
 
@@ -173,24 +155,21 @@ class BubblewrapIsolation(Isolation):
     site = str(SANDBOX / "site")
 
     def __init__(self, bwrap, reference, reason=""):
-        super().__init__(reason)
+        super().__init__(reason, reference)
         self.bwrap = bwrap
-        self.reference = Path(reference).resolve()
 
     def _python(self):
-        """(host prefix, its path inside, the interpreter inside): /usr shows a Python under /usr, any other
-        is bound at /sandbox/python."""
-        executable, prefix = _interpreter()
+        """(host prefix, its path inside, the interpreter inside): a Python outside /usr is bound at /sandbox/python."""
+        prefix = Path(sys.base_prefix).resolve()
         if prefix.is_relative_to(USR):
-            return USR, USR, executable
-        if not executable.is_relative_to(prefix):
-            raise RuntimeError(f"the Python executable {executable} is not inside its prefix {prefix}")
-        inside = self.SANDBOX / "python"
-        return prefix, inside, inside / executable.relative_to(prefix)
+            return USR, USR, PYTHON
+        if not PYTHON.is_relative_to(prefix):
+            raise RuntimeError(f"the Python executable {PYTHON} is not inside its prefix {prefix}")
+        return prefix, self.SANDBOX / "python", self.SANDBOX / "python" / PYTHON.relative_to(prefix)
 
     def _hidden(self, roots):
         """Where, inside the bound `roots` ((host, inside) pairs), an empty tmpfs covers the installed packages
-        (site-packages, dist-packages: the reference may be one of them) and the reference."""
+        (site-packages, dist-packages) and the reference."""
         hidden = []
         for source, target in sorted(roots):
             found = [*source.glob("lib*/python3*/*-packages"), *source.glob("local/lib*/python3*/*-packages")]
@@ -199,42 +178,32 @@ class BubblewrapIsolation(Isolation):
         return hidden
 
     def _wrapper(self, workdir):
-        numpy_dir, numpy_libs = _numpy_dirs()
         prefix, inside, executable = self._python()
-        site = Path(self.site)
         args = [self.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
         if os.geteuid() != 0:
             args.append("--unshare-user")
-        args += ["--ro-bind", str(USR), str(USR)]
-        for top in (Path("/bin"), Path("/lib"), Path("/lib64"), Path("/lib32"), Path("/sbin")):
-            if top.is_symlink():
-                args += ["--symlink", os.readlink(top), str(top)]
-            elif top.is_dir():
-                args += ["--ro-bind", str(top), str(top)]
-        args += ["--perms", "0755", "--dir", str(self.SANDBOX), "--perms", "0755", "--dir", str(site)]
+        for top in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"):
+            args += ["--ro-bind-try", top, top]
+        args += ["--perms", "0755", "--dir", str(self.SANDBOX), "--perms", "0755", "--dir", self.site]
         if prefix != USR:
             args += ["--ro-bind", str(prefix), str(inside)]
-        args += ["--ro-bind", str(numpy_dir), str(site / "numpy")]
-        if numpy_libs:
-            args += ["--ro-bind", str(numpy_libs), str(site / "numpy.libs")]
+        for name in ("numpy", "numpy.libs"):
+            args += ["--ro-bind-try", str(NUMPY.parent / name), f"{self.site}/{name}"]
         for hidden in self._hidden({(USR, USR), (prefix, inside)}):
             args += ["--tmpfs", hidden]
         for part in ("pkg", "task", "harness") if workdir else ():
             args += ["--ro-bind", str(workdir / part), str(self.SANDBOX / part)]
-        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(64 * MIB), "--tmpfs", "/tmp",
-                 "--clearenv", "--chdir", "/tmp"]
-        for key, value in student_environment().items():
-            args += ["--setenv", key, value]
-        return args, executable
+        return args + ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(64 * MIB), "--tmpfs",
+                       "/tmp", "--chdir", "/tmp"], executable
 
     def probe(self):
         """Raise RuntimeError (saying why) unless a sandbox starts here and imports NumPy."""
         args, executable = self._wrapper(None)
+        script = f"import sys; sys.path.insert(0, {self.site!r}); import numpy; print('ok')"
         try:
-            done = subprocess.run([*args, str(executable), "-I", "-S", "-c", f"import sys; sys.path.insert(0, "
-                                   f"{self.site!r}); import numpy; print('ok')"],
-                                  capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+            done = subprocess.run([*args, str(executable), "-I", "-S", "-c", script], capture_output=True, text=True,
+                                  timeout=60, stdin=subprocess.DEVNULL, env=ENVIRONMENT)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise RuntimeError(f"bwrap did not start: {error}") from None
         if done.returncode != 0 or done.stdout.strip() != "ok":
@@ -249,21 +218,12 @@ class BubblewrapIsolation(Isolation):
                 f"exercise; limits: {limits.describe()}")
 
 
-def student_environment():
-    """The whole environment of the student's process: nothing of the grader's (no paths, no PYTHONPATH)."""
-    return {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
 _CHOSEN = {}                                    # reference -> (BubblewrapIsolation or None, why not): probed once
 
 
 def choose_isolation(level="auto", reference=None):
-    """The Isolation to grade with; `reference` is the reference package directory (hidden from the sandbox).
-
-    `level` "auto" is bubblewrap when it works here, else the process fallback; "bubblewrap" raises RuntimeError
-    when it does not work; "process" is the fallback.
-    """
+    """The Isolation to grade with: "auto" (bubblewrap where it works, else the process fallback), "bubblewrap"
+    (RuntimeError where it does not work) or "process"; `reference` is the reference package's directory."""
     if level not in ("auto", "bubblewrap", "process"):
         raise ValueError(f"--isolation expected auto, bubblewrap or process, got {level!r}")
     if os.name != "posix":
@@ -271,10 +231,10 @@ def choose_isolation(level="auto", reference=None):
                            "resource limits (grade on a Linux machine, or with the Gradescope bundle)")
     if level == "process":
         return ProcessIsolation(reference=reference)
-    reference = Path(reference or Path(__file__).resolve().parent.parent)
-    if str(reference) not in _CHOSEN:
-        _CHOSEN[str(reference)] = _bubblewrap(reference)
-    sandbox, reason = _CHOSEN[str(reference)]
+    key = str(reference)
+    if key not in _CHOSEN:
+        _CHOSEN[key] = _bubblewrap(reference)
+    sandbox, reason = _CHOSEN[key]
     if sandbox:
         return sandbox
     if level == "bubblewrap":
@@ -285,10 +245,8 @@ def choose_isolation(level="auto", reference=None):
 def _bubblewrap(reference):
     """(a BubblewrapIsolation that works here, None) or (None, why not)."""
     bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return None, "bwrap not found (apt-get install bubblewrap)"
-    if not _linux():
-        return None, "not Linux"
+    if bwrap is None or not _linux():
+        return None, "bwrap not found (apt-get install bubblewrap)" if bwrap is None else "not Linux"
     sandbox = BubblewrapIsolation(bwrap, reference)
     try:
         sandbox.probe()
@@ -363,13 +321,12 @@ class Outcome:
 def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path, stderr_path):
     """Run the runner for the job in `workdir` under `isolation`, kill everything it started when it ends, and
     return its Outcome."""
-    argv, cwd = isolation.command(workdir, runner_args)
-    cwd.mkdir(exist_ok=True)
+    argv = isolation.command(workdir, runner_args)
     before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()} if _linux() else set()
     reaping = _subreaper(True)
     try:
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            process = subprocess.Popen(argv, cwd=cwd, env=student_environment(), stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(argv, cwd=workdir / "cwd", env=ENVIRONMENT, stdin=subprocess.DEVNULL,
                                        stdout=out, stderr=err, pass_fds=pass_fds, start_new_session=True)
         outcome = Outcome()
         try:
