@@ -64,15 +64,13 @@ def _linux():
 def _others_can_read(path):
     """True when a user without any of the owner's rights can reach and read `path`."""
     path = Path(path).resolve()
-    if not all(os.stat(parent).st_mode & 0o001 for parent in path.parents):
-        return False
-    mode = os.stat(path).st_mode
-    return bool(mode & 0o004) and (not path.is_dir() or bool(mode & 0o001))
+    needed = [(parent, 0o001) for parent in path.parents] + [(path, 0o005 if path.is_dir() else 0o004)]
+    return all(os.stat(place).st_mode & bits == bits for place, bits in needed)
 
 
 class Isolation:
     """How an exercise's process is started. Subclasses give `name`, `SANDBOX` (where the student's process
-    sees the job directory's parts; None: where they are), `site` (where NumPy is), `describe` and `_wrapper`."""
+    sees the job directory's parts; None: where they are), `site` (where NumPy is), `describe`, `_python_argv`."""
 
     name = SANDBOX = None
 
@@ -95,23 +93,21 @@ class Isolation:
 
     def command(self, workdir, runner_args):
         """The argv that starts the runner for the job in `workdir`."""
-        wrapper, executable = self._wrapper(workdir)
-        return [*wrapper, str(executable), "-I", "-S", self.paths(workdir)["runner"], *runner_args]
+        return [*self._python_argv(workdir), self.paths(workdir)["runner"], *runner_args]
 
-    def _wrapper(self, workdir):
-        """(arguments before the interpreter's, the interpreter)."""
-        return [], PYTHON
+    def _python_argv(self, workdir):
+        """The argv of an isolated Python (`-I -S`) in which the job in `workdir` (None: no job) runs."""
+        return [str(PYTHON), "-I", "-S"]
 
     def preload(self):
         """Modules the runner imports before it drops to `nobody` (those `nobody` could not read)."""
         return []
 
     def _who(self):
-        if self.user:
-            return f"runs as {NOBODY} (uid {self.user[0]})"
         import pwd
 
-        return f"runs as {pwd.getpwuid(os.geteuid()).pw_name}, like the grader"
+        return (f"runs as {NOBODY} (uid {self.user[0]})" if self.user
+                else f"runs as {pwd.getpwuid(os.geteuid()).pw_name}, like the grader")
 
 
 class ProcessIsolation(Isolation):
@@ -133,12 +129,11 @@ class ProcessIsolation(Isolation):
                else "(as --isolation process asked; bubblewrap not used)")
         reach = ("can read and write what that user can (the reference is checked against the assignment's hash "
                  "before each exercise)")
-        if self.user and _others_can_read(self.reference / "__init__.py"):
-            reach = ("cannot read the grader's /proc entries nor write the reference, but can read world-readable "
-                     "files, the installed reference among them")
-        elif self.user:
-            reach = ("cannot read the grader's /proc entries, nor read or write the reference (only its owner may), "
-                     "but can read world-readable files")
+        if self.user:
+            reach = "cannot read the grader's /proc entries, " + (
+                "nor write the reference, but can read world-readable files, the installed reference among them"
+                if _others_can_read(self.reference / "__init__.py") else
+                "nor read or write the reference (only its owner may), but can read world-readable files")
         sweep = ("every process it starts killed at the end of the exercise, double forks and setsid included"
                  if _linux() else "its process group killed at the end (a process that calls setsid escapes)")
         nproc = "; the process limit does not hold for root" if os.geteuid() == 0 and not self.user else ""
@@ -177,7 +172,7 @@ class BubblewrapIsolation(Isolation):
             hidden += [str(target / path.relative_to(source)) for path in sorted(found)]
         return hidden
 
-    def _wrapper(self, workdir):
+    def _python_argv(self, workdir):
         prefix, inside, executable = self._python()
         args = [self.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
@@ -195,14 +190,13 @@ class BubblewrapIsolation(Isolation):
         for part in ("pkg", "task", "harness") if workdir else ():
             args += ["--ro-bind", str(workdir / part), str(self.SANDBOX / part)]
         return args + ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(64 * MIB), "--tmpfs",
-                       "/tmp", "--chdir", "/tmp"], executable
+                       "/tmp", "--chdir", "/tmp", str(executable), "-I", "-S"]
 
     def probe(self):
         """Raise RuntimeError (saying why) unless a sandbox starts here and imports NumPy."""
-        args, executable = self._wrapper(None)
         script = f"import sys; sys.path.insert(0, {self.site!r}); import numpy; print('ok')"
         try:
-            done = subprocess.run([*args, str(executable), "-I", "-S", "-c", script], capture_output=True, text=True,
+            done = subprocess.run([*self._python_argv(None), "-c", script], capture_output=True, text=True,
                                   timeout=60, stdin=subprocess.DEVNULL, env=ENVIRONMENT)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise RuntimeError(f"bwrap did not start: {error}") from None

@@ -1,17 +1,14 @@
 """The student's side of grading: run one exercise's layers on given inputs, hand back the arrays.
 
-`grade.py` starts it in a fresh Python inside the sandbox of `isolation.py` (`python -I -S runner.py TASK
-RESULT_FD ARRAYS_FD`). It is the only trusted code there: it imports NumPy, drops to `nobody` when started
-as root, sets the limits, and only then imports the temporary package that holds the student's answer.
-Nothing after that is believed: the grader, which never imports student code, judges the arrays. Only the
-standard library is imported at the top (the interpreter's files may be unreadable for `nobody`).
+`grade.py` starts `python -I -S runner.py TASK RESULT_FD ARRAYS_FD` in the sandbox of `isolation.py`. This
+trusted code imports NumPy (only the standard library at the top: the interpreter's files may be unreadable
+for `nobody`), drops to `nobody` under root, sets the limits, and only then imports the temporary package
+holding the answer. Nothing after that is believed: the grader, which never imports student code, judges.
 
-TASK, read-only: task.json {"package_root", "site", "user", "limits", "nproc", "preload", "cases": [{"key",
-"index", "id", "params": [names], "inputs": n}]}; inputs.npz "<key>.input<i>", "<key>.param<j>",
-"<key>.upstream" (drawn from the assignment's seed, which this process never sees).
-RESULT_FD: a JSON list of {"key", "forward_error", "backward_error"} (messages or null). ARRAYS_FD: an .npz
-of "<key>.out", "<key>.dinput<i>" (float input i) and "<key>.dparam<j>", after `backward(upstream)` from
-zeroed gradients. The grader opened both files: this process could not.
+TASK: task.json {"package_root", "site", "user", "limits", "nproc", "preload", "cases": [{"key", "index",
+"id", "params": [names], "inputs": n}]}; inputs.npz "<key>.input<i>", "<key>.param<j>", "<key>.upstream".
+RESULT_FD (opened by the grader): a JSON list of {"key", "forward_error", "backward_error"} (messages or
+null). ARRAYS_FD: an .npz of "<key>.out", "<key>.dinput<i>" (float input i), "<key>.dparam<j>".
 """
 
 import ctypes
@@ -51,17 +48,15 @@ def located(error, package, prefix=""):
     return message[:500]
 
 
-def _drop_privileges(uid, gid):
-    """Become the user `uid` for good, with no way back to root and no setuid gain (Linux)."""
-    os.setgroups([])
-    os.setgid(gid)
-    os.setuid(uid)
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)                # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
-
-
-def _limit(limits, nproc):
-    """Set the address-space, file-size, core and process limits (soft = hard: they cannot be raised again)."""
+def _confine(user, limits, nproc):
+    """Become `user` (uid, gid; None: stay) for good, with no setuid gain, then limit address space, file size,
+    core files and processes (soft = hard: they cannot be raised again)."""
+    if user:
+        os.setgroups([])
+        os.setgid(user[1])
+        os.setuid(user[0])
+        with suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)            # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
     settings = {resource.RLIMIT_AS: limits["memory_mb"] * MIB, resource.RLIMIT_FSIZE: limits["file_mb"] * MIB,
                 resource.RLIMIT_CORE: 0}
     if nproc is not None:
@@ -71,11 +66,8 @@ def _limit(limits, nproc):
 
 
 def _float_array(value, np, what):
-    """`value` as a float64 array; TypeError saying why it is not one."""
-    try:
-        array = np.asarray(value)
-    except Exception as error:                             # an object that refuses to become an array
-        raise TypeError(f"{what} is not an array ({type(error).__name__})") from None
+    """`value` as a float64 array; TypeError when it does not hold real numbers (complex would lose a part)."""
+    array = np.asarray(value)
     if array.dtype.kind not in "fiub":
         raise TypeError(f"{what} has dtype {array.dtype}, not a real number type")
     return array.astype(np.float64)
@@ -135,9 +127,7 @@ def main(argv):
             importlib.import_module(name)
     with np.load(task_dir / "inputs.npz", allow_pickle=False) as data:
         inputs = {key: data[key] for key in data.files}
-    if task["user"]:
-        _drop_privileges(*task["user"])
-    _limit(task["limits"], task["nproc"])
+    _confine(task["user"], task["limits"], task["nproc"])
     # ---- from here on, the student's code may run (the package's import runs the answer's module)
     package = Path(task["package_root"], "minitransformer").resolve()
     try:
