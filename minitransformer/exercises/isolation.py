@@ -31,7 +31,6 @@ NUMPY = Path(numpy.__file__).resolve().parent              # and its NumPy
 ENVIRONMENT = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}   # nothing of the grader's
 _PR_SET_CHILD_SUBREAPER = 36
-_NOT_PRELOADED = {"antigravity", "this", "idlelib", "turtle", "tkinter", "__main__"}    # side effects, or a display
 
 
 @dataclass(frozen=True)
@@ -68,11 +67,12 @@ def _others_can_read(path):
     return all(os.stat(place).st_mode & bits == bits for place, bits in needed)
 
 
-class Isolation:
-    """How an exercise's process is started. Subclasses give `name`, `SANDBOX` (where the student's process
-    sees the job directory's parts; None: where they are), `site` (where NumPy is), `describe`, `_python_argv`."""
+class ProcessIsolation:
+    """The fallback level, and what both levels share: a new session and process group, an empty environment,
+    limits, and a sweep at the end. `SANDBOX`: where the student's process sees the job directory's parts
+    (None: where they are); `site`: where it finds NumPy."""
 
-    name = SANDBOX = None
+    name, SANDBOX, site = "process", None, str(NUMPY.parent)
 
     def __init__(self, reason="", reference=None):
         import pwd
@@ -100,29 +100,18 @@ class Isolation:
         return [str(PYTHON), "-I", "-S"]
 
     def preload(self):
-        """Modules the runner imports before it drops to `nobody` (those `nobody` could not read)."""
-        return []
+        """Modules the runner imports before it drops to `nobody`: under root, outside the sandbox (which binds
+        them readable), where the standard library or NumPy is not readable by others, those the grader has."""
+        if not self.user or self.SANDBOX or all(map(_others_can_read, (PYTHON, Path(os.__file__).parent, NUMPY))):
+            return []
+        wanted = set(sys.stdlib_module_names) - {"antigravity", "this"} | {"numpy"}     # not those with side effects
+        return sorted(name for name in list(sys.modules) if name.split(".")[0] in wanted)
 
     def _who(self):
         import pwd
 
         return (f"runs as {NOBODY} (uid {self.user[0]})" if self.user
                 else f"runs as {pwd.getpwuid(os.geteuid()).pw_name}, like the grader")
-
-
-class ProcessIsolation(Isolation):
-    """The fallback: a new session and process group, an empty environment, limits, and a sweep at the end."""
-
-    name = "process"
-    site = str(NUMPY.parent)
-
-    def preload(self):
-        """Under root, where the standard library or NumPy is not readable by others: the modules of theirs that
-        the grader has imported."""
-        if not self.user or all(map(_others_can_read, (PYTHON, Path(os.__file__).parent, NUMPY))):
-            return []
-        wanted = set(sys.stdlib_module_names) - _NOT_PRELOADED | {"numpy"}
-        return sorted(name for name in list(sys.modules) if name.split(".")[0] in wanted)
 
     def describe(self, limits):
         why = (f"fallback, bubblewrap unavailable ({self.reason})" if self.reason
@@ -142,12 +131,10 @@ class ProcessIsolation(Isolation):
                 f"Grade untrusted submissions where bubblewrap works")
 
 
-class BubblewrapIsolation(Isolation):
+class BubblewrapIsolation(ProcessIsolation):
     """Linux namespaces through bubblewrap: the student's process sees only what it needs, read-only."""
 
-    name = "bubblewrap"
-    SANDBOX = Path("/sandbox")
-    site = str(SANDBOX / "site")
+    name, SANDBOX, site = "bubblewrap", Path("/sandbox"), "/sandbox/site"
 
     def __init__(self, bwrap, reference, reason=""):
         super().__init__(reason, reference)
@@ -216,8 +203,8 @@ _CHOSEN = {}                                    # reference -> (BubblewrapIsolat
 
 
 def choose_isolation(level="auto", reference=None):
-    """The Isolation to grade with: "auto" (bubblewrap where it works, else the process fallback), "bubblewrap"
-    (RuntimeError where it does not work) or "process"; `reference` is the reference package's directory."""
+    """The isolation level to grade with: "auto" (bubblewrap where it works, else the process fallback),
+    "bubblewrap" (RuntimeError where it does not work) or "process"; `reference`: the reference package's directory."""
     if level not in ("auto", "bubblewrap", "process"):
         raise ValueError(f"--isolation expected auto, bubblewrap or process, got {level!r}")
     if os.name != "posix":
@@ -225,28 +212,25 @@ def choose_isolation(level="auto", reference=None):
                            "resource limits (grade on a Linux machine, or with the Gradescope bundle)")
     if level == "process":
         return ProcessIsolation(reference=reference)
-    key = str(reference)
-    if key not in _CHOSEN:
-        _CHOSEN[key] = _bubblewrap(reference)
-    sandbox, reason = _CHOSEN[key]
-    if sandbox:
-        return sandbox
-    if level == "bubblewrap":
+    if str(reference) not in _CHOSEN:
+        _CHOSEN[str(reference)] = _bubblewrap(reference)
+    sandbox, reason = _CHOSEN[str(reference)]
+    if sandbox is None and level == "bubblewrap":
         raise RuntimeError(f"--isolation bubblewrap: not available here: {reason}")
-    return ProcessIsolation(reason, reference)
+    return sandbox or ProcessIsolation(reason, reference)
 
 
 def _bubblewrap(reference):
     """(a BubblewrapIsolation that works here, None) or (None, why not)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None or not _linux():
-        return None, "bwrap not found (apt-get install bubblewrap)" if bwrap is None else "not Linux"
+        return None, "not Linux" if bwrap else "bwrap not found (apt-get install bubblewrap)"
     sandbox = BubblewrapIsolation(bwrap, reference)
     try:
         sandbox.probe()
+        return sandbox, None
     except RuntimeError as error:
         return None, str(error)
-    return sandbox, None
 
 
 # ---------------------------------------------------------------- running and killing
@@ -269,15 +253,13 @@ def count_processes(uid):
 
 def _subreaper(on):
     """Make this process the child subreaper of its descendants (Linux), so that orphans come back to it."""
-    with suppress(OSError, AttributeError):
-        return _linux() and ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
-    return False
+    if _linux():
+        ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
 
 
 def _kill_descendants(process, before):
-    """SIGKILL the exercise's `process` (a Popen), its group, and every descendant of this process that is not
-    one of the children it had `before` (a pid set), until none is left. A process that detached (double fork,
-    setsid) was handed to this one, the subreaper, when its parent died: a new child, killed with the rest."""
+    """SIGKILL the exercise's `process` (a Popen), its group, and every descendant of this process but the children
+    it had `before` (pids), until none is left: one that detached (double fork, setsid) came back to this one."""
     with suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.kill()
@@ -317,7 +299,7 @@ def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path
     return its Outcome."""
     argv = isolation.command(workdir, runner_args)
     before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()} if _linux() else set()
-    reaping = _subreaper(True)
+    _subreaper(True)
     try:
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             process = subprocess.Popen(argv, cwd=workdir / "cwd", env=ENVIRONMENT, stdin=subprocess.DEVNULL,
@@ -330,8 +312,7 @@ def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path
         finally:                                       # also on Ctrl-C: nothing of the student's outlives it
             _kill_descendants(process, before)
     finally:
-        if reaping:
-            _subreaper(False)
+        _subreaper(False)
     with open(stderr_path, "rb") as handle:
         handle.seek(max(0, os.fstat(handle.fileno()).st_size - 16384))
         outcome.stderr = handle.read().decode("utf-8", "replace")

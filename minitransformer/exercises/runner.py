@@ -73,20 +73,8 @@ def _float_array(value, np, what):
     return array.astype(np.float64)
 
 
-def _forward(spec, case, inputs, np):
-    """The case's module with the given parameter values, the given inputs, and its forward output on them."""
-    module, _, forward = case.build(np.random.default_rng(0))
-    params = module.named_parameters()
-    if [name for name, _ in params] != spec["params"]:
-        raise RuntimeError(f"{case.id}: parameters {[name for name, _ in params]}, expected {spec['params']}")
-    for j, (_, param) in enumerate(params):
-        param.data[...] = inputs[f"{spec['key']}.param{j}"]
-    given = [inputs[f"{spec['key']}.input{i}"].copy() for i in range(spec["inputs"])]
-    return module, given, (forward or module.forward)(*given)
-
-
 def run_cases(task, inputs, package):
-    """Run every case of the task; return (records, arrays)."""
+    """Run every case of the task with the given parameter values and inputs; return (records, arrays)."""
     import numpy as np
 
     from minitransformer.gradcheck.cases import all_cases
@@ -98,8 +86,15 @@ def run_cases(task, inputs, package):
         record = {"key": key, "forward_error": None, "backward_error": None}
         records.append(record)
         try:                                               # the student's forward (or a broken package): report, go on
-            module, given, out = _forward(spec, catalogue[spec["index"]], inputs, np)
-            arrays[f"{key}.out"] = _float_array(out, np, "the forward output")
+            case = catalogue[spec["index"]]
+            module, _, forward = case.build(np.random.default_rng(0))
+            params = module.named_parameters()
+            if [name for name, _ in params] != spec["params"]:
+                raise RuntimeError(f"{case.id}: parameters {[name for name, _ in params]}, expected {spec['params']}")
+            for j, (_, param) in enumerate(params):
+                param.data[...] = inputs[f"{key}.param{j}"]
+            given = [inputs[f"{key}.input{i}"].copy() for i in range(spec["inputs"])]
+            arrays[f"{key}.out"] = _float_array((forward or module.forward)(*given), np, "the forward output")
         except Exception as error:
             record["forward_error"] = located(error, package)
             continue
