@@ -100,8 +100,8 @@ class ProcessIsolation:
         return [str(PYTHON), "-I", "-S"]
 
     def preload(self):
-        """Modules the runner imports before it drops to `nobody`: under root, outside the sandbox (which binds
-        them readable), where the standard library or NumPy is not readable by others, those the grader has."""
+        """Modules the runner imports before it drops to `nobody` (under root, outside the sandbox): where the
+        standard library or NumPy is unreadable for others, those of them that the grader has imported."""
         if not self.user or self.SANDBOX or all(map(_others_can_read, (PYTHON, Path(os.__file__).parent, NUMPY))):
             return []
         wanted = set(sys.stdlib_module_names) - {"antigravity", "this"} | {"numpy"}     # not those with side effects

@@ -132,9 +132,7 @@ def main(argv):
                            for spec in task["cases"]], {}
     else:
         if not Path(minitransformer.__file__).resolve().is_relative_to(package):
-            print(f"the runner imported minitransformer from {minitransformer.__file__}, expected {package}",
-                  file=sys.stderr)
-            return 3
+            raise RuntimeError(f"the runner imported minitransformer from {minitransformer.__file__}, not {package}")
         records, arrays = run_cases(task, inputs, package)
     with os.fdopen(arrays_fd, "wb") as handle:
         np.savez(handle, **arrays)
