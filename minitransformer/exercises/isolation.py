@@ -179,18 +179,6 @@ class BubblewrapIsolation(ProcessIsolation):
         return args + ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(64 * MIB), "--tmpfs",
                        "/tmp", "--chdir", "/tmp", str(executable), "-I", "-S"]
 
-    def probe(self):
-        """Raise RuntimeError (saying why) unless a sandbox starts here and imports NumPy."""
-        script = f"import sys; sys.path.insert(0, {self.site!r}); import numpy; print('ok')"
-        try:
-            done = subprocess.run([*self._python_argv(None), "-c", script], capture_output=True, text=True,
-                                  timeout=60, stdin=subprocess.DEVNULL, env=ENVIRONMENT)
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise RuntimeError(f"bwrap did not start: {error}") from None
-        if done.returncode != 0 or done.stdout.strip() != "ok":
-            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise RuntimeError(f"bwrap did not run Python with NumPy here: {last}")
-
     def describe(self, limits):
         return (f"isolation: bubblewrap (pid/net/mount namespaces, read-only reference hidden): each exercise in "
                 f"its own PID, network, IPC and mount namespaces; the student's code sees only Python, NumPy, "
@@ -221,16 +209,21 @@ def choose_isolation(level="auto", reference=None):
 
 
 def _bubblewrap(reference):
-    """(a BubblewrapIsolation that works here, None) or (None, why not)."""
+    """(a BubblewrapIsolation that works here: starts, and imports NumPy, None) or (None, why not)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None or not _linux():
         return None, "not Linux" if bwrap else "bwrap not found (apt-get install bubblewrap)"
     sandbox = BubblewrapIsolation(bwrap, reference)
+    script = f"import sys; sys.path.insert(0, {sandbox.site!r}); import numpy; print('ok')"
     try:
-        sandbox.probe()
-        return sandbox, None
-    except RuntimeError as error:
-        return None, str(error)
+        done = subprocess.run([*sandbox._python_argv(None), "-c", script], capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL, env=ENVIRONMENT)
+    except (OSError, subprocess.TimeoutExpired, RuntimeError) as error:        # RuntimeError: Python not bindable
+        return None, f"bwrap did not start: {error}"
+    if done.returncode != 0 or done.stdout.strip() != "ok":
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return None, f"bwrap did not run Python with NumPy here: {last}"
+    return sandbox, None
 
 
 # ---------------------------------------------------------------- running and killing
@@ -332,10 +325,8 @@ def new_workdir(isolation, prefix):
     workdir = Path(tempfile.mkdtemp(prefix=prefix, dir=scratch()))
     for part in ("pkg", "task", "harness", "cwd", "private"):
         (workdir / part).mkdir()
-        if isolation.user and part != "private":          # nobody runs the student's code: let it in
-            (workdir / part).chmod(0o755)
-    if isolation.user:
-        workdir.chmod(0o755)
+    if isolation.user:                                    # nobody runs the student's code: let it in
+        open_for_student(workdir)
         if isolation.name == "process" and not _others_can_read(workdir):
             shutil.rmtree(workdir)
             raise RuntimeError(f"the grader's temporary directory {workdir.parent} cannot be reached by {NOBODY}, "
@@ -344,7 +335,8 @@ def new_workdir(isolation, prefix):
 
 
 def open_for_student(workdir):
-    """Make everything under pkg/, task/ and harness/ readable (not writable) by the student's user."""
-    for part in ("pkg", "task", "harness"):
-        for path in (workdir / part).rglob("*"):
+    """Make the job directory and all in it but private/ readable (not writable) by the student's user."""
+    workdir.chmod(0o755)
+    for path in workdir.rglob("*"):
+        if path.relative_to(workdir).parts[0] != "private":
             path.chmod(0o755 if path.is_dir() else 0o644)
