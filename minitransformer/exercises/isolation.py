@@ -1,22 +1,11 @@
 """Run a student's code contained: out of reach of the grader, the reference and the machine.
 
-Two levels, chosen by `choose_isolation` (`exercises grade --isolation auto|bubblewrap|process`):
-
-* `bubblewrap` (Linux, `apt-get install bubblewrap`): each exercise in new PID, network, IPC, UTS and
-  mount namespaces, seeing only the Python interpreter, NumPy, its temporary package and inputs,
-  read-only, and an empty 64 MB /tmp: not the reference, the grader's files, other submissions or the
-  network. Killing the sandbox's first process ends every process in it.
-* `process`, where bubblewrap is missing or refused: a new session and process group, an empty
-  environment; the grader is the "child subreaper" of what it starts, so a process that detaches
-  (double fork, `setsid`) stays its descendant and is killed with the exercise. The student's code
-  can read world-readable files, the installed reference among them.
-
-Both: under root (CI, Gradescope) the student's code runs as `nobody` (the process limit then holds,
-and the grader's /proc entries are closed); limits on address space, file size, processes and core
-files are set before the student's code is imported (`runner.py`), and a wall-clock timeout kills
-everything. `describe` prints which guarantees are in force.
-
-Left out: cgroups (an exact memory and CPU budget), seccomp filters, a limit on files in /tmp.
+`bubblewrap` (Linux): namespaces in which the student's process sees only Python, NumPy, its package and
+inputs, read-only, an empty /tmp and no network. `process`, where bubblewrap is missing or refused: a new
+session, an empty environment, and the grader as child subreaper, so that a process that detaches (double
+fork, setsid) is still killed; world-readable files stay readable. Both: under root the code runs as
+`nobody`; `runner.py` sets the limits before it imports the student's code; a timeout kills everything.
+`describe` says which guarantees hold. Left out: cgroups, seccomp filters, a limit on files in /tmp.
 """
 
 import ctypes
@@ -25,28 +14,29 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy
 
 from ..core.checks import is_finite_number
 
 MIB = 2**20
 NOBODY = "nobody"
+USR = Path("/usr")
+PYTHON = Path(sys.executable).resolve()                    # the student's code runs on the grader's Python
+NUMPY = Path(numpy.__file__).resolve().parent              # and its NumPy
+ENVIRONMENT = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}   # nothing of the grader's
 _PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one exercise's process may use.
-
-    Attributes:
-        timeout: seconds of wall-clock time for the whole exercise (> 0, finite).
-        memory_mb: address space of the student's process, MB (NumPy and the package take ~200).
-        processes: how many processes (threads count) the student's code may start.
-        file_mb: largest file it may write, MB.
-    """
+    """What one exercise may use: `timeout` seconds of wall-clock time (> 0, finite), `memory_mb` of address
+    space (NumPy and the package take ~200), `processes` (threads count) and files up to `file_mb`."""
 
     timeout: float = 60.0
     memory_mb: int = 2048
@@ -70,207 +60,124 @@ def _linux():
     return sys.platform.startswith("linux") and Path("/proc/self/stat").exists()
 
 
-def _nobody():
-    """(uid, gid) of the unprivileged user the student's code runs as under root, or None."""
-    import pwd
-
-    try:
-        entry = pwd.getpwnam(NOBODY)
-        return entry.pw_uid, entry.pw_gid
-    except KeyError:
-        return None
-
-
 def _others_can_read(path):
     """True when a user without any of the owner's rights can reach and read `path`."""
     path = Path(path).resolve()
-    for parent in reversed(path.parents):
-        if not os.stat(parent).st_mode & 0o001:
-            return False
-    mode = os.stat(path).st_mode
-    return bool(mode & 0o004) and (not path.is_dir() or bool(mode & 0o001))
+    needed = [(parent, 0o001) for parent in path.parents] + [(path, 0o005 if path.is_dir() else 0o004)]
+    return all(os.stat(place).st_mode & bits == bits for place, bits in needed)
 
 
-def _numpy_dirs():
-    """The NumPy package directory and its bundled libraries (numpy.libs), as the grader imports them."""
-    import numpy
+class ProcessIsolation:
+    """The fallback level, and what both levels share: a new session and process group, an empty environment,
+    limits, and a sweep at the end. `SANDBOX`: where the student's process sees the job directory's parts
+    (None: where they are); `site`: where it finds NumPy."""
 
-    package = Path(numpy.__file__).resolve().parent
-    libs = package.parent / "numpy.libs"
-    return package, (libs if libs.is_dir() else None)
-
-
-def _interpreter():
-    """(real path of the Python executable, real base prefix): the student's code runs on the grader's Python."""
-    return Path(sys.executable).resolve(), Path(sys.base_prefix).resolve()
-
-
-class Isolation:
-    """How an exercise's process is started; `bubblewrap` or `process`."""
-
-    name = None
-
-    def __init__(self, reason=""):
-        self.reason = reason                  # why this level was chosen (e.g. why bubblewrap is not used)
-        self.user = _nobody() if os.geteuid() == 0 else None
-
-    def preload(self):
-        """Modules the runner imports before it drops to `nobody` (those `nobody` could not read)."""
-        return []
-
-    def _who(self):
-        if self.user:
-            return f"runs as {NOBODY} (uid {self.user[0]})"
-        import pwd
-
-        return f"runs as {pwd.getpwuid(os.geteuid()).pw_name}, like the grader"
-
-
-class ProcessIsolation(Isolation):
-    """The fallback: a new session and process group, an empty environment, limits, and a sweep at the end."""
-
-    name = "process"
+    name, SANDBOX, site = "process", None, str(NUMPY.parent)
 
     def __init__(self, reason="", reference=None):
-        super().__init__(reason)
-        reference = Path(reference or Path(__file__).resolve().parent.parent)
-        self._reference_readable = _others_can_read(reference / "__init__.py")
-        executable, prefix = _interpreter()
-        numpy_dir, _ = _numpy_dirs()
-        self._stdlib_readable = _others_can_read(Path(os.__file__).parent) and _others_can_read(executable)
-        self._numpy_readable = _others_can_read(numpy_dir)
+        import pwd
+
+        self.reason = reason                  # why this level was chosen (e.g. why bubblewrap is not used)
+        self.reference = Path(reference or Path(__file__).resolve().parent.parent).resolve()
+        self.user = None                      # (uid, gid) of nobody, who runs the student's code under root
+        if os.geteuid() == 0:
+            with suppress(KeyError):
+                entry = pwd.getpwnam(NOBODY)
+                self.user = entry.pw_uid, entry.pw_gid
 
     def paths(self, workdir):
-        numpy_dir, _ = _numpy_dirs()
-        return {"package_root": str(workdir / "pkg"), "task": str(workdir / "task"),
-                "runner": str(workdir / "harness" / "runner.py"), "site": [str(numpy_dir.parent)]}
+        """Where the student's process finds the package root, the task, the runner and NumPy (`site`)."""
+        root = self.SANDBOX or workdir
+        return {"package_root": str(root / "pkg"), "task": str(root / "task"),
+                "runner": str(root / "harness" / "runner.py"), "site": [self.site]}
 
     def command(self, workdir, runner_args):
-        executable, _ = _interpreter()
-        paths = self.paths(workdir)
-        return [str(executable), "-I", "-S", paths["runner"], *runner_args], workdir / "cwd"
+        """The argv that starts the runner for the job in `workdir`."""
+        return [*self._python_argv(workdir), self.paths(workdir)["runner"], *runner_args]
+
+    def _python_argv(self, workdir):
+        """The argv of an isolated Python (`-I -S`) in which the job in `workdir` (None: no job) runs."""
+        return [str(PYTHON), "-I", "-S"]
 
     def preload(self):
-        """Under root the runner starts as root and drops to nobody; what nobody could not read is imported first."""
-        if not self.user:
+        """Modules the runner imports before it drops to `nobody` (under root, outside the sandbox): where the
+        standard library or NumPy is unreadable for others, those of them that the grader has imported."""
+        if not self.user or self.SANDBOX or all(map(_others_can_read, (PYTHON, Path(os.__file__).parent, NUMPY))):
             return []
-        wanted = set() if self._stdlib_readable else set(sys.stdlib_module_names) - {"antigravity", "this", "idlelib",
-                                                                                      "turtle", "tkinter", "__main__"}
-        if not self._numpy_readable:
-            wanted.add("numpy")
+        wanted = set(sys.stdlib_module_names) - {"antigravity", "this"} | {"numpy"}     # not those with side effects
         return sorted(name for name in list(sys.modules) if name.split(".")[0] in wanted)
 
+    def _who(self):
+        import pwd
+
+        return (f"runs as {NOBODY} (uid {self.user[0]})" if self.user
+                else f"runs as {pwd.getpwuid(os.geteuid()).pw_name}, like the grader")
+
     def describe(self, limits):
-        why = (f" fallback, bubblewrap unavailable ({self.reason})" if self.reason
-               else " (as --isolation process asked; bubblewrap not used)")
-        if not self.user:
-            reach = ("can read and write what that user can (the reference is checked against the assignment's hash "
-                     "before each exercise)")
-        elif self._reference_readable:
-            reach = ("cannot read the grader's /proc entries nor write the reference, but can read world-readable "
-                     "files, the installed reference among them")
-        else:
-            reach = ("cannot read the grader's /proc entries, nor read or write the reference (only its owner may), "
-                     "but can read world-readable files")
+        why = (f"fallback, bubblewrap unavailable ({self.reason})" if self.reason
+               else "(as --isolation process asked; bubblewrap not used)")
+        reach = ("can read and write what that user can (the reference is checked against the assignment's hash "
+                 "before each exercise)")
+        if self.user:
+            reach = "cannot read the grader's /proc entries, " + (
+                "nor write the reference, but can read world-readable files, the installed reference among them"
+                if _others_can_read(self.reference / "__init__.py") else
+                "nor read or write the reference (only its owner may), but can read world-readable files")
         sweep = ("every process it starts killed at the end of the exercise, double forks and setsid included"
-                 if _linux() else "its process group killed at the end of the exercise (a process that calls "
-                                  "setsid escapes)")
-        nproc = "" if (self.user or os.geteuid() != 0) else "; the process limit does not hold for root"
-        return (f"isolation: process{why}: process group + rlimits only: a new session, an empty environment, "
+                 if _linux() else "its process group killed at the end (a process that calls setsid escapes)")
+        nproc = "; the process limit does not hold for root" if os.geteuid() == 0 and not self.user else ""
+        return (f"isolation: process {why}: process group + rlimits only: a new session, an empty environment, "
                 f"{sweep}; the student's code {self._who()}: it {reach}{nproc}; limits: {limits.describe()}. "
                 f"Grade untrusted submissions where bubblewrap works")
 
 
-class BubblewrapIsolation(Isolation):
+class BubblewrapIsolation(ProcessIsolation):
     """Linux namespaces through bubblewrap: the student's process sees only what it needs, read-only."""
 
-    name = "bubblewrap"
-    SANDBOX = Path("/sandbox")
+    name, SANDBOX, site = "bubblewrap", Path("/sandbox"), "/sandbox/site"
 
     def __init__(self, bwrap, reference, reason=""):
-        super().__init__(reason)
+        super().__init__(reason, reference)
         self.bwrap = bwrap
-        self.reference = Path(reference).resolve()
 
-    def _python_mounts(self):
-        """(bind arguments, the interpreter's path inside) for the Python installation."""
-        executable, prefix = _interpreter()
-        if prefix == Path("/usr") or Path("/usr") in prefix.parents:
-            return [], executable                           # visible through /usr
-        if prefix not in executable.parents:
-            raise RuntimeError(f"the Python executable {executable} is not inside its prefix {prefix}")
-        inside = self.SANDBOX / "python"
-        return ["--ro-bind", str(prefix), str(inside)], inside / executable.relative_to(prefix)
+    def _python(self):
+        """(host prefix, its path inside, the interpreter inside): a Python outside /usr is bound at /sandbox/python."""
+        prefix = Path(sys.base_prefix).resolve()
+        if prefix.is_relative_to(USR):
+            return USR, USR, PYTHON
+        if not PYTHON.is_relative_to(prefix):
+            raise RuntimeError(f"the Python executable {PYTHON} is not inside its prefix {prefix}")
+        return prefix, self.SANDBOX / "python", self.SANDBOX / "python" / PYTHON.relative_to(prefix)
 
     def _hidden(self, roots):
-        """Directories inside the bound `roots` to cover with an empty tmpfs: other packages, and the reference."""
-        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-        candidates = {Path(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})[key])
-                      for key in ("purelib", "platlib")}
-        candidates |= {Path("/usr/lib/python3/dist-packages"), Path(f"/usr/local/lib/{version}/dist-packages"),
-                       Path(f"/usr/local/lib/{version}/site-packages"), Path(f"/usr/lib/{version}/site-packages"),
-                       self.reference}
+        """Where, inside the bound `roots` ((host, inside) pairs), an empty tmpfs covers the installed packages
+        (site-packages, dist-packages) and the reference."""
         hidden = []
-        for path in sorted(p.resolve() for p in candidates if p.exists()):
-            for source, target in roots:
-                if path == source or source in path.parents:
-                    hidden.append(str(target / path.relative_to(source)))
+        for source, target in sorted(roots):
+            found = [*source.glob("lib*/python3*/*-packages"), *source.glob("local/lib*/python3*/*-packages")]
+            found += [self.reference] if self.reference.is_relative_to(source) else []
+            hidden += [str(target / path.relative_to(source)) for path in sorted(found)]
         return hidden
 
-    def _arguments(self, workdir):
-        numpy_dir, numpy_libs = _numpy_dirs()
-        python_binds, executable = self._python_mounts()
+    def _python_argv(self, workdir):
+        prefix, inside, executable = self._python()
         args = [self.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
         if os.geteuid() != 0:
             args.append("--unshare-user")
-        args += ["--ro-bind", "/usr", "/usr"]
-        for name in ("bin", "lib", "lib64", "lib32", "sbin"):
-            top = Path("/") / name
-            if top.is_symlink():
-                args += ["--symlink", os.readlink(top), str(top)]
-            elif top.is_dir():
-                args += ["--ro-bind", str(top), str(top)]
-        site = self.SANDBOX / "site"
-        args += ["--perms", "0755", "--dir", str(self.SANDBOX), "--perms", "0755", "--dir", str(site)]
-        args += python_binds
-        args += ["--ro-bind", str(numpy_dir), str(site / "numpy")]
-        if numpy_libs:
-            args += ["--ro-bind", str(numpy_libs), str(site / "numpy.libs")]
-        roots = [(Path("/usr"), Path("/usr"))]
-        if python_binds:
-            roots.append((Path(python_binds[1]), Path(python_binds[2])))
-        for hidden in self._hidden(roots):
+        for top in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"):
+            args += ["--ro-bind-try", top, top]
+        args += ["--perms", "0755", "--dir", str(self.SANDBOX), "--perms", "0755", "--dir", self.site]
+        if prefix != USR:
+            args += ["--ro-bind", str(prefix), str(inside)]
+        for name in ("numpy", "numpy.libs"):
+            args += ["--ro-bind-try", str(NUMPY.parent / name), f"{self.site}/{name}"]
+        for hidden in self._hidden({(USR, USR), (prefix, inside)}):
             args += ["--tmpfs", hidden]
-        if workdir is not None:
-            for part in ("pkg", "task", "harness"):
-                args += ["--ro-bind", str(workdir / part), str(self.SANDBOX / part)]
-        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(64 * MIB), "--tmpfs", "/tmp",
-                 "--clearenv", "--chdir", "/tmp"]
-        for key, value in student_environment().items():
-            args += ["--setenv", key, value]
-        return args, executable
-
-    def paths(self, workdir):
-        return {"package_root": str(self.SANDBOX / "pkg"), "task": str(self.SANDBOX / "task"),
-                "runner": str(self.SANDBOX / "harness" / "runner.py"), "site": [str(self.SANDBOX / "site")]}
-
-    def command(self, workdir, runner_args):
-        args, executable = self._arguments(workdir)
-        return args + [str(executable), "-I", "-S", self.paths(workdir)["runner"], *runner_args], workdir / "cwd"
-
-    def probe(self):
-        """Raise RuntimeError (saying why) unless a sandbox starts here and imports NumPy."""
-        args, executable = self._arguments(None)
-        try:
-            done = subprocess.run(args + [str(executable), "-I", "-S", "-c",
-                                          "import sys; sys.path.insert(0, '/sandbox/site'); import numpy; print('ok')"],
-                                  capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise RuntimeError(f"bwrap did not start: {error}") from None
-        if done.returncode != 0 or done.stdout.strip() != "ok":
-            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise RuntimeError(f"bwrap did not run Python with NumPy here: {last}")
+        for part in ("pkg", "task", "harness") if workdir else ():
+            args += ["--ro-bind", str(workdir / part), str(self.SANDBOX / part)]
+        return args + ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(64 * MIB), "--tmpfs",
+                       "/tmp", "--chdir", "/tmp", str(executable), "-I", "-S"]
 
     def describe(self, limits):
         return (f"isolation: bubblewrap (pid/net/mount namespaces, read-only reference hidden): each exercise in "
@@ -280,25 +187,12 @@ class BubblewrapIsolation(Isolation):
                 f"exercise; limits: {limits.describe()}")
 
 
-def student_environment():
-    """The whole environment of the student's process: nothing of the grader's (no paths, no PYTHONPATH)."""
-    return {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-_CHOSEN = {}
+_CHOSEN = {}                                    # reference -> (BubblewrapIsolation or None, why not): probed once
 
 
 def choose_isolation(level="auto", reference=None):
-    """The isolation to grade with.
-
-    Args:
-        level: "auto" (bubblewrap when it works here, else the process fallback), "bubblewrap" (an
-            error when it does not work), or "process".
-        reference: the reference package directory (hidden from the sandbox).
-    Returns:
-        an Isolation; RuntimeError when "bubblewrap" was asked for and does not work.
-    """
+    """The isolation level to grade with: "auto" (bubblewrap where it works, else the process fallback),
+    "bubblewrap" (RuntimeError where it does not work) or "process"; `reference`: the reference package's directory."""
     if level not in ("auto", "bubblewrap", "process"):
         raise ValueError(f"--isolation expected auto, bubblewrap or process, got {level!r}")
     if os.name != "posix":
@@ -306,43 +200,42 @@ def choose_isolation(level="auto", reference=None):
                            "resource limits (grade on a Linux machine, or with the Gradescope bundle)")
     if level == "process":
         return ProcessIsolation(reference=reference)
-    key = (level, str(reference))
-    if key in _CHOSEN:
-        return _CHOSEN[key]
-    bwrap = shutil.which("bwrap")
-    reason = None
-    if bwrap is None:
-        reason = "bwrap not found (apt-get install bubblewrap)"
-    elif not _linux():
-        reason = "not Linux"
-    else:
-        sandbox = BubblewrapIsolation(bwrap, reference or Path(__file__).resolve().parent.parent)
-        try:
-            sandbox.probe()
-        except RuntimeError as error:
-            reason = str(error)
-        else:
-            _CHOSEN[key] = sandbox
-            return sandbox
-    if level == "bubblewrap":
+    if str(reference) not in _CHOSEN:
+        _CHOSEN[str(reference)] = _bubblewrap(reference)
+    sandbox, reason = _CHOSEN[str(reference)]
+    if sandbox is None and level == "bubblewrap":
         raise RuntimeError(f"--isolation bubblewrap: not available here: {reason}")
-    _CHOSEN[key] = ProcessIsolation(reason, reference)
-    return _CHOSEN[key]
+    return sandbox or ProcessIsolation(reason, reference)
+
+
+def _bubblewrap(reference):
+    """(a BubblewrapIsolation that works here: starts, and imports NumPy, None) or (None, why not)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or not _linux():
+        return None, "not Linux" if bwrap else "bwrap not found (apt-get install bubblewrap)"
+    sandbox = BubblewrapIsolation(bwrap, reference)
+    script = f"import sys; sys.path.insert(0, {sandbox.site!r}); import numpy; print('ok')"
+    try:
+        done = subprocess.run([*sandbox._python_argv(None), "-c", script], capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL, env=ENVIRONMENT)
+    except (OSError, subprocess.TimeoutExpired, RuntimeError) as error:        # RuntimeError: Python not bindable
+        return None, f"bwrap did not start: {error}"
+    if done.returncode != 0 or done.stdout.strip() != "ok":
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return None, f"bwrap did not run Python with NumPy here: {last}"
+    return sandbox, None
 
 
 # ---------------------------------------------------------------- running and killing
 
 def _processes():
-    """dict pid -> (parent pid, uid, threads) of every process (Linux /proc)."""
+    """dict pid -> (parent pid, real uid, threads) of every process (Linux /proc)."""
     table = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                status = Path(f"/proc/{entry.name}/status").read_text()
-                fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-                table[int(entry.name)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]), int(fields["Threads"]))
-            except (OSError, ValueError, KeyError):
-                continue
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with suppress(OSError, ValueError, KeyError):
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            fields = dict(line.split(":", 1) for line in lines if ":" in line)
+            table[int(pid)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]), int(fields["Threads"]))
     return table
 
 
@@ -353,57 +246,35 @@ def count_processes(uid):
 
 def _subreaper(on):
     """Make this process the child subreaper of its descendants (Linux), so that orphans come back to it."""
-    if not _linux():
-        return False
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    if _linux():
+        ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
 
 
 def _kill_descendants(process, before):
-    """SIGKILL the exercise's process, its group and every process descended from it, until none is left.
-
-    Args:
-        process: the Popen of the process started for the exercise.
-        before: pids of this process's children that existed before it (not the exercise's).
-    A process that detached (double fork, setsid) has been handed to this one, the subreaper, when its
-    parent died: it is one of this process's children that were not there before.
-    """
-    try:
+    """SIGKILL the exercise's `process` (a Popen), its group, and every descendant of this process but the children
+    it had `before` (pids), until none is left: one that detached (double fork, setsid) came back to this one."""
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     process.kill()
     process.wait()
     if not _linux():
         return
     me = os.getpid()
     for _ in range(1000):
-        table = {pid: parent for pid, (parent, _, _) in _processes().items()}
-        children = {}
-        for pid, parent in table.items():
-            children.setdefault(parent, []).append(pid)
-        stack = [pid for pid in children.get(me, []) if pid not in before]
-        victims = set()
-        while stack:
-            pid = stack.pop()
-            if pid not in victims:
-                victims.add(pid)
-                stack += children.get(pid, [])
+        parents = {pid: parent for pid, (parent, _, _) in _processes().items()}
+        victims, frontier = set(), {pid for pid, parent in parents.items() if parent == me} - before
+        while frontier:
+            victims |= frontier
+            frontier = {pid for pid, parent in parents.items() if parent in frontier} - victims
         if not victims:
             return
         for pid in victims:
-            try:
+            with suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         for pid in victims:
-            if table.get(pid) == me:                       # handed to us: wait for it, so it leaves the table
-                try:
+            if parents[pid] == me:                       # handed to us: wait for it, so it leaves the table
+                with suppress(ChildProcessError):
                     os.waitpid(pid, 0)
-                except ChildProcessError:
-                    pass
     raise RuntimeError("the student's processes could not all be killed (they fork faster than they die)")
 
 
@@ -417,18 +288,14 @@ class Outcome:
 
 
 def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path, stderr_path):
-    """Run the runner for the job in `workdir` under `isolation`; kill everything it started when it ends.
-
-    Returns:
-        Outcome.
-    """
-    argv, cwd = isolation.command(workdir, runner_args)
-    cwd.mkdir(exist_ok=True)
+    """Run the runner for the job in `workdir` under `isolation`, kill everything it started when it ends, and
+    return its Outcome."""
+    argv = isolation.command(workdir, runner_args)
     before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()} if _linux() else set()
-    reaping = _subreaper(True)
+    _subreaper(True)
     try:
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            process = subprocess.Popen(argv, cwd=cwd, env=student_environment(), stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(argv, cwd=workdir / "cwd", env=ENVIRONMENT, stdin=subprocess.DEVNULL,
                                        stdout=out, stderr=err, pass_fds=pass_fds, start_new_session=True)
         outcome = Outcome()
         try:
@@ -438,16 +305,11 @@ def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path
         finally:                                       # also on Ctrl-C: nothing of the student's outlives it
             _kill_descendants(process, before)
     finally:
-        if reaping:
-            _subreaper(False)
-    outcome.stderr = _tail(stderr_path)
+        _subreaper(False)
+    with open(stderr_path, "rb") as handle:
+        handle.seek(max(0, os.fstat(handle.fileno()).st_size - 16384))
+        outcome.stderr = handle.read().decode("utf-8", "replace")
     return outcome
-
-
-def _tail(path, size=16384):
-    with open(path, "rb") as handle:
-        handle.seek(max(0, os.fstat(handle.fileno()).st_size - size))
-        return handle.read().decode("utf-8", "replace")
 
 
 def scratch():
@@ -458,18 +320,13 @@ def scratch():
 
 
 def new_workdir(isolation, prefix):
-    """A temporary job directory: pkg/, task/, harness/ (the student's process reads them), cwd/, private/.
-
-    When the student's code runs as `nobody` the parts it reads are made readable by others; private/
-    (the output files, opened by the grader and handed over as descriptors) stays the grader's.
-    """
+    """A temporary job directory: pkg/, task/, harness/ (the student's process reads them), cwd/, private/
+    (the output files, opened by the grader and handed over as descriptors: the grader's alone)."""
     workdir = Path(tempfile.mkdtemp(prefix=prefix, dir=scratch()))
     for part in ("pkg", "task", "harness", "cwd", "private"):
         (workdir / part).mkdir()
-    if isolation.user:
-        workdir.chmod(0o755)
-        for part in ("pkg", "task", "harness", "cwd"):
-            (workdir / part).chmod(0o755)
+    if isolation.user:                                    # nobody runs the student's code: let it in
+        open_for_student(workdir)
         if isolation.name == "process" and not _others_can_read(workdir):
             shutil.rmtree(workdir)
             raise RuntimeError(f"the grader's temporary directory {workdir.parent} cannot be reached by {NOBODY}, "
@@ -478,7 +335,8 @@ def new_workdir(isolation, prefix):
 
 
 def open_for_student(workdir):
-    """Make everything under pkg/, task/ and harness/ readable (not writable) by the student's user."""
-    for part in ("pkg", "task", "harness"):
-        for path in (workdir / part).rglob("*"):
+    """Make the job directory and all in it but private/ readable (not writable) by the student's user."""
+    workdir.chmod(0o755)
+    for path in workdir.rglob("*"):
+        if path.relative_to(workdir).parts[0] != "private":
             path.chmod(0o755 if path.is_dir() else 0o644)
