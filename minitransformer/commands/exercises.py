@@ -29,38 +29,30 @@ def add_arguments(parser):
     add_action = functools.partial(actions.add_parser, formatter_class=parser.formatter_class)
     make = add_action("make", help="write a student copy of the package, tests and notebooks")
     make.add_argument("out", help="new directory for the student copy")
-    make.add_argument("--only", help="comma-separated exercises or regions (layernorm.backward); the exercises: "
+    make.add_argument("--only", help="comma-separated exercises or regions (layernorm.backward) to blank, of: "
                                      f"{', '.join(exercise.name for exercise in EXERCISES)} (default: all)")
-    make.add_argument("--notebooks", nargs="?", const="", metavar="DIR",
-                      help="also write student notebooks (outputs stripped, solution cells cleared), "
-                           "from DIR (default: notebooks/ of the reference)")
-    make.add_argument("--assignment", metavar="FILE",
-                      help="where to write the instructor's assignment (exercises, points, the inputs' seed, the "
-                           "reference's hashes), kept out of the copy (default: <out>.assignment.json beside it)")
+    make.add_argument("--notebooks", nargs="?", const="", metavar="DIR", help="also write student notebooks, "
+                      "solution cells cleared, from DIR (default: the reference's notebooks/)")
+    make.add_argument("--assignment", metavar="FILE", help="where to write the instructor's assignment, out of "
+                      "the copy (default: <out>.assignment.json beside it)")
     make.add_argument("--force", action="store_true", help="replace an existing assignment file")
     check = add_action("check", help="for students: check your exercises in this copy (exit code 1 until right)")
-    check.add_argument("names", nargs="?", metavar="NAMES",
-                       help="comma-separated exercises, e.g. layernorm,softmax, or all "
-                            "(default: the exercises assigned in this copy's exercises.json)")
+    check.add_argument("names", nargs="?", metavar="NAMES", help="comma-separated exercises, or all "
+                       "(default: those assigned in this copy's exercises.json)")
     grade = add_action("grade", help="grade a student copy by the instructor's assignment; exit code 1 below full marks")
     grade.add_argument("directory", help="the student copy (the directory holding minitransformer/)")
-    grade.add_argument("--assignment", metavar="FILE", help="the instructor's assignment written by exercises make "
-                                                            "(default: <directory>.assignment.json beside the copy)")
+    grade.add_argument("--assignment", metavar="FILE", help="the assignment exercises make wrote "
+                       "(default: <directory>.assignment.json beside the copy)")
     grade.add_argument("--only", help="comma-separated exercises of the assignment to grade (default: all)")
     grade.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
-    grade.add_argument("--gradescope", metavar="FILE",
-                       help="also write Gradescope's results.json to FILE (replaced if it exists)")
+    grade.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json to FILE (replaced)")
     grade.add_argument("--timeout", type=float, default=Limits.timeout, help="seconds allowed per exercise")
-    grade.add_argument("--memory", type=int, default=Limits.memory_mb, metavar="MB",
-                       help="address space the student's process may use, in MB")
-    grade.add_argument("--isolation", default="auto", choices=("auto", "bubblewrap", "process"),
-                       help="bubblewrap (Linux namespaces), process (process group and limits only), or auto: "
-                            "bubblewrap where it works")
-    grade.add_argument("--seed", type=int,
-                       help="draw the inputs from this seed instead of the assignment's (a regrade should not)")
-    bundle = add_action("gradescope-bundle",
-                        help="write the Gradescope autograder zip that grades submissions by an assignment")
-    bundle.add_argument("--assignment", required=True, metavar="FILE", help="the assignment written by exercises make")
+    grade.add_argument("--memory", type=int, default=Limits.memory_mb, metavar="MB", help="the student's address space")
+    grade.add_argument("--isolation", default="auto", choices=("auto", "bubblewrap", "process"), help="bubblewrap "
+                       "(Linux namespaces), process (process group and limits only), or auto: bubblewrap where it works")
+    grade.add_argument("--seed", type=int, help="draw the inputs from this seed, not the assignment's (a regrade should not)")
+    bundle = add_action("gradescope-bundle", help="write the Gradescope autograder zip that grades by an assignment")
+    bundle.add_argument("--assignment", required=True, metavar="FILE", help="the assignment exercises make wrote")
     bundle.add_argument("--out", default="autograder.zip", metavar="ZIP", help="the zip to write")
     bundle.add_argument("--force", action="store_true", help="replace an existing zip")
 
@@ -96,11 +88,10 @@ def run_make(args):
                          "holding the reference notebooks, or --notebooks alone for the package's own)")
     manifest = make_student_copy(args.out, only=_names(args.only), notebooks=args.notebooks is not None,
                                  notebooks_dir=args.notebooks or None)
-    print(f"wrote the student copy to {args.out}")
-    print(f"  exercises: {', '.join(manifest['exercises'])}")
-    print(f"  blanked regions: {', '.join(manifest['regions'])}")
+    print(f"wrote the student copy to {args.out}\n  exercises: {', '.join(manifest['exercises'])}\n"
+          f"  blanked regions: {', '.join(manifest['regions'])}")
     for layer, needs in manifest["unavailable_layers"].items():
-        print(f"  {layer} raises NotImplementedError until {' and '.join(needs)} {'is' if len(needs) == 1 else 'are'} done")
+        print(f"  {layer} raises NotImplementedError until you write {' and '.join(needs)}")
     for entry in manifest["left_out"]:
         print(f"  left out: {entry['path']}: {entry['what']} ({entry['exercises']})")
     for notebook in manifest["notebooks"]:
@@ -114,15 +105,12 @@ def run_make(args):
     return 0
 
 
-def _checked_assignment(path, default):
-    """The assignment at `path` (or at `default`, if that file exists), read and checked against the reference."""
+def _checked_assignment(path):
+    """The assignment at `path`, read and checked against the reference."""
     from ..exercises.grade import checked_reference
 
-    if path is None and not default.is_file():
-        raise FileNotFoundError(f"no assignment: pass --assignment FILE (exercises make wrote it beside the copy, "
-                                f"as <copy>.assignment.json; looked for {default})")
-    assignment = read_assignment(path or default)
-    checked_reference(reference_package(), assignment, f"the assignment {path or default}")
+    assignment = read_assignment(path)
+    checked_reference(reference_package(), assignment, f"the assignment {path}")
     return assignment
 
 
@@ -135,7 +123,7 @@ def run_grade(args):
         check_output_file(args.json, "--json")          # before grading: never replaced, never a late traceback
     if args.gradescope:
         check_output_file(args.gradescope, "--gradescope", force=True)
-    assignment = _checked_assignment(args.assignment, default_path(args.directory))
+    assignment = _checked_assignment(args.assignment or default_path(args.directory))
     select_exercises(assignment, _names(args.only))
     isolation = choose_isolation(args.isolation, reference_package())
     header = isolation.describe(limits)
@@ -153,8 +141,7 @@ def run_grade(args):
     print(score_table(grades))
     result = grades_json(grades, assignment.tolerance, header)
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(result, handle, indent=2)
+        Path(args.json).write_text(json.dumps(result, indent=2))
     if args.gradescope:
         write_results(args.gradescope, gradescope_results(grades, header))
     return 0 if result["full_marks"] else 1
@@ -163,7 +150,7 @@ def run_grade(args):
 def run_bundle(args):
     from ..exercises.gradescope import build_bundle
 
-    _checked_assignment(args.assignment, None)
+    _checked_assignment(args.assignment)
     check_output_file(args.out, "--out", force=args.force)
     names = build_bundle(args.assignment, args.out, reference_package(), force=args.force)
     print(f"wrote the Gradescope autograder to {args.out}: {', '.join(names)}")

@@ -51,10 +51,7 @@ def reference_files(package):
 
 def combined_hash(files):
     """One sha256 for the dict of file hashes `files`."""
-    digest = hashlib.sha256()
-    for relative in sorted(files):
-        digest.update(f"{relative}\0{files[relative]}\n".encode())
-    return digest.hexdigest()
+    return hashlib.sha256("".join(f"{relative}\0{files[relative]}\n" for relative in sorted(files)).encode()).hexdigest()
 
 
 @dataclass
@@ -88,13 +85,8 @@ class Assignment:
 
 
 def new_assignment(regions, package, seed=None, tolerance=DEFAULT_TOLERANCE):
-    """An assignment of one point per region in `regions`, against the reference package `package`.
-
-    Args:
-        regions: region names ("layernorm.backward").
-        package: directory of the reference package (its .py files are hashed).
-        seed: the inputs' seed; None draws one at random (secrets), so no two courses share inputs.
-    """
+    """An Assignment of one point per region ("layernorm.backward") in `regions`, against the reference package
+    directory `package`; `seed` None draws one at random, so no two courses share inputs."""
     files = reference_files(package)
     return Assignment({name: 1 for name in sorted(regions)}, secrets.randbelow(2**32) if seed is None else int(seed),
                       float(tolerance), {"sha256": combined_hash(files), "files": files})
@@ -131,7 +123,7 @@ def read_assignment(path, known_regions=None):
     path = Path(path)
     if not path.is_file():
         raise AssignmentError(f"no assignment file {path} (exercises make writes it beside the student copy, "
-                              f"as <copy>{SUFFIX})")
+                              f"as <copy>{SUFFIX}; give another with --assignment FILE)")
     try:
         data = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as error:

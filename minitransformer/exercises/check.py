@@ -1,11 +1,9 @@
 """A student's self-check: `exercises check NAME` and the `pytest -m NAME` markers of a student copy.
 
-It judges the student's own code (inside a copy the installed package *is* the student's) on every
-gradient-check case of the exercise's layers: the forward against the reference's outputs on inputs
-from `CHECK_SEED`, which `exercises make` ships in the copy (`expected_outputs.npz`, outputs only);
-the backward against finite differences of the student's own forward. A failure names the case,
-the input or parameter, the worst index and the relative error, or the file and line that raised.
-Grading is not done here (`exercises grade` works apart from the student's code, on other inputs).
+It judges the student's own code on every gradient-check case of the exercise's layers: the forward
+against the reference's outputs on `CHECK_SEED`'s inputs (shipped by `exercises make`, outputs only), the
+backward against finite differences of the student's own forward. A failure says which case and input,
+where and how far off, or where the code raised. Grading is `exercises grade`, apart from the student's code.
 """
 
 import json
@@ -34,15 +32,11 @@ def exercise_cases(name):
 
 
 def compute_expected(names, seed=CHECK_SEED):
-    """Forward outputs of the exercises' cases from the package this runs in, ready for `np.savez`:
-    "<exercise>.case<i>" -> float64 array, "<exercise>.ids" -> the case ids."""
+    """{case id: forward output (float64)} of the exercises' cases, by the package this runs in (for `np.savez`)."""
     expected = {}
-    for name in names:
-        cases = exercise_cases(name)
-        expected[f"{name}.ids"] = np.array([case.id for case in cases])
-        for index, case in enumerate(cases):
-            module, inputs, forward = case.build(np.random.default_rng(seed))
-            expected[f"{name}.case{index}"] = np.asarray((forward or module.forward)(*inputs), dtype=np.float64)
+    for case in [case for name in names for case in exercise_cases(name)]:
+        module, inputs, forward = case.build(np.random.default_rng(seed))
+        expected[case.id] = np.asarray((forward or module.forward)(*inputs), dtype=np.float64)
     return expected
 
 
@@ -139,9 +133,7 @@ def check_exercise(name, expected=None, seed=CHECK_SEED, tolerance=DEFAULT_TOLER
     """ExerciseCheck of exercise `name` ("layernorm") in the package this runs in: its forward against `expected`
     (from `compute_expected` on `seed`; default `expected_here()`), its backward against its own forward."""
     expected = expected_here() if expected is None else expected
-    ids = [str(i) for i in expected.get(f"{name}.ids", [])]
-    cases = [_check_case(case, expected.get(f"{name}.case{index}") if index < len(ids) and ids[index] == case.id
-                         else None, seed, tolerance) for index, case in enumerate(exercise_cases(name))]
+    cases = [_check_case(case, expected.get(case.id), seed, tolerance) for case in exercise_cases(name)]
     return ExerciseCheck(name, exercise_named(name).layers, cases)
 
 
@@ -163,9 +155,8 @@ def describe(result, tolerance=DEFAULT_TOLERANCE):
 
 
 def run_check(names):
-    """`exercises check NAMES` (comma-separated exercises, "all", or None: those the copy assigns, or all):
-    print each verdict; 0 when all pass, else 1. KeyError for an unknown exercise, FileNotFoundError for a
-    copy without expected outputs."""
+    """`exercises check NAMES` (comma-separated exercises, "all", or None: the copy's): print each verdict;
+    0 when all pass, else 1. KeyError for an unknown exercise, FileNotFoundError for a copy without outputs."""
     known = [exercise.name for exercise in EXERCISES]
     if names is None:
         chosen = (MANIFEST.is_file() and json.loads(MANIFEST.read_text()).get("exercises")) or known

@@ -1,14 +1,12 @@
 """Gradescope: its results.json, and the autograder bundle that grades a submission there.
 
-`exercises grade DIR --gradescope results.json` writes Gradescope's autograder results: the total
-`score` and one test per graded region (`name`, `score`, `max_score`, `output`: what was wrong, and where).
-`exercises gradescope-bundle --assignment A --out autograder.zip` writes the zip Gradescope takes:
-`setup.sh` (run once, as root: bubblewrap, a venv with the dependencies of `requirements.txt`, and the
-reference from the wheel in the zip, installed where only root reads it), `run_autograder` (grades
-/autograder/submission by `assignment.json` into /autograder/results/results.json), the assignment, the
-wheel and the requirements. The scripts read MINITRANSFORMER_AUTOGRADER_* variables (ROOT, PYTHON, PIP,
-PIP_OPTIONS, NO_APT, ISOLATION), so the bundle can be tried anywhere, offline. Gradescope's containers
-usually refuse bubblewrap's namespaces: the grader then runs the submission as `nobody` (`isolation.py`).
+`exercises grade --gradescope results.json` writes the total `score` and one test per graded region (its
+`score`, `max_score` and `output`: what was wrong, and where). `exercises gradescope-bundle` writes the zip
+Gradescope takes: `setup.sh` (once, as root: bubblewrap, a venv with `requirements.txt`, the reference from
+the zip's wheel where only root reads it), `run_autograder` (grades /autograder/submission by `assignment.json`),
+the assignment, the wheel and the requirements. The scripts read MINITRANSFORMER_AUTOGRADER_* variables (ROOT,
+PYTHON, PIP, PIP_OPTIONS, NO_APT, ISOLATION), so the bundle can be tried anywhere, offline. Where bubblewrap's
+namespaces are refused, as on Gradescope, the submission runs as `nobody` (`isolation.py`).
 """
 
 import base64
@@ -53,11 +51,8 @@ mkdir -p "$ROOT/results"
 cd "$ROOT/grader"
 PYTHONPATH="$ROOT/grader" "$ROOT/venv/bin/python" -m minitransformer exercises grade "$ROOT/submission" \
     --assignment "$ROOT/source/assignment.json" --gradescope "$ROOT/results/results.json" \
-    --isolation "${MINITRANSFORMER_AUTOGRADER_ISOLATION:-auto}"
-status=$?
-# exit status 1 means "below full marks", a grade like any other: results.json holds it
-[ -f "$ROOT/results/results.json" ] && exit 0
-exit "$status"
+    --isolation "${MINITRANSFORMER_AUTOGRADER_ISOLATION:-auto}" \
+    || [ -f "$ROOT/results/results.json" ]   # exit status 1 is "below full marks", a grade results.json holds
 """
 
 
