@@ -87,7 +87,7 @@ def _raised(record, part, error):
         record.problems.append(f"{part} {located(error, PACKAGE, 'minitransformer/')}")
 
 
-def _check_forward(record, output, expected, tolerance):
+def _check_forward(record, output, expected):
     output = np.asarray(output, dtype=np.float64)
     if expected is None:
         record.forward = "no expected values"
@@ -98,46 +98,46 @@ def _check_forward(record, output, expected, tolerance):
     else:
         comparison = compare("forward output", output, expected)
         record.forward_error = comparison.error
-        record.forward = "ok" if comparison.error <= tolerance else "wrong"
+        record.forward = "ok" if comparison.error <= DEFAULT_TOLERANCE else "wrong"
         if record.forward == "wrong":
             record.problems.append(comparison.describe("yours", "expected"))
 
 
-def _check_case(case, expected, seed, tolerance):
+def _check_case(case, expected):
     """CaseCheck of one case: its forward against `expected`, its backward against finite differences."""
     record = CaseCheck(case.id)
     try:
-        module, inputs, forward = case.build(np.random.default_rng(seed))
+        module, inputs, forward = case.build(np.random.default_rng(CHECK_SEED))
         forward = forward or module.forward
         output = forward(*inputs)
     except Exception as error:                          # the student's code: say what and where, go on
         _raised(record, "forward", error)
         record.problems.append("backward: not checked, it needs a forward that runs")
         return record
-    _check_forward(record, output, expected, tolerance)
+    _check_forward(record, output, expected)
     try:
-        upstream = np.random.default_rng([seed, 1]).standard_normal(np.shape(output))
+        upstream = np.random.default_rng([CHECK_SEED, 1]).standard_normal(np.shape(output))
         report, _ = compare_gradients(module, inputs, forward, float(upstream) if np.ndim(output) == 0 else upstream,
                                       names=input_names(forward, len(inputs)))
     except Exception as error:
         _raised(record, "backward", error)
         return record
     record.backward_error = max(report.worst_input_error, report.worst_param_error)
-    failures = report.failures(tolerance)
+    failures = report.failures(DEFAULT_TOLERANCE)
     record.backward = "wrong" if failures else "ok"
     record.problems += [f"backward: {comparison.describe()}" for comparison in failures]
     return record
 
 
-def check_exercise(name, expected=None, seed=CHECK_SEED, tolerance=DEFAULT_TOLERANCE):
+def check_exercise(name, expected=None):
     """ExerciseCheck of exercise `name` ("layernorm") in the package this runs in: its forward against `expected`
-    (from `compute_expected` on `seed`; default `expected_here()`), its backward against its own forward."""
+    (from `compute_expected`; default `expected_here()`), its backward against finite differences of its forward."""
     expected = expected_here() if expected is None else expected
-    cases = [_check_case(case, expected.get(case.id), seed, tolerance) for case in exercise_cases(name)]
+    cases = [_check_case(case, expected.get(case.id)) for case in exercise_cases(name)]
     return ExerciseCheck(name, exercise_named(name).layers, cases)
 
 
-def describe(result, tolerance=DEFAULT_TOLERANCE):
+def describe(result):
     """The verdict of an ExerciseCheck as text: one line per part, then every problem."""
     against = {"forward": "the expected outputs shipped with this copy" if MANIFEST.is_file() else
                "this package's own outputs", "backward": "finite differences of your forward (float64)"}
@@ -147,7 +147,7 @@ def describe(result, tolerance=DEFAULT_TOLERANCE):
         if result.ok(part):
             errors = [getattr(case, f"{part}_error") for case in result.cases]
             worst = max((error for error in errors if error is not None), default=0.0)
-            verdict = f"ok     (worst relative error {worst:.1e} <= {tolerance:.0e})"
+            verdict = f"ok     (worst relative error {worst:.1e} <= {DEFAULT_TOLERANCE:.0e})"
         else:
             verdict = " / ".join(sorted({getattr(c, part) for c in result.cases} - {"ok"})).upper()
         lines.append(f"  {part:<9} {verdict}  against {against[part]}")
