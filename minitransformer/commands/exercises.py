@@ -16,8 +16,7 @@ from ..exercises.make import reference_package
 from .errors import UsageError, check_output_file
 
 HELP = "for instructors: write a student copy with chosen backward/forward passes blanked, or grade one"
-# what the exercise machinery raises for a user's mistake (AssignmentError is a ValueError; ReferenceChanged and
-# ReferenceBroken are RuntimeErrors; FileNotFoundError and FileExistsError are OSErrors)
+# a user's mistake, as the exercise machinery raises it (AssignmentError, ReferenceChanged, FileExistsError among them)
 _MISTAKES = (KeyError, OSError, ValueError, RuntimeError)
 
 

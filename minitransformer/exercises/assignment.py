@@ -167,8 +167,6 @@ def verify_reference(package, assignment):
     expected = assignment.reference["files"]
     changed = sorted(name for name in set(files) | set(expected) if files.get(name) != expected.get(name))
     shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-    raise ReferenceChanged(
-        f"the reference package {package} is not the one the assignment was made with (minitransformer "
-        f"{assignment.made_by}): {shown} changed. A submission may have written to it, or another version was "
-        f"installed; refusing to grade. Reinstall the reference the assignment was made with, or make a new "
-        f"assignment")
+    raise ReferenceChanged(f"the reference package {package} is not the one the assignment was made with (minitransformer "
+                           f"{assignment.made_by}): {shown} changed. A submission may have written to it, or another "
+                           f"version was installed; refusing to grade. Reinstall that reference, or make a new assignment")

@@ -78,13 +78,11 @@ class ExerciseCheck:
 
 
 def _raised(record, part, error):
-    """Record an exception the student's code raised in `part`, located in the package."""
-    if isinstance(error, NotImplementedError) and str(error).startswith(_HINT_PREFIX):
-        setattr(record, part, "not implemented")
-        record.problems.append(f"{part} not implemented yet ({str(error).split(':', 1)[0].split()[-1]})")
-    else:
-        setattr(record, part, "raised")
-        record.problems.append(f"{part} {located(error, PACKAGE, 'minitransformer/')}")
+    """Record an exception the student's code raised in `part`: a hint not yet replaced, or where it raised."""
+    unfinished = isinstance(error, NotImplementedError) and str(error).startswith(_HINT_PREFIX)
+    setattr(record, part, "not implemented" if unfinished else "raised")
+    record.problems.append(f"{part} not implemented yet ({str(error).split(':', 1)[0].split()[-1]})" if unfinished
+                           else f"{part} {located(error, PACKAGE, 'minitransformer/')}")
 
 
 def _check_forward(record, output, expected):

@@ -67,20 +67,24 @@ def _region_output(grade, region):
     return "\n".join([f"{region}: {grade.status}", *problems])
 
 
-def gradescope_results(grades, output=""):
-    """Gradescope's results.json as a dict: the total score, and one test per graded region."""
-    tests = [{"name": region, "score": grade.region_points.get(region, 0), "max_score": grade.region_max[region],
-              "output": _region_output(grade, region), "visibility": "visible"}
-             for grade in grades for region in grade.regions]
+def _results(tests, output):
+    """results.json as a dict from (name, score, max_score, output) per test: the total score, and the tests."""
+    tests = [{"name": name, "score": score, "max_score": most, "output": text, "visibility": "visible"}
+             for name, score, most, text in tests]
     return {"score": sum(test["score"] for test in tests), "output": output, "visibility": "visible",
             "stdout_visibility": "hidden", "tests": tests}
 
 
+def gradescope_results(grades, output=""):
+    """Gradescope's results.json as a dict: the total score, and one test per graded region."""
+    return _results([(region, grade.region_points.get(region, 0), grade.region_max[region], _region_output(grade, region))
+                     for grade in grades for region in grade.regions], output)
+
+
 def failed_results(assignment, message, output=""):
     """results.json for a submission that could not be graded at all (no package in it): 0 on every region."""
-    tests = [{"name": region, "score": 0, "max_score": points, "output": message, "visibility": "visible"}
-             for region, points in sorted(assignment.points.items())]
-    return {"score": 0, "output": f"{output}\n{message}".strip(), "visibility": "visible", "tests": tests}
+    return _results([(region, 0, points, message) for region, points in sorted(assignment.points.items())],
+                    f"{output}\n{message}".strip())
 
 
 def _replace(path, data):
@@ -133,13 +137,9 @@ def build_wheel(package):
 
 
 def build_bundle(assignment_path, out, package, force=False):
-    """Write the autograder zip to `out` (see the module docstring); returns the names it holds.
-
-    Args:
-        assignment_path: the instructor's assignment (already checked against `package`).
-        out: the zip to write; an existing file is replaced only with `force`.
-        package: the reference package directory.
-    """
+    """Write the autograder zip (see the module docstring) to `out`, replacing a file there only with `force`,
+    for the assignment file `assignment_path` (checked against the reference package directory `package`).
+    Returns the names the zip holds."""
     if Path(out).exists() and not force:
         raise FileExistsError(f"{out} exists already; pass force=True to replace it")
     wheel_name, wheel = build_wheel(package)
