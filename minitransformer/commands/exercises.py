@@ -10,9 +10,13 @@ import os
 import sys
 from pathlib import Path
 
-from ..exercises.assignment import check_writable, default_path, read_assignment
+from ..exercises.assignment import check_writable, default_path, new_assignment, read_assignment, write_assignment
+from ..exercises.catalogue import EXERCISES
+from ..exercises.check import run_check
+from ..exercises.grade import checked_reference
+from ..exercises.gradescope import build_bundle, failed_results, gradescope_results, write_results
 from ..exercises.isolation import Limits, choose_isolation
-from ..exercises.make import reference_package
+from ..exercises.make import make_student_copy, reference_package
 from .errors import UsageError, check_output_file
 
 HELP = "for instructors: write a student copy with chosen backward/forward passes blanked, or grade one"
@@ -21,8 +25,6 @@ _MISTAKES = (KeyError, OSError, ValueError, RuntimeError)
 
 
 def add_arguments(parser):
-    from ..exercises.catalogue import EXERCISES
-
     actions = parser.add_subparsers(dest="action", metavar="action", required=True)
     # the actions' own --help shows defaults too (argparse does not pass the formatter down on its own)
     add_action = functools.partial(actions.add_parser, formatter_class=parser.formatter_class)
@@ -62,8 +64,6 @@ def _names(text):
 
 def run(args):
     """Run `exercises <action>`; a mistake the exercise machinery raises becomes one UsageError line."""
-    from ..exercises.check import run_check
-
     actions = {"make": run_make, "check": lambda args: run_check(args.names), "grade": run_grade,
                "gradescope-bundle": run_bundle}
     try:
@@ -73,9 +73,6 @@ def run(args):
 
 
 def run_make(args):
-    from ..exercises.assignment import new_assignment, write_assignment
-    from ..exercises.make import make_student_copy
-
     path = Path(args.assignment) if args.assignment else default_path(args.out)
     out = Path(args.out).resolve()
     if path.resolve() == out or out in path.resolve().parents:
@@ -106,8 +103,6 @@ def run_make(args):
 
 def _checked_assignment(path):
     """The assignment at `path`, read and checked against the reference."""
-    from ..exercises.grade import checked_reference
-
     assignment = read_assignment(path)
     checked_reference(reference_package(), assignment, f"the assignment {path}")
     return assignment
@@ -115,7 +110,6 @@ def _checked_assignment(path):
 
 def run_grade(args):
     from ..exercises.grade import grade_copy, grades_json, manifest_note, score_table, select_exercises, version_warning
-    from ..exercises.gradescope import failed_results, gradescope_results, write_results
 
     limits = Limits(timeout=args.timeout, memory_mb=args.memory)
     if args.json:
@@ -147,8 +141,6 @@ def run_grade(args):
 
 
 def run_bundle(args):
-    from ..exercises.gradescope import build_bundle
-
     _checked_assignment(args.assignment)
     check_output_file(args.out, "--out", force=args.force)
     names = build_bundle(args.assignment, args.out, reference_package(), force=args.force)

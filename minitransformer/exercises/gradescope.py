@@ -26,13 +26,12 @@ SETUP_SH = r"""#!/usr/bin/env bash
 set -euo pipefail
 ROOT="${MINITRANSFORMER_AUTOGRADER_ROOT:-/autograder}"
 SOURCE="$ROOT/source"
-PYTHON="${MINITRANSFORMER_AUTOGRADER_PYTHON:-python3}"
 if [ -z "${MINITRANSFORMER_AUTOGRADER_NO_APT:-}" ] && command -v apt-get >/dev/null; then
     # bubblewrap isolates each submission where the container allows namespaces; the grader falls back otherwise
     apt-get update && apt-get install -y python3 python3-venv python3-pip bubblewrap \
         || echo "setup.sh: apt-get failed, going on with what is installed"
 fi
-[ -x "$ROOT/venv/bin/python" ] || "$PYTHON" -m venv "$ROOT/venv"
+[ -x "$ROOT/venv/bin/python" ] || "${MINITRANSFORMER_AUTOGRADER_PYTHON:-python3}" -m venv "$ROOT/venv"
 PIP="${MINITRANSFORMER_AUTOGRADER_PIP:-$ROOT/venv/bin/python -m pip}"
 # NumPy and the other dependencies, from the package index, into the venv (readable by the submission's user)
 $PIP install ${MINITRANSFORMER_AUTOGRADER_PIP_OPTIONS:-} -r "$SOURCE/requirements.txt"
