@@ -86,6 +86,7 @@ def _raised(record, part, error):
 
 
 def _check_forward(record, output, expected):
+    """Record the forward verdict of `output` against `expected` (None: the copy holds no output for this case)."""
     output = np.asarray(output, dtype=np.float64)
     if expected is None:
         record.forward = "no expected values"
