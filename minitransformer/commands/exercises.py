@@ -1,8 +1,7 @@
-"""`python -m minitransformer exercises make|check|grade|gradescope-bundle`: student copies, their grader, Gradescope.
+"""`python -m minitransformer exercises make|check|grade|gradescope-bundle`: the command line of `exercises/`.
 
-The work is done in `minitransformer/exercises/`; this file reads the command line. Every mistake (a
-missing assignment, a timeout that is not a positive number, an existing output file) is one
-`error: exercises <action>: ...` line and exit status 2 (`commands.errors.UsageError`).
+Every mistake (an unknown exercise, a missing assignment, a timeout that is not a positive number, an existing
+output file) is one `error: exercises <action>: ...` line and exit status 2 (`commands.errors.UsageError`).
 """
 
 import functools
@@ -11,61 +10,51 @@ import os
 import sys
 from pathlib import Path
 
-from ..exercises.assignment import AssignmentError, ReferenceChanged, check_writable, default_path, read_assignment
+from ..exercises.assignment import check_writable, default_path, new_assignment, read_assignment, write_assignment
+from ..exercises.catalogue import EXERCISES
+from ..exercises.check import run_check
+from ..exercises.grade import checked_reference
+from ..exercises.gradescope import build_bundle, failed_results, gradescope_results, write_results
 from ..exercises.isolation import Limits, choose_isolation
-from ..exercises.make import reference_package
-from ..exercises.verdict import ReferenceBroken
+from ..exercises.make import make_student_copy, reference_package
 from .errors import UsageError, check_output_file
 
 HELP = "for instructors: write a student copy with chosen backward/forward passes blanked, or grade one"
-_GRADING_ERRORS = (KeyError, FileNotFoundError, FileExistsError, ValueError, RuntimeError, AssignmentError,
-                   ReferenceChanged, ReferenceBroken)
+# a user's mistake, as the exercise machinery raises it (AssignmentError, ReferenceChanged, FileExistsError among them)
+_MISTAKES = (KeyError, OSError, ValueError, RuntimeError)
 
 
 def add_arguments(parser):
-    from ..exercises.catalogue import EXERCISES
-
-    actions = parser.add_subparsers(dest="action", metavar="action")
+    actions = parser.add_subparsers(dest="action", metavar="action", required=True)
     # the actions' own --help shows defaults too (argparse does not pass the formatter down on its own)
     add_action = functools.partial(actions.add_parser, formatter_class=parser.formatter_class)
-    actions.required = True
     make = add_action("make", help="write a student copy of the package, tests and notebooks")
     make.add_argument("out", help="new directory for the student copy")
-    make.add_argument("--only", default=None,
-                      help="comma-separated exercises or regions (layernorm.backward); the exercises: "
-                           f"{', '.join(exercise.name for exercise in EXERCISES)} (default: all)")
-    make.add_argument("--notebooks", nargs="?", const="", default=None, metavar="DIR",
-                      help="also write student notebooks (outputs stripped, solution cells cleared), "
-                           "from DIR (default: notebooks/ of the reference)")
-    make.add_argument("--assignment", default=None, metavar="FILE",
-                      help="where to write the instructor's assignment (exercises, points, the inputs' seed, the "
-                           "reference's hashes), kept out of the copy (default: <out>.assignment.json beside it)")
+    make.add_argument("--only", help="comma-separated exercises or regions (layernorm.backward) to blank, of: "
+                                     f"{', '.join(exercise.name for exercise in EXERCISES)} (default: all)")
+    make.add_argument("--notebooks", nargs="?", const="", metavar="DIR", help="also write student notebooks, "
+                      "solution cells cleared, from DIR (default: the reference's notebooks/)")
+    make.add_argument("--assignment", metavar="FILE", help="where to write the instructor's assignment, out of "
+                      "the copy (default: <out>.assignment.json beside it)")
     make.add_argument("--force", action="store_true", help="replace an existing assignment file")
     check = add_action("check", help="for students: check your exercises in this copy (exit code 1 until right)")
-    check.add_argument("names", nargs="?", default=None, metavar="NAMES",
-                       help="comma-separated exercises, e.g. layernorm,softmax, or all "
-                            "(default: the exercises assigned in this copy's exercises.json)")
+    check.add_argument("names", nargs="?", metavar="NAMES", help="comma-separated exercises, or all "
+                       "(default: those assigned in this copy's exercises.json)")
     grade = add_action("grade", help="grade a student copy by the instructor's assignment; exit code 1 below full marks")
     grade.add_argument("directory", help="the student copy (the directory holding minitransformer/)")
-    grade.add_argument("--assignment", default=None, metavar="FILE",
-                       help="the instructor's assignment written by exercises make "
-                            "(default: <directory>.assignment.json beside the copy)")
-    grade.add_argument("--only", default=None, help="comma-separated exercises of the assignment to grade (default: all)")
-    grade.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON to FILE")
-    grade.add_argument("--gradescope", default=None, metavar="FILE",
-                       help="also write Gradescope's results.json to FILE (replaced if it exists)")
+    grade.add_argument("--assignment", metavar="FILE", help="the assignment exercises make wrote "
+                       "(default: <directory>.assignment.json beside the copy)")
+    grade.add_argument("--only", help="comma-separated exercises of the assignment to grade (default: all)")
+    grade.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    grade.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json to FILE (replaced)")
     grade.add_argument("--timeout", type=float, default=Limits.timeout, help="seconds allowed per exercise")
-    grade.add_argument("--memory", type=int, default=Limits.memory_mb, metavar="MB",
-                       help="address space the student's process may use, in MB")
-    grade.add_argument("--isolation", default="auto", choices=("auto", "bubblewrap", "process"),
-                       help="bubblewrap (Linux namespaces), process (process group and limits only), or auto: "
-                            "bubblewrap where it works")
-    grade.add_argument("--seed", type=int, default=None,
-                       help="draw the inputs from this seed instead of the assignment's (a regrade should not)")
-    bundle = add_action("gradescope-bundle",
-                        help="write the Gradescope autograder zip that grades submissions by an assignment")
-    bundle.add_argument("--assignment", required=True, metavar="FILE", help="the assignment written by exercises make")
-    bundle.add_argument("--out", default="autograder.zip", metavar="ZIP", help="the zip to write (default autograder.zip)")
+    grade.add_argument("--memory", type=int, default=Limits.memory_mb, metavar="MB", help="the student's address space")
+    grade.add_argument("--isolation", default="auto", choices=("auto", "bubblewrap", "process"), help="bubblewrap "
+                       "(Linux namespaces), process (process group and limits only), or auto: bubblewrap where it works")
+    grade.add_argument("--seed", type=int, help="draw the inputs from this seed, not the assignment's (a regrade should not)")
+    bundle = add_action("gradescope-bundle", help="write the Gradescope autograder zip that grades by an assignment")
+    bundle.add_argument("--assignment", required=True, metavar="FILE", help="the assignment exercises make wrote")
+    bundle.add_argument("--out", default="autograder.zip", metavar="ZIP", help="the zip to write")
     bundle.add_argument("--force", action="store_true", help="replace an existing zip")
 
 
@@ -73,54 +62,32 @@ def _names(text):
     return None if text is None else [name.strip() for name in text.split(",") if name.strip()]
 
 
-def _usage(action, error):
-    """The UsageError of `exercises <action>` for an error of the grading machinery."""
-    return UsageError(f"exercises {action}: {error.args[0] if error.args else error}")
-
-
 def run(args):
-    if args.action == "check":
-        from ..exercises.check import run_check
+    """Run `exercises <action>`; a mistake the exercise machinery raises becomes one UsageError line."""
+    actions = {"make": run_make, "check": lambda args: run_check(args.names), "grade": run_grade,
+               "gradescope-bundle": run_bundle}
+    try:
+        return actions[args.action](args)
+    except _MISTAKES as error:
+        raise UsageError(f"exercises {args.action}: {error.args[0] if error.args else error}") from None
 
-        try:
-            return run_check(args.names)
-        except ValueError as error:                    # an unknown exercise, a copy without expected outputs
-            raise UsageError(str(error)) from None
-    return {"make": run_make, "grade": run_grade, "gradescope-bundle": run_bundle}[args.action](args)
 
-
-def _assignment_path(args):
-    """The assignment path of `exercises make`, checked before the copy is written (UsageError if unusable)."""
+def run_make(args):
     path = Path(args.assignment) if args.assignment else default_path(args.out)
     out = Path(args.out).resolve()
     if path.resolve() == out or out in path.resolve().parents:
         raise UsageError(f"exercises make: --assignment {path} is inside the student copy {args.out}; keep the "
                          f"assignment on the instructor's side (e.g. the default, {default_path(args.out)})")
-    try:
-        check_writable(path, args.force)
-    except FileExistsError as error:
-        raise _usage("make", error) from None
-    return path
-
-
-def run_make(args):
-    from ..exercises.assignment import new_assignment, write_assignment
-    from ..exercises.make import make_student_copy
-
-    path = _assignment_path(args)
+    check_writable(path, args.force)                    # before the copy is written
     if args.notebooks and not os.path.isdir(args.notebooks):
         raise UsageError(f"exercises make --notebooks {args.notebooks}: no such directory (give the folder "
                          "holding the reference notebooks, or --notebooks alone for the package's own)")
-    try:
-        manifest = make_student_copy(args.out, only=_names(args.only), notebooks=args.notebooks is not None,
-                                     notebooks_dir=args.notebooks or None)
-    except (KeyError, FileExistsError, RuntimeError) as error:
-        raise _usage("make", error) from None
-    print(f"wrote the student copy to {args.out}")
-    print(f"  exercises: {', '.join(manifest['exercises'])}")
-    print(f"  blanked regions: {', '.join(manifest['regions'])}")
+    manifest = make_student_copy(args.out, only=_names(args.only), notebooks=args.notebooks is not None,
+                                 notebooks_dir=args.notebooks or None)
+    print(f"wrote the student copy to {args.out}\n  exercises: {', '.join(manifest['exercises'])}\n"
+          f"  blanked regions: {', '.join(manifest['regions'])}")
     for layer, needs in manifest["unavailable_layers"].items():
-        print(f"  {layer} raises NotImplementedError until {' and '.join(needs)} {'is' if len(needs) == 1 else 'are'} done")
+        print(f"  {layer} raises NotImplementedError until you write {' and '.join(needs)}")
     for entry in manifest["left_out"]:
         print(f"  left out: {entry['path']}: {entry['what']} ({entry['exercises']})")
     for notebook in manifest["notebooks"]:
@@ -134,34 +101,24 @@ def run_make(args):
     return 0
 
 
-def _grading_setup(args):
-    """(limits, assignment, isolation) of `exercises grade`, every option checked before anything is graded."""
-    from ..exercises.grade import checked_reference, select_exercises
+def _checked_assignment(path):
+    """The assignment at `path`, read and checked against the reference."""
+    assignment = read_assignment(path)
+    checked_reference(reference_package(), assignment, f"the assignment {path}")
+    return assignment
+
+
+def run_grade(args):
+    from ..exercises.grade import grade_copy, grades_json, manifest_note, score_table, select_exercises, version_warning
 
     limits = Limits(timeout=args.timeout, memory_mb=args.memory)
     if args.json:
         check_output_file(args.json, "--json")          # before grading: never replaced, never a late traceback
-    if args.gradescope and not Path(args.gradescope).parent.is_dir():
-        raise FileNotFoundError(f"--gradescope {args.gradescope}: the directory "
-                                f"{Path(args.gradescope).parent} does not exist")
-    assignment_file = Path(args.assignment) if args.assignment else default_path(args.directory)
-    if not args.assignment and not assignment_file.is_file():
-        raise AssignmentError(f"no assignment: pass --assignment FILE (exercises make wrote it beside the copy, "
-                              f"as <copy>.assignment.json; looked for {assignment_file})")
-    assignment = read_assignment(assignment_file)
-    checked_reference(reference_package(), assignment, f"the assignment {assignment_file}")
+    if args.gradescope:
+        check_output_file(args.gradescope, "--gradescope", force=True)
+    assignment = _checked_assignment(args.assignment or default_path(args.directory))
     select_exercises(assignment, _names(args.only))
-    return limits, assignment, choose_isolation(args.isolation, reference_package())
-
-
-def run_grade(args):
-    from ..exercises.grade import grade_copy, grades_json, manifest_note, score_table, version_warning
-    from ..exercises.gradescope import failed_results, gradescope_results, write_results
-
-    try:
-        limits, assignment, isolation = _grading_setup(args)
-    except _GRADING_ERRORS as error:
-        raise _usage("grade", error) from None
+    isolation = choose_isolation(args.isolation, reference_package())
     header = isolation.describe(limits)
     print(header)
     for warning in (version_warning(args.directory), manifest_note(args.directory, assignment)):
@@ -170,30 +127,23 @@ def run_grade(args):
     try:
         grades = grade_copy(args.directory, assignment, only=_names(args.only), limits=limits, isolation=isolation,
                             reference=reference_package(), seed=args.seed)
-    except _GRADING_ERRORS as error:
-        if isinstance(error, FileNotFoundError) and args.gradescope:    # nothing to grade: a zero, said why
+    except FileNotFoundError as error:
+        if args.gradescope:                             # nothing to grade: a zero, said why
             write_results(args.gradescope, failed_results(assignment, str(error), header))
-        raise _usage("grade", error) from None
+        raise
     print(score_table(grades))
     result = grades_json(grades, assignment.tolerance, header)
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(result, handle, indent=2)
+        Path(args.json).write_text(json.dumps(result, indent=2))
     if args.gradescope:
         write_results(args.gradescope, gradescope_results(grades, header))
     return 0 if result["full_marks"] else 1
 
 
 def run_bundle(args):
-    from ..exercises.grade import checked_reference
-    from ..exercises.gradescope import build_bundle
-
-    try:
-        checked_reference(reference_package(), read_assignment(args.assignment), f"the assignment {args.assignment}")
-        check_output_file(args.out, "--out", force=args.force)
-        names = build_bundle(args.assignment, args.out, reference_package(), force=args.force)
-    except _GRADING_ERRORS as error:
-        raise _usage("gradescope-bundle", error) from None
+    _checked_assignment(args.assignment)
+    check_output_file(args.out, "--out", force=args.force)
+    names = build_bundle(args.assignment, args.out, reference_package(), force=args.force)
     print(f"wrote the Gradescope autograder to {args.out}: {', '.join(names)}")
     print("  upload it as the assignment's autograder (Gradescope: Configure Autograder, zip file upload); students "
           "hand in their copy (the folder holding minitransformer/)")

@@ -1,23 +1,16 @@
 """The instructor's assignment: what is graded, for how many points, on which inputs, against which reference.
 
-`exercises make` writes it beside the student copy, never into it (`<copy>.assignment.json` by
-default), and `exercises grade --assignment FILE` grades by it alone: a student who edits the
-copy's own `exercises.json` changes nothing. Keep the file on the instructor's side; its seed
-draws the inputs a submission is graded on, so a regrade gives the same verdict.
+`exercises make` writes it beside the student copy, never into it (`<copy>.assignment.json`), and
+`exercises grade` grades by it alone: a student who edits the copy's `exercises.json` changes nothing.
+Its seed draws the inputs (a regrade gives the same verdict), so it stays on the instructor's side.
+The file (JSON; the points may be edited, any number > 0 per region; a region left out is not graded):
 
-The file (JSON):
+    {"format": "minitransformer-assignment/1", "minitransformer": "0.3.0", "seed": 2718281828,
+     "tolerance": 1e-07, "exercises": [{"name": "layernorm", "points": {"layernorm.backward": 1}}],
+     "reference": {"sha256": "...", "files": {"layers/layernorm.py": "<sha256>", ...}}}
 
-    {"format": "minitransformer-assignment/1",
-     "minitransformer": "0.3.0",              # the version that made it
-     "seed": 2718281828,                      # the inputs' seed (random unless chosen)
-     "tolerance": 1e-07,                      # largest relative error that passes
-     "exercises": [{"name": "layernorm", "points": {"layernorm.backward": 1, "layernorm.forward": 1}}],
-     "reference": {"sha256": "...",           # the reference package this was made with:
-                   "files": {"layers/layernorm.py": "...", ...}}}   # sha256 of every .py file
-
-The points may be edited (any positive number per region); a region left out of `points` is not
-graded. The reference hashes are checked before each exercise is graded (`verify_reference`): a
-reference changed on disk (by a submission, or by installing another version) refuses to grade.
+The reference's hashes are checked before each exercise is graded (`verify_reference`): a reference
+changed on disk (by a submission, or by another install) refuses to grade.
 """
 
 import hashlib
@@ -46,7 +39,7 @@ class ReferenceChanged(RuntimeError):
 def default_path(copy):
     """Where `exercises make` puts the assignment of the copy `copy`: beside it, `<copy>.assignment.json`."""
     copy = Path(copy)
-    return copy.parent / f"{copy.name.rstrip('/') or 'copy'}{SUFFIX}"
+    return copy.parent / f"{copy.name or 'copy'}{SUFFIX}"
 
 
 def reference_files(package):
@@ -58,10 +51,7 @@ def reference_files(package):
 
 def combined_hash(files):
     """One sha256 for the dict of file hashes `files`."""
-    digest = hashlib.sha256()
-    for relative in sorted(files):
-        digest.update(f"{relative}\0{files[relative]}\n".encode())
-    return digest.hexdigest()
+    return hashlib.sha256("".join(f"{relative}\0{files[relative]}\n" for relative in sorted(files)).encode()).hexdigest()
 
 
 @dataclass
@@ -76,12 +66,12 @@ class Assignment:
 
     def check_regions(self, known_regions, path="the assignment"):
         """Raise AssignmentError unless every graded region is a region of the reference."""
-        for name in sorted(self.points):
-            exercise = exercise_of(name)
-            if name not in known_regions:
-                own = sorted(r for r in known_regions if exercise_of(r) == exercise)
-                raise AssignmentError(f"{path}: exercise {exercise!r} expected regions of that exercise "
-                                      f"({', '.join(own) or 'none: no such exercise'}), got {name!r}")
+        unknown = sorted(set(self.points) - set(known_regions))
+        if unknown:
+            exercise = exercise_of(unknown[0])
+            own = sorted(r for r in known_regions if exercise_of(r) == exercise)
+            raise AssignmentError(f"{path}: exercise {exercise!r} expected regions of that exercise "
+                                  f"({', '.join(own) or 'none: no such exercise'}), got {unknown[0]!r}")
 
     def exercises(self):
         """The graded exercises in catalogue order: list of (Exercise, {region: points})."""
@@ -95,26 +85,21 @@ class Assignment:
 
 
 def new_assignment(regions, package, seed=None, tolerance=DEFAULT_TOLERANCE):
-    """An assignment of one point per region in `regions`, against the reference package `package`.
-
-    Args:
-        regions: region names ("layernorm.backward").
-        package: directory of the reference package (its .py files are hashed).
-        seed: the inputs' seed; None draws one at random (secrets), so no two courses share inputs.
-    """
+    """An Assignment of one point per region ("layernorm.backward") in `regions`, against the reference package
+    directory `package`; `seed` None draws one at random, so no two courses share inputs."""
     files = reference_files(package)
     return Assignment({name: 1 for name in sorted(regions)}, secrets.randbelow(2**32) if seed is None else int(seed),
                       float(tolerance), {"sha256": combined_hash(files), "files": files})
 
 
 def check_writable(path, force=False):
-    """Raise FileExistsError when `path` exists and `force` is not set (an assignment is never overwritten unasked)."""
+    """Raise FileExistsError when `path` exists, unless `force` is set and it is a file (never overwritten unasked)."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise FileExistsError(f"the assignment path {path} is a directory; give a file name")
     if path.exists() and not force:
         raise FileExistsError(f"the assignment {path} exists already; choose another --assignment path, "
                               f"or pass --force to replace it")
-    if path.exists() and not path.is_file():
-        raise FileExistsError(f"the assignment path {path} is a directory; give a file name")
 
 
 def write_assignment(path, assignment, force=False):
@@ -138,7 +123,7 @@ def read_assignment(path, known_regions=None):
     path = Path(path)
     if not path.is_file():
         raise AssignmentError(f"no assignment file {path} (exercises make writes it beside the student copy, "
-                              f"as <copy>{SUFFIX})")
+                              f"as <copy>{SUFFIX}; give another with --assignment FILE)")
     try:
         data = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as error:
@@ -147,33 +132,28 @@ def read_assignment(path, known_regions=None):
     def bad(what, expected, got):
         return AssignmentError(f"the assignment {path}: {what} expected {expected}, got {got!r}")
 
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise bad("format", repr(FORMAT), data.get("format") if isinstance(data, dict) else data)
-    seed = data.get("seed")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise bad("seed", "a whole number >= 0", seed)
-    tolerance = data.get("tolerance")
-    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not (0 < tolerance < 1):
-        raise bad("tolerance", "a number in (0, 1)", tolerance)
-    reference = data.get("reference")
-    if (not isinstance(reference, dict) or not isinstance(reference.get("sha256"), str)
-            or not isinstance(reference.get("files"), dict)):
-        raise bad("reference", '{"sha256": ..., "files": {...}}', reference)
-    exercises = data.get("exercises")
-    if not isinstance(exercises, list) or not exercises:
-        raise bad("exercises", "a non-empty list", exercises)
+    fields = data if isinstance(data, dict) else {"format": data}
+    seed, tolerance, reference, exercises = (fields.get(key) for key in ("seed", "tolerance", "reference", "exercises"))
+    for what, expected, ok in (                         # JSON numbers are int or float; true and false are bool
+            ("format", repr(FORMAT), fields.get("format") == FORMAT),
+            ("seed", "a whole number >= 0", type(seed) is int and seed >= 0),
+            ("tolerance", "a number in (0, 1)", type(tolerance) in (int, float) and 0 < tolerance < 1),
+            ("reference", '{"sha256": ..., "files": {...}}', isinstance(reference, dict)
+             and isinstance(reference.get("sha256"), str) and isinstance(reference.get("files"), dict)),
+            ("exercises", "a non-empty list", isinstance(exercises, list) and exercises)):
+        if not ok:
+            raise bad(what, expected, fields.get(what))
     points = {}
     for entry in exercises:
         if not isinstance(entry, dict) or not isinstance(entry.get("points"), dict):
             raise bad("each exercise", '{"name": ..., "points": {region: points}}', entry)
         for name, value in entry["points"].items():
-            if not isinstance(name, str) or exercise_of(name) != entry.get("name"):
+            if exercise_of(name) != entry.get("name"):
                 raise bad(f"exercise {entry.get('name')!r}", "regions named <exercise>.forward or .backward", name)
-            if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
-                    or value <= 0):
+            if type(value) not in (int, float) or not 0 < value < math.inf:
                 raise bad(f"points of {name}", "a number > 0", value)
             points[name] = value
-    assignment = Assignment(points, seed, float(tolerance), reference, str(data.get("minitransformer", "unknown")))
+    assignment = Assignment(points, seed, float(tolerance), reference, str(fields.get("minitransformer", "unknown")))
     if known_regions is not None:
         assignment.check_regions(known_regions, f"the assignment {path}")
     return assignment
@@ -187,8 +167,6 @@ def verify_reference(package, assignment):
     expected = assignment.reference["files"]
     changed = sorted(name for name in set(files) | set(expected) if files.get(name) != expected.get(name))
     shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-    raise ReferenceChanged(
-        f"the reference package {package} is not the one the assignment was made with (minitransformer "
-        f"{assignment.made_by}): {shown} changed. A submission may have written to it, or another version was "
-        f"installed; refusing to grade. Reinstall the reference the assignment was made with, or make a new "
-        f"assignment")
+    raise ReferenceChanged(f"the reference package {package} is not the one the assignment was made with (minitransformer "
+                           f"{assignment.made_by}): {shown} changed. A submission may have written to it, or another "
+                           f"version was installed; refusing to grade. Reinstall that reference, or make a new assignment")

@@ -1,33 +1,12 @@
-"""Gradescope: its results format, and the autograder bundle that grades a submission there.
+"""Gradescope: its results.json, and the autograder bundle that grades a submission there.
 
-`exercises grade DIR --gradescope results.json` writes Gradescope's autograder results (its
-"specification for results.json"): the total `score`, and one entry in `tests` per graded region
-with its `name`, `score`, `max_score` and `output` (what was wrong, and where). The file is
-replaced if it exists: the platform reads it from a fixed place.
-
-`exercises gradescope-bundle --assignment A --out autograder.zip` writes the zip Gradescope's
-"autograder" setting takes:
-
-    setup.sh          run once when Gradescope builds the image (as root): installs bubblewrap and a
-                      Python virtual environment, NumPy and the package's other dependencies from
-                      the package index, and the reference package from the wheel below, into a
-                      directory only root can read
-    run_autograder    run for each submission: grades /autograder/submission by the assignment into
-                      /autograder/results/results.json
-    assignment.json   the instructor's assignment (seed, points, the reference's hashes)
-    minitransformer-<version>-py3-none-any.whl
-                      the installed reference package, exactly the files the assignment's hashes cover
-    requirements.txt  the package's dependencies
-
-Both scripts read MINITRANSFORMER_AUTOGRADER_ROOT (default /autograder), so the bundle can be tried
-anywhere; setup.sh also MINITRANSFORMER_AUTOGRADER_PYTHON (the Python that makes the venv),
-MINITRANSFORMER_AUTOGRADER_PIP (the pip command) and MINITRANSFORMER_AUTOGRADER_PIP_OPTIONS (e.g.
-"--no-index" offline), and skips apt-get when MINITRANSFORMER_AUTOGRADER_NO_APT is set;
-run_autograder also MINITRANSFORMER_AUTOGRADER_ISOLATION (`--isolation`, default auto).
-
-Gradescope's containers usually refuse the namespaces bubblewrap needs; the grader then falls back
-to the process isolation, running the submission as `nobody` (see `isolation.py`), and says so
-in the results' `output`.
+`exercises grade --gradescope results.json` writes the total `score` and one test per graded region (its
+`score`, `max_score` and `output`: what was wrong, and where). `exercises gradescope-bundle` writes the zip
+Gradescope takes: `setup.sh` (once, as root: bubblewrap, a venv with `requirements.txt`, the reference from
+the zip's wheel where only root reads it), `run_autograder` (grades /autograder/submission by `assignment.json`),
+the assignment, the wheel and the requirements. The scripts read MINITRANSFORMER_AUTOGRADER_* variables (ROOT,
+PYTHON, PIP, PIP_OPTIONS, NO_APT, ISOLATION), so the bundle can be tried anywhere, offline. Where bubblewrap's
+namespaces are refused, as on Gradescope, the submission runs as `nobody` (`isolation.py`).
 """
 
 import base64
@@ -37,6 +16,7 @@ import json
 import os
 import tempfile
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 from .. import __version__
@@ -46,13 +26,12 @@ SETUP_SH = r"""#!/usr/bin/env bash
 set -euo pipefail
 ROOT="${MINITRANSFORMER_AUTOGRADER_ROOT:-/autograder}"
 SOURCE="$ROOT/source"
-PYTHON="${MINITRANSFORMER_AUTOGRADER_PYTHON:-python3}"
 if [ -z "${MINITRANSFORMER_AUTOGRADER_NO_APT:-}" ] && command -v apt-get >/dev/null; then
     # bubblewrap isolates each submission where the container allows namespaces; the grader falls back otherwise
     apt-get update && apt-get install -y python3 python3-venv python3-pip bubblewrap \
         || echo "setup.sh: apt-get failed, going on with what is installed"
 fi
-[ -x "$ROOT/venv/bin/python" ] || "$PYTHON" -m venv "$ROOT/venv"
+[ -x "$ROOT/venv/bin/python" ] || "${MINITRANSFORMER_AUTOGRADER_PYTHON:-python3}" -m venv "$ROOT/venv"
 PIP="${MINITRANSFORMER_AUTOGRADER_PIP:-$ROOT/venv/bin/python -m pip}"
 # NumPy and the other dependencies, from the package index, into the venv (readable by the submission's user)
 $PIP install ${MINITRANSFORMER_AUTOGRADER_PIP_OPTIONS:-} -r "$SOURCE/requirements.txt"
@@ -67,132 +46,103 @@ RUN_AUTOGRADER = r"""#!/usr/bin/env bash
 set -uo pipefail
 ROOT="${MINITRANSFORMER_AUTOGRADER_ROOT:-/autograder}"
 mkdir -p "$ROOT/results"
-# From the reference's own directory: `python -m` puts the working directory first on sys.path, which
-# must never be the submission's.
+# from the reference's own directory: `python -m` puts the working directory first on sys.path, never the submission
 cd "$ROOT/grader"
 PYTHONPATH="$ROOT/grader" "$ROOT/venv/bin/python" -m minitransformer exercises grade "$ROOT/submission" \
     --assignment "$ROOT/source/assignment.json" --gradescope "$ROOT/results/results.json" \
-    --isolation "${MINITRANSFORMER_AUTOGRADER_ISOLATION:-auto}"
-status=$?
-# exit status 1 means "below full marks", a grade like any other: results.json holds it
-[ -f "$ROOT/results/results.json" ] && exit 0
-exit "$status"
+    --isolation "${MINITRANSFORMER_AUTOGRADER_ISOLATION:-auto}" \
+    || [ -f "$ROOT/results/results.json" ]   # exit status 1 is "below full marks", a grade results.json holds
 """
 
 
 def _region_output(grade, region):
-    """What a region's test entry says: passed, or the exercise's status and the problems of that part."""
+    """A region's test output: passed, or the exercise's status and the problems of that part."""
     if grade.region_points.get(region, 0) == grade.region_max.get(region):
         return f"{region}: passed"
     part = "forward" if region.endswith(".forward") else "backward"
-    lines = [f"{region}: {grade.status}"]
-    if grade.status in ("timed out", "crashed", "markers missing"):
-        lines += grade.problems
-    else:
-        for case in grade.cases:
-            lines += case[f"{part}_problems"]
-        if part == "backward" and not any(case["backward_problems"] for case in grade.cases):
-            lines.append("backward not judged: the forward pass raised on every case (see the forward)")
-    return "\n".join(lines)
+    problems = [line for case in grade.cases for line in case[f"{part}_problems"]] if grade.cases else grade.problems
+    if not problems:                                    # no case got as far as this part
+        problems = [f"{part} not judged: the forward pass raised on every case (see the forward)"]
+    return "\n".join([f"{region}: {grade.status}", *problems])
 
 
-def gradescope_results(grades, output=""):
-    """Gradescope's results.json as a dict: the total score, and one test per graded region."""
-    tests = [{"name": region, "score": grade.region_points.get(region, 0), "max_score": grade.region_max[region],
-              "output": _region_output(grade, region), "visibility": "visible"}
-             for grade in grades for region in grade.regions]
+def _results(tests, output):
+    """results.json as a dict from (name, score, max_score, output) per test: the total score, and the tests."""
+    tests = [{"name": name, "score": score, "max_score": most, "output": text, "visibility": "visible"}
+             for name, score, most, text in tests]
     return {"score": sum(test["score"] for test in tests), "output": output, "visibility": "visible",
             "stdout_visibility": "hidden", "tests": tests}
 
 
+def gradescope_results(grades, output=""):
+    """Gradescope's results.json as a dict: the total score, and one test per graded region."""
+    return _results([(region, grade.region_points.get(region, 0), grade.region_max[region], _region_output(grade, region))
+                     for grade in grades for region in grade.regions], output)
+
+
 def failed_results(assignment, message, output=""):
     """results.json for a submission that could not be graded at all (no package in it): 0 on every region."""
-    tests = [{"name": region, "score": 0, "max_score": points, "output": message, "visibility": "visible"}
-             for region, points in sorted(assignment.points.items())]
-    return {"score": 0, "output": f"{output}\n{message}".strip(), "visibility": "visible", "tests": tests}
+    return _results([(region, 0, points, message) for region, points in sorted(assignment.points.items())],
+                    f"{output}\n{message}".strip())
 
 
-def write_results(path, results):
-    """Write results.json at `path`, replacing it (Gradescope reads it from there), atomically."""
+def _replace(path, data):
+    """Write the bytes `data` to `path` through a temporary file renamed over it: a reader never sees half a file."""
     path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"--gradescope {path}: the directory {path.parent} does not exist")
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".results-", suffix=".json")
-    with os.fdopen(handle, "w") as out:
-        json.dump(results, out, indent=2)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
     os.replace(temporary, path)
     return path
 
 
-# ---------------------------------------------------------------- the bundle
+def write_results(path, results):
+    """Write results.json at `path`, replacing it (Gradescope reads it from there)."""
+    return _replace(path, json.dumps(results, indent=2).encode())
 
-def _record_hash(data):
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+def _zip(files, executable=()):
+    """The bytes of a zip of {name: str or bytes}; the names in `executable` get mode 755, the others 644."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = (0o755 if name in executable else 0o644) << 16
+            archive.writestr(info, data, zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()
 
 
-def _metadata():
-    """(METADATA text, core requirements) of the installed distribution, or a minimal one."""
+def _requirements():
+    """The package's own dependencies (no extras), as its installed metadata lists them."""
     try:
-        from importlib.metadata import PackageNotFoundError, distribution
-
-        dist = distribution("minitransformer")
-        if dist.version == __version__ and dist.read_text("METADATA"):
-            core = [r for r in (dist.requires or []) if "extra ==" not in r]
-            return dist.read_text("METADATA"), core
-    except (ImportError, PackageNotFoundError):
-        pass
-    return f"Metadata-Version: 2.1\nName: minitransformer\nVersion: {__version__}\nRequires-Dist: numpy>=1.24\n", \
-        ["numpy>=1.24"]
+        return [r for r in metadata.requires("minitransformer") or [] if "extra ==" not in r]
+    except metadata.PackageNotFoundError:             # run from a source tree never installed
+        return ["numpy>=1.24"]
 
 
 def build_wheel(package):
     """A pure-Python wheel of the package directory `package` (every file but byte code): (file name, bytes)."""
-    package = Path(package)
-    metadata, _ = _metadata()
-    info = f"minitransformer-{__version__}.dist-info"
+    package, info = Path(package), f"minitransformer-{__version__}.dist-info"
     files = {f"minitransformer/{p.relative_to(package).as_posix()}": p.read_bytes()
              for p in sorted(package.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
              and p.suffix not in (".pyc", ".pyo")}
-    files[f"{info}/METADATA"] = metadata.encode()
-    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: minitransformer exercises gradescope-bundle\n"
-                              b"Root-Is-Purelib: true\nTag: py3-none-any\n")
-    record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in files.items())
-    files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as wheel:
-        for name, data in files.items():
-            wheel.writestr(name, data)
-    return f"minitransformer-{__version__}-py3-none-any.whl", buffer.getvalue()
-
-
-def _executable(name, text):
-    info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
-    info.external_attr = 0o755 << 16
-    info.compress_type = zipfile.ZIP_DEFLATED
-    return info, text
+    files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: minitransformer\nVersion: {__version__}\n"
+                                 + "".join(f"Requires-Dist: {r}\n" for r in _requirements())).encode()
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: minitransformer\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+              f"{len(data)}\n" for name, data in files.items()]
+    files[f"{info}/RECORD"] = ("".join(record) + f"{info}/RECORD,,\n").encode()
+    return f"minitransformer-{__version__}-py3-none-any.whl", _zip(files)
 
 
 def build_bundle(assignment_path, out, package, force=False):
-    """Write the autograder zip to `out` (see the module docstring); returns the names it holds.
-
-    Args:
-        assignment_path: the instructor's assignment (already checked against `package`).
-        out: the zip to write; an existing file is replaced only with `force`.
-        package: the reference package directory.
-    """
-    out = Path(out)
-    if out.exists() and not force:
-        raise FileExistsError(f"--out {out} exists already; choose another name, or pass --force to replace it")
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"--out {out}: the directory {out.parent} does not exist")
+    """Write the autograder zip (see the module docstring) to `out`, replacing a file there only with `force`,
+    for the assignment file `assignment_path` (checked against the reference package directory `package`).
+    Returns the names the zip holds."""
+    if Path(out).exists() and not force:
+        raise FileExistsError(f"{out} exists already; pass force=True to replace it")
     wheel_name, wheel = build_wheel(package)
-    _, requirements = _metadata()
-    entries = [_executable("setup.sh", SETUP_SH), _executable("run_autograder", RUN_AUTOGRADER),
-               ("assignment.json", Path(assignment_path).read_text()), (wheel_name, wheel),
-               ("requirements.txt", "\n".join(requirements) + "\n")]
-    handle, temporary = tempfile.mkstemp(dir=out.parent, prefix=".bundle-", suffix=".zip")
-    with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as bundle:
-        for name, data in entries:
-            bundle.writestr(name, data)
-    os.replace(temporary, out)
-    return [name if isinstance(name, str) else name.filename for name, _ in entries]
+    files = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER, "assignment.json": Path(assignment_path).read_text(),
+             wheel_name: wheel, "requirements.txt": "\n".join(_requirements()) + "\n"}
+    _replace(out, _zip(files, executable=("setup.sh", "run_autograder")))
+    return list(files)
