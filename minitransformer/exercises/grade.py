@@ -20,9 +20,9 @@ import numpy as np
 from .. import __version__
 from .assignment import Assignment, read_assignment, verify_reference
 from .isolation import Limits, choose_isolation, count_processes, new_workdir, open_for_student, run_contained
-from .make import check_is_reference, read_manifest, reference_package
+from .make import _copy_package, check_is_reference, read_manifest, reference_package
 from .regions import find_regions, package_regions, replace_regions
-from .verdict import OutputRefused, judge, read_arrays, read_records, reference_cases, task_inputs
+from .verdict import OutputRefused, judge, read_arrays, read_records, reference_cases
 
 RUNNER = Path(__file__).resolve().with_name("runner.py")
 SOURCE_LIMIT = 2**20                  # bytes of a student's source file the grader reads
@@ -99,8 +99,6 @@ def _student_bodies(student_pkg, names, reference_regions):
 def _build_package(target, reference, bodies, reference_regions):
     """The temporary package: the reference as a student copy for this one exercise holds it (its regions blank,
     its fast form left out: `make._copy_package`), with the student's answer put in."""
-    from .make import _copy_package
-
     _copy_package(reference, target, sorted(bodies), reference_regions)
     for relative in sorted({reference_regions[name][0] for name in bodies}):
         path = target / relative
@@ -116,7 +114,7 @@ def _score(grade, verdicts, points):
     for name, worth in points.items():
         grade.region_points[name] = worth if (grade.forward_ok if name.endswith(".forward") else backward_ok) else 0
     grade.points = sum(grade.region_points.values())
-    grade.problems += [problem for v in verdicts for problem in v.problems]
+    grade.problems += [problem for v in verdicts for problem in v.forward_problems + v.backward_problems]
     raised = [message for v in verdicts for message in v.raised]
     if grade.points == grade.max_points:
         grade.status = "ok"
@@ -127,10 +125,17 @@ def _score(grade, verdicts, points):
 
 
 def _write_task(isolation, workdir, cases, limits):
-    """Write the task the runner reads (task.json, inputs.npz) into the job directory `workdir`."""
+    """Write the task the runner reads into the job directory `workdir`: inputs.npz, the cases' inputs, parameter
+    values and upstream gradients, and task.json, what to run and under which limits."""
     uid = isolation.user[0] if isolation.user else os.geteuid()
     count = count_processes(uid) if uid != 0 else None       # RLIMIT_NPROC never holds for root
-    arrays, specs = task_inputs(cases)
+    arrays, specs = {}, []
+    for case in cases:
+        arrays.update({f"{case.key}.input{i}": value for i, value in enumerate(case.inputs)})
+        arrays.update({f"{case.key}.param{j}": value for j, value in enumerate(case.params)})
+        arrays[f"{case.key}.upstream"] = case.upstream
+        specs.append({"key": case.key, "index": case.index, "id": case.id, "params": case.param_names,
+                      "inputs": len(case.inputs)})
     np.savez(workdir / "task" / "inputs.npz", **arrays)
     paths = isolation.paths(workdir)
     (workdir / "task" / "task.json").write_text(json.dumps({
@@ -192,7 +197,8 @@ def grade_exercise(exercise, points, student_pkg, reference, reference_regions, 
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if handed_back is not None:
-        _score(grade, judge(cases, *handed_back, assignment.tolerance), points)
+        records, arrays = handed_back
+        _score(grade, [judge(case, records.get(case.key), arrays, assignment.tolerance) for case in cases], points)
     return grade
 
 

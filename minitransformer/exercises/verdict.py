@@ -74,18 +74,6 @@ def reference_cases(layers, seed, tolerance):
     return [_reference_case(case, index, f"case{n}", seed, tolerance) for n, (index, case) in enumerate(cases)]
 
 
-def task_inputs(cases):
-    """The arrays the student's process is given (a dict for `np.savez`), and the task's list of cases."""
-    arrays, specs = {}, []
-    for case in cases:
-        arrays.update({f"{case.key}.input{i}": value for i, value in enumerate(case.inputs)})
-        arrays.update({f"{case.key}.param{j}": value for j, value in enumerate(case.params)})
-        arrays[f"{case.key}.upstream"] = case.upstream
-        specs.append({"key": case.key, "index": case.index, "id": case.id, "params": case.param_names,
-                      "inputs": len(case.inputs)})
-    return arrays, specs
-
-
 # ---------------------------------------------------------------- reading what the student's process wrote
 
 def _read_bounded(path, limit):
@@ -164,10 +152,6 @@ class CaseVerdict:
     forward_problems: list = field(default_factory=list)
     backward_problems: list = field(default_factory=list)
 
-    @property
-    def problems(self):
-        return self.forward_problems + self.backward_problems
-
 
 def _compared(case, arrays, names, tolerance, problems):
     """The relative errors of the arrays `names` against the reference's (a NaN counts as 1); what is missing or
@@ -187,7 +171,8 @@ def _compared(case, arrays, names, tolerance, problems):
     return errors
 
 
-def _judge_case(case, record, arrays, tolerance):
+def judge(case, record, arrays, tolerance):
+    """The CaseVerdict of one reference case, from the runner's record and arrays (already read as untrusted)."""
     verdict = CaseVerdict(case.id)
     if record is None:
         verdict.forward_problems.append(f"{case.id}: the student's process handed back nothing for this case")
@@ -204,7 +189,3 @@ def _judge_case(case, record, arrays, tolerance):
         setattr(verdict, f"{part}_ok", not problems)
     return verdict
 
-
-def judge(cases, records, arrays, tolerance):
-    """One CaseVerdict per reference case, from the runner's records and arrays (already read as untrusted)."""
-    return [_judge_case(case, records.get(case.key), arrays, tolerance) for case in cases]
