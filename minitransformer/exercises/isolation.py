@@ -1,11 +1,10 @@
-"""Run a student's code contained: out of reach of the grader, the reference and the machine.
+"""Run a student's code contained, on Linux: out of reach of the grader, the reference and the machine.
 
-`bubblewrap` (Linux): namespaces in which the student's process sees only Python, NumPy, its package and
-inputs, read-only, an empty /tmp and no network. `process`, where bubblewrap is missing or refused: a new
-session, an empty environment, and the grader as child subreaper, so that a process that detaches (double
-fork, setsid) is still killed; world-readable files stay readable. Both: under root the code runs as
-`nobody`; `runner.py` sets the limits before it imports the student's code; a timeout kills everything.
-`describe` says which guarantees hold. Left out: cgroups, seccomp filters, a limit on files in /tmp.
+`bubblewrap`: namespaces in which the student's process sees only Python, NumPy, its package and inputs,
+read-only, an empty /tmp and no network. `process`, where bubblewrap is missing or refused: world-readable
+files stay readable. Both: a new session, an empty environment, the grader as child subreaper (a process that
+detaches by a double fork or setsid is still killed), `nobody` under root, the limits set by `runner.py` before
+it imports the student's code, a timeout. Left out: cgroups, seccomp filters, a limit on files in /tmp.
 """
 
 import ctypes
@@ -15,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections import namedtuple
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,20 +23,18 @@ import numpy
 
 from ..core.checks import is_finite_number
 
-MIB = 2**20
 NOBODY = "nobody"
 USR = Path("/usr")
 PYTHON = Path(sys.executable).resolve()                    # the student's code runs on the grader's Python
 NUMPY = Path(numpy.__file__).resolve().parent              # and its NumPy
 ENVIRONMENT = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}   # nothing of the grader's
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one exercise may use: `timeout` seconds of wall-clock time (> 0, finite), `memory_mb` of address
-    space (NumPy and the package take ~200), `processes` (threads count) and files up to `file_mb`."""
+    """What one exercise may use: `timeout` seconds of wall-clock time, `memory_mb` of address space (NumPy and
+    the package take ~200), `processes` (threads count) and files up to `file_mb`; ValueError for less."""
 
     timeout: float = 60.0
     memory_mb: int = 2048
@@ -51,14 +49,6 @@ class Limits:
             if not is_finite_number(value) or not value > 0 or value < floor:
                 raise ValueError(f"{option} expected {expected}, got {value!r}")
 
-    def describe(self):
-        return (f"{self.timeout:g} s, {self.memory_mb} MB of memory, {self.processes} processes, "
-                f"files up to {self.file_mb} MB")
-
-
-def _linux():
-    return sys.platform.startswith("linux") and Path("/proc/self/stat").exists()
-
 
 def _others_can_read(path):
     """True when a user without any of the owner's rights can reach and read `path`."""
@@ -68,9 +58,8 @@ def _others_can_read(path):
 
 
 class ProcessIsolation:
-    """The fallback level, and what both levels share: a new session and process group, an empty environment,
-    limits, and a sweep at the end. `SANDBOX`: where the student's process sees the job directory's parts
-    (None: where they are); `site`: where it finds NumPy."""
+    """The fallback level, and what both levels share. `SANDBOX`: where the student's process sees the job
+    directory's parts (None: where they are); `site`: where it finds NumPy."""
 
     name, SANDBOX, site = "process", None, str(NUMPY.parent)
 
@@ -82,8 +71,7 @@ class ProcessIsolation:
         self.user = None                      # (uid, gid) of nobody, who runs the student's code under root
         if os.geteuid() == 0:
             with suppress(KeyError):
-                entry = pwd.getpwnam(NOBODY)
-                self.user = entry.pw_uid, entry.pw_gid
+                self.user = tuple(pwd.getpwnam(NOBODY)[2:4])
 
     def paths(self, workdir):
         """Where the student's process finds the package root, the task, the runner and NumPy (`site`)."""
@@ -91,13 +79,9 @@ class ProcessIsolation:
         return {"package_root": str(root / "pkg"), "task": str(root / "task"),
                 "runner": str(root / "harness" / "runner.py"), "site": [self.site]}
 
-    def command(self, workdir, runner_args):
-        """The argv that starts the runner for the job in `workdir`."""
-        return [*self._python_argv(workdir), self.paths(workdir)["runner"], *runner_args]
-
-    def _python_argv(self, workdir):
-        """The argv of an isolated Python (`-I -S`) in which the job in `workdir` (None: no job) runs."""
-        return [str(PYTHON), "-I", "-S"]
+    def command(self, workdir, *args):
+        """The argv of an isolated Python (`-I -S`) given `args`, for the job in `workdir` (None: no job)."""
+        return [str(PYTHON), "-I", "-S", *args]
 
     def preload(self):
         """Modules the runner imports before it drops to `nobody` (under root, outside the sandbox): where the
@@ -107,28 +91,26 @@ class ProcessIsolation:
         wanted = set(sys.stdlib_module_names) - {"antigravity", "this"} | {"numpy"}     # not those with side effects
         return sorted(name for name in list(sys.modules) if name.split(".")[0] in wanted)
 
-    def _who(self):
-        import pwd
-
-        return (f"runs as {NOBODY} (uid {self.user[0]})" if self.user
-                else f"runs as {pwd.getpwuid(os.geteuid()).pw_name}, like the grader")
-
     def describe(self, limits):
+        """The grade's first line: this level, why it was chosen, and which guarantees hold under `limits`."""
+        who = f"runs as {NOBODY} (uid {self.user[0]})" if self.user else "runs as the grader's own user"
+        return (f"isolation: {self.name} {self._reach(who)}; a new session, an empty environment, every process "
+                f"it starts killed at the end of the exercise (double forks and setsid included); limits: "
+                f"{limits.timeout:g} s, {limits.memory_mb} MB of memory, {limits.processes} processes, files up to "
+                f"{limits.file_mb} MB")
+
+    def _reach(self, who):
         why = (f"fallback, bubblewrap unavailable ({self.reason})" if self.reason
                else "(as --isolation process asked; bubblewrap not used)")
         reach = ("can read and write what that user can (the reference is checked against the assignment's hash "
-                 "before each exercise)")
+                 "before each exercise)" + ("; the process limit does not hold for root" if os.geteuid() == 0 else ""))
         if self.user:
             reach = "cannot read the grader's /proc entries, " + (
                 "nor write the reference, but can read world-readable files, the installed reference among them"
                 if _others_can_read(self.reference / "__init__.py") else
                 "nor read or write the reference (only its owner may), but can read world-readable files")
-        sweep = ("every process it starts killed at the end of the exercise, double forks and setsid included"
-                 if _linux() else "its process group killed at the end (a process that calls setsid escapes)")
-        nproc = "; the process limit does not hold for root" if os.geteuid() == 0 and not self.user else ""
-        return (f"isolation: process {why}: process group + rlimits only: a new session, an empty environment, "
-                f"{sweep}; the student's code {self._who()}: it {reach}{nproc}; limits: {limits.describe()}. "
-                f"Grade untrusted submissions where bubblewrap works")
+        return (f"{why}: process group + rlimits only (grade untrusted submissions where bubblewrap works): the "
+                f"student's code {who}: it {reach}")
 
 
 class BubblewrapIsolation(ProcessIsolation):
@@ -145,8 +127,6 @@ class BubblewrapIsolation(ProcessIsolation):
         prefix = Path(sys.base_prefix).resolve()
         if prefix.is_relative_to(USR):
             return USR, USR, PYTHON
-        if not PYTHON.is_relative_to(prefix):
-            raise RuntimeError(f"the Python executable {PYTHON} is not inside its prefix {prefix}")
         return prefix, self.SANDBOX / "python", self.SANDBOX / "python" / PYTHON.relative_to(prefix)
 
     def _hidden(self, roots):
@@ -159,32 +139,30 @@ class BubblewrapIsolation(ProcessIsolation):
             hidden += [str(target / path.relative_to(source)) for path in sorted(found)]
         return hidden
 
-    def _python_argv(self, workdir):
+    def command(self, workdir, *args):
         prefix, inside, executable = self._python()
-        args = [self.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        argv = [self.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
         if os.geteuid() != 0:
-            args.append("--unshare-user")
+            argv.append("--unshare-user")
         for top in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"):
-            args += ["--ro-bind-try", top, top]
-        args += ["--perms", "0755", "--dir", str(self.SANDBOX), "--perms", "0755", "--dir", self.site]
+            argv += ["--ro-bind-try", top, top]
+        argv += ["--perms", "0755", "--dir", str(self.SANDBOX), "--perms", "0755", "--dir", self.site]
         if prefix != USR:
-            args += ["--ro-bind", str(prefix), str(inside)]
+            argv += ["--ro-bind", str(prefix), str(inside)]
         for name in ("numpy", "numpy.libs"):
-            args += ["--ro-bind-try", str(NUMPY.parent / name), f"{self.site}/{name}"]
+            argv += ["--ro-bind-try", str(NUMPY.parent / name), f"{self.site}/{name}"]
         for hidden in self._hidden({(USR, USR), (prefix, inside)}):
-            args += ["--tmpfs", hidden]
+            argv += ["--tmpfs", hidden]
         for part in ("pkg", "task", "harness") if workdir else ():
-            args += ["--ro-bind", str(workdir / part), str(self.SANDBOX / part)]
-        return args + ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(64 * MIB), "--tmpfs",
-                       "/tmp", "--chdir", "/tmp", str(executable), "-I", "-S"]
+            argv += ["--ro-bind", str(workdir / part), str(self.SANDBOX / part)]
+        return argv + ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(64 * 2**20), "--tmpfs",
+                       "/tmp", "--chdir", "/tmp", str(executable), "-I", "-S", *args]
 
-    def describe(self, limits):
-        return (f"isolation: bubblewrap (pid/net/mount namespaces, read-only reference hidden): each exercise in "
-                f"its own PID, network, IPC and mount namespaces; the student's code sees only Python, NumPy, "
-                f"its temporary package and inputs, read-only, and an empty /tmp; the reference, your files and "
-                f"the network are out of reach; it {self._who()}; every process it starts dies with the "
-                f"exercise; limits: {limits.describe()}")
+    def _reach(self, who):
+        return (f"(pid/net/mount namespaces, read-only reference hidden): the student's code {who} and sees only "
+                f"Python, NumPy, its temporary package and inputs, read-only, and an empty /tmp; the reference, "
+                f"your files and the network are out of reach")
 
 
 _CHOSEN = {}                                    # reference -> (BubblewrapIsolation or None, why not): probed once
@@ -195,9 +173,9 @@ def choose_isolation(level="auto", reference=None):
     "bubblewrap" (RuntimeError where it does not work) or "process"; `reference`: the reference package's directory."""
     if level not in ("auto", "bubblewrap", "process"):
         raise ValueError(f"--isolation expected auto, bubblewrap or process, got {level!r}")
-    if os.name != "posix":
-        raise RuntimeError("grading needs Linux or macOS: the student's code runs in a POSIX process group with "
-                           "resource limits (grade on a Linux machine, or with the Gradescope bundle)")
+    if not sys.platform.startswith("linux") or not Path("/proc/self/status").exists():
+        raise RuntimeError("grading needs Linux with /proc (the student's processes are found and killed there): "
+                           "grade on a Linux machine, or with the Gradescope bundle")
     if level == "process":
         return ProcessIsolation(reference=reference)
     if str(reference) not in _CHOSEN:
@@ -211,14 +189,14 @@ def choose_isolation(level="auto", reference=None):
 def _bubblewrap(reference):
     """(a BubblewrapIsolation that works here: starts, and imports NumPy, None) or (None, why not)."""
     bwrap = shutil.which("bwrap")
-    if bwrap is None or not _linux():
-        return None, "not Linux" if bwrap else "bwrap not found (apt-get install bubblewrap)"
+    if bwrap is None:
+        return None, "bwrap not found (apt-get install bubblewrap)"
     sandbox = BubblewrapIsolation(bwrap, reference)
     script = f"import sys; sys.path.insert(0, {sandbox.site!r}); import numpy; print('ok')"
     try:
-        done = subprocess.run([*sandbox._python_argv(None), "-c", script], capture_output=True, text=True,
+        done = subprocess.run(sandbox.command(None, "-c", script), capture_output=True, text=True,
                               timeout=60, stdin=subprocess.DEVNULL, env=ENVIRONMENT)
-    except (OSError, subprocess.TimeoutExpired, RuntimeError) as error:        # RuntimeError: Python not bindable
+    except (OSError, subprocess.TimeoutExpired, ValueError) as error:    # ValueError: a Python outside its prefix
         return None, f"bwrap did not start: {error}"
     if done.returncode != 0 or done.stdout.strip() != "ok":
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
@@ -240,14 +218,8 @@ def _processes():
 
 
 def count_processes(uid):
-    """How many processes and threads the user `uid` has (what RLIMIT_NPROC counts); None without /proc."""
-    return sum(threads for _, owner, threads in _processes().values() if owner == uid) if _linux() else None
-
-
-def _subreaper(on):
-    """Make this process the child subreaper of its descendants (Linux), so that orphans come back to it."""
-    if _linux():
-        ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+    """How many processes and threads the user `uid` has (what RLIMIT_NPROC counts)."""
+    return sum(threads for _, owner, threads in _processes().values() if owner == uid)
 
 
 def _kill_descendants(process, before):
@@ -257,8 +229,6 @@ def _kill_descendants(process, before):
         os.killpg(process.pid, signal.SIGKILL)
     process.kill()
     process.wait()
-    if not _linux():
-        return
     me = os.getpid()
     for _ in range(1000):
         parents = {pid: parent for pid, (parent, _, _) in _processes().items()}
@@ -278,43 +248,35 @@ def _kill_descendants(process, before):
     raise RuntimeError("the student's processes could not all be killed (they fork faster than they die)")
 
 
-@dataclass
-class Outcome:
-    """How the exercise's process ended."""
-
-    returncode: int = None          # None when it was stopped at the time limit
-    timed_out: bool = False
-    stderr: str = ""                # the last 16 kB of what it wrote there
+# How the exercise's process ended: its exit code (None when stopped at the time limit), and its stderr's last 16 kB
+Outcome = namedtuple("Outcome", "returncode timed_out stderr")
 
 
 def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path, stderr_path):
     """Run the runner for the job in `workdir` under `isolation`, kill everything it started when it ends, and
     return its Outcome."""
-    argv = isolation.command(workdir, runner_args)
-    before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()} if _linux() else set()
-    _subreaper(True)
+    argv = isolation.command(workdir, isolation.paths(workdir)["runner"], *runner_args)
+    before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()}
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)                 # PR_SET_CHILD_SUBREAPER: orphans come back to us
     try:
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             process = subprocess.Popen(argv, cwd=workdir / "cwd", env=ENVIRONMENT, stdin=subprocess.DEVNULL,
                                        stdout=out, stderr=err, pass_fds=pass_fds, start_new_session=True)
-        outcome = Outcome()
         try:
-            outcome.returncode = process.wait(timeout=limits.timeout)
+            returncode, timed_out = process.wait(timeout=limits.timeout), False
         except subprocess.TimeoutExpired:
-            outcome.timed_out = True
+            returncode, timed_out = None, True
         finally:                                       # also on Ctrl-C: nothing of the student's outlives it
             _kill_descendants(process, before)
     finally:
-        _subreaper(False)
+        ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)
     with open(stderr_path, "rb") as handle:
         handle.seek(max(0, os.fstat(handle.fileno()).st_size - 16384))
-        outcome.stderr = handle.read().decode("utf-8", "replace")
-    return outcome
+        return Outcome(returncode, timed_out, handle.read().decode("utf-8", "replace"))
 
 
 def scratch():
-    """Where the grader writes its temporary packages: /dev/shm when it is there (a package is copied and
-    deleted for every exercise; in memory that takes a tenth of the time a disk may), else the default."""
+    """Where the grader writes its temporary packages: /dev/shm (in memory: fast) where it is writable, else None."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else None
 

@@ -1,8 +1,7 @@
 """The student's side of grading: run one exercise's layers on given inputs, hand back the arrays.
 
-`grade.py` starts `python -I -S runner.py TASK RESULT_FD ARRAYS_FD` in the sandbox of `isolation.py`. This
-trusted code imports NumPy (only the standard library at the top: the interpreter's files may be unreadable
-for `nobody`), drops to `nobody` under root, sets the limits, and only then imports the temporary package
+`grade.py` starts `python -I -S runner.py TASK RESULT_FD ARRAYS_FD` contained (`isolation.py`). This trusted
+code imports NumPy, drops to `nobody` under root, sets the limits, and only then imports the temporary package
 holding the answer. Nothing after that is believed: the grader, which never imports student code, judges.
 
 TASK: task.json {"package_root", "site", "user", "limits", "nproc", "preload", "cases": [{"key", "index",
@@ -21,7 +20,6 @@ import zipfile  # noqa: F401  (np.savez needs it: imported while the interpreter
 from contextlib import suppress
 from pathlib import Path
 
-resource = importlib.import_module("resource") if os.name == "posix" else None   # `exercises check` needs `located`
 MIB = 2**20
 
 
@@ -51,12 +49,13 @@ def located(error, package, prefix=""):
 def _confine(user, limits, nproc):
     """Become `user` (uid, gid; None: stay) for good, with no setuid gain, then limit address space, file size,
     core files and processes (soft = hard: they cannot be raised again)."""
+    import resource  # here, not at the top: `exercises check` imports `located` on any system
+
     if user:
         os.setgroups([])
         os.setgid(user[1])
         os.setuid(user[0])
-        with suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)            # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
+        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)                # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
     settings = {resource.RLIMIT_AS: limits["memory_mb"] * MIB, resource.RLIMIT_FSIZE: limits["file_mb"] * MIB,
                 resource.RLIMIT_CORE: 0}
     if nproc is not None:
@@ -74,18 +73,25 @@ def _float_array(value, np, what):
 
 
 def run_cases(task, inputs, package):
-    """Run every case of the task with the given parameter values and inputs; return (records, arrays)."""
+    """Import the package in the directory `package` (the student's code runs from here on), run every case of
+    the task with the given parameter values and inputs; return (records, arrays)."""
     import numpy as np
 
-    from minitransformer.gradcheck.cases import all_cases
-    from minitransformer.gradcheck.checker import backward_gradients
-
-    catalogue, records, arrays = all_cases(), [], {}
-    for spec in task["cases"]:
-        key = spec["key"]
-        record = {"key": key, "forward_error": None, "backward_error": None}
-        records.append(record)
-        try:                                               # the student's forward (or a broken package): report, go on
+    records = [{"key": spec["key"], "forward_error": None, "backward_error": None} for spec in task["cases"]]
+    try:
+        import minitransformer
+        from minitransformer.gradcheck.cases import all_cases
+        from minitransformer.gradcheck.checker import backward_gradients
+    except BaseException as error:                         # e.g. a SyntaxError in the answer: every forward fails
+        for record in records:
+            record["forward_error"] = located(error, package)
+        return records, {}
+    if not Path(minitransformer.__file__).resolve().is_relative_to(package):
+        raise RuntimeError(f"the runner imported minitransformer from {minitransformer.__file__}, not {package}")
+    catalogue, arrays = all_cases(), {}
+    for spec, record in zip(task["cases"], records):
+        key, stage = spec["key"], "forward_error"
+        try:                                               # the student's code raised: report it, go on
             case = catalogue[spec["index"]]
             module, _, forward = case.build(np.random.default_rng(0))
             params = module.named_parameters()
@@ -95,11 +101,7 @@ def run_cases(task, inputs, package):
                 param.data[...] = inputs[f"{key}.param{j}"]
             given = [inputs[f"{key}.input{i}"].copy() for i in range(spec["inputs"])]
             arrays[f"{key}.out"] = _float_array((forward or module.forward)(*given), np, "the forward output")
-        except Exception as error:
-            record["forward_error"] = located(error, package)
-            continue
-        upstream = inputs[f"{key}.upstream"]
-        try:
+            stage, upstream = "backward_error", inputs[f"{key}.upstream"]
             grads, param_grads = backward_gradients(module, given, float(upstream) if upstream.ndim == 0 else upstream)
             found = {f"{key}.dinput{i}": _float_array(grad, np, f"the gradient of input {i}")
                      for i, grad in grads.items() if grad is not None}
@@ -107,7 +109,7 @@ def run_cases(task, inputs, package):
                           for j, grad in enumerate(param_grads)})
             arrays.update(found)
         except Exception as error:
-            record["backward_error"] = located(error, package)
+            record[stage] = located(error, package)
     return records, arrays
 
 
@@ -123,17 +125,7 @@ def main(argv):
     with np.load(task_dir / "inputs.npz", allow_pickle=False) as data:
         inputs = {key: data[key] for key in data.files}
     _confine(task["user"], task["limits"], task["nproc"])
-    # ---- from here on, the student's code may run (the package's import runs the answer's module)
-    package = Path(task["package_root"], "minitransformer").resolve()
-    try:
-        import minitransformer
-    except BaseException as error:                         # e.g. a SyntaxError in the answer
-        records, arrays = [{"key": spec["key"], "forward_error": located(error, package), "backward_error": None}
-                           for spec in task["cases"]], {}
-    else:
-        if not Path(minitransformer.__file__).resolve().is_relative_to(package):
-            raise RuntimeError(f"the runner imported minitransformer from {minitransformer.__file__}, not {package}")
-        records, arrays = run_cases(task, inputs, package)
+    records, arrays = run_cases(task, inputs, Path(task["package_root"], "minitransformer").resolve())
     with os.fdopen(arrays_fd, "wb") as handle:
         np.savez(handle, **arrays)
     with os.fdopen(result_fd, "w") as handle:
