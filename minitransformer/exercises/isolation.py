@@ -46,7 +46,7 @@ class Limits:
                                                ("--memory", self.memory_mb, 256, "MB >= 256"),
                                                ("processes", self.processes, 1, "a whole number >= 1"),
                                                ("file size", self.file_mb, 1, "MB >= 1")):
-            if not is_finite_number(value) or not value > 0 or value < floor:
+            if not is_finite_number(value) or value <= 0 or value < floor:
                 raise ValueError(f"{option} expected {expected}, got {value!r}")
 
 
@@ -100,6 +100,7 @@ class ProcessIsolation:
                 f"{limits.file_mb} MB")
 
     def _reach(self, who):
+        """Why this level was chosen, and what the student's code, which `who`, can reach (for `describe`)."""
         why = (f"fallback, bubblewrap unavailable ({self.reason})" if self.reason
                else "(as --isolation process asked; bubblewrap not used)")
         reach = ("can read and write what that user can (the reference is checked against the assignment's hash "
@@ -118,8 +119,8 @@ class BubblewrapIsolation(ProcessIsolation):
 
     name, SANDBOX, site = "bubblewrap", Path("/sandbox"), "/sandbox/site"
 
-    def __init__(self, bwrap, reference, reason=""):
-        super().__init__(reason, reference)
+    def __init__(self, bwrap, reference):
+        super().__init__("", reference)
         self.bwrap = bwrap
 
     def _python(self):
@@ -130,8 +131,7 @@ class BubblewrapIsolation(ProcessIsolation):
         return prefix, self.SANDBOX / "python", self.SANDBOX / "python" / PYTHON.relative_to(prefix)
 
     def _hidden(self, roots):
-        """Where, inside the bound `roots` ((host, inside) pairs), an empty tmpfs covers the installed packages
-        (site-packages, dist-packages) and the reference."""
+        """Where, in the bound `roots` ((host, inside) pairs), an empty tmpfs hides the installed packages and the reference."""
         hidden = []
         for source, target in sorted(roots):
             found = [*source.glob("lib*/python3*/*-packages"), *source.glob("local/lib*/python3*/*-packages")]
@@ -253,8 +253,7 @@ Outcome = namedtuple("Outcome", "returncode timed_out stderr")
 
 
 def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path, stderr_path):
-    """Run the runner for the job in `workdir` under `isolation`, kill everything it started when it ends, and
-    return its Outcome."""
+    """Run the runner for the job in `workdir` under `isolation`; kill all it started when it ends; its Outcome."""
     argv = isolation.command(workdir, isolation.paths(workdir)["runner"], *runner_args)
     before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()}
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)                 # PR_SET_CHILD_SUBREAPER: orphans come back to us

@@ -57,11 +57,10 @@ def _confine(user, limits, nproc):
         os.setuid(user[0])
         ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)                # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
     settings = {resource.RLIMIT_AS: limits["memory_mb"] * MIB, resource.RLIMIT_FSIZE: limits["file_mb"] * MIB,
-                resource.RLIMIT_CORE: 0}
-    if nproc is not None:
-        settings[resource.RLIMIT_NPROC] = nproc
+                resource.RLIMIT_CORE: 0, resource.RLIMIT_NPROC: nproc}
     for which, value in settings.items():
-        resource.setrlimit(which, (value, value))
+        if value is not None:                                  # nproc None: the limit would not hold (root)
+            resource.setrlimit(which, (value, value))
 
 
 def _float_array(value, np, what):
