@@ -51,7 +51,6 @@ def add_arguments(parser):
     grade.add_argument("--memory", type=int, default=Limits.memory_mb, metavar="MB", help="the student's address space")
     grade.add_argument("--isolation", default="auto", choices=("auto", "bubblewrap", "process"), help="bubblewrap "
                        "(Linux namespaces), process (process group and limits only), or auto: bubblewrap where it works")
-    grade.add_argument("--seed", type=int, help="draw the inputs from this seed, not the assignment's (a regrade should not)")
     bundle = add_action("gradescope-bundle", help="write the Gradescope autograder zip that grades by an assignment")
     bundle.add_argument("--assignment", required=True, metavar="FILE", help="the assignment exercises make wrote")
     bundle.add_argument("--out", default="autograder.zip", metavar="ZIP", help="the zip to write")
@@ -109,7 +108,7 @@ def _checked_assignment(path):
 
 
 def run_grade(args):
-    from ..exercises.grade import grade_copy, grades_json, manifest_note, score_table, select_exercises, version_warning
+    from ..exercises.grade import copy_notes, grade_copy, grades_json, score_table, select_exercises
 
     limits = Limits(timeout=args.timeout, memory_mb=args.memory)
     if args.json:
@@ -121,12 +120,11 @@ def run_grade(args):
     isolation = choose_isolation(args.isolation, reference_package())
     header = isolation.describe(limits)
     print(header)
-    for warning in (version_warning(args.directory), manifest_note(args.directory, assignment)):
-        if warning:
-            print(warning, file=sys.stderr)
+    for note in copy_notes(args.directory, assignment):
+        print(note, file=sys.stderr)
     try:
         grades = grade_copy(args.directory, assignment, only=_names(args.only), limits=limits, isolation=isolation,
-                            reference=reference_package(), seed=args.seed)
+                            reference=reference_package())
     except FileNotFoundError as error:
         if args.gradescope:                             # nothing to grade: a zero, said why
             write_results(args.gradescope, failed_results(assignment, str(error), header))

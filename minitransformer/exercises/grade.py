@@ -173,8 +173,7 @@ def _handed_back(grade, isolation, workdir, cases, limits):
     return None
 
 
-def grade_exercise(exercise, points, student_pkg, reference, reference_regions, assignment, limits, isolation,
-                   seed=None):
+def grade_exercise(exercise, points, student_pkg, reference, reference_regions, assignment, limits, isolation):
     """Grade one exercise of the student package (`points`: its graded regions -> points); an ExerciseGrade."""
     grade = ExerciseGrade(exercise.name, list(exercise.layers), sorted(points), max_points=sum(points.values()),
                           region_points=dict.fromkeys(points, 0), region_max=dict(points))
@@ -184,8 +183,7 @@ def grade_exercise(exercise, points, student_pkg, reference, reference_regions, 
         grade.status, grade.problems = "markers missing", [str(error)]
         return grade
     verify_reference(reference, assignment)                 # before each exercise: nobody changed it since
-    cases = reference_cases(tuple(exercise.layers), int(assignment.seed if seed is None else seed),
-                            float(assignment.tolerance))
+    cases = reference_cases(tuple(exercise.layers), int(assignment.seed), float(assignment.tolerance))
     workdir = new_workdir(isolation, f"grade-{exercise.name}-")
     try:
         _build_package(workdir / "pkg" / "minitransformer", reference, bodies, reference_regions)
@@ -202,23 +200,20 @@ def grade_exercise(exercise, points, student_pkg, reference, reference_regions, 
     return grade
 
 
-def version_warning(directory):
-    """A warning when another version of minitransformer made the copy (a region whose surroundings changed in
-    between can fail here), else None."""
-    made_by = read_manifest(directory).get("minitransformer")
-    if made_by is None or made_by == __version__:
-        return None
-    return (f"warning: this copy was made by minitransformer {made_by} and is graded by {__version__}; "
-            f"regions whose surroundings changed in between may fail here (make the copy with this version)")
-
-
-def manifest_note(directory, assignment):
-    """A note when the copy's exercises.json lists other regions than the assignment (it is not used), else None."""
-    listed = read_manifest(directory).get("regions")
-    if listed is None or sorted(listed) == sorted(assignment.points):
-        return None
-    return (f"note: the copy's exercises.json lists {', '.join(sorted(map(str, listed))) or 'nothing'}; graded are "
-            f"the assignment's {', '.join(sorted(assignment.points))} (the copy's list is not used)")
+def copy_notes(directory, assignment):
+    """What the copy's exercises.json says that the grader should say too: another version of minitransformer made
+    the copy (a region whose surroundings changed in between can fail here), or it lists other regions than the
+    assignment grades (the copy's list is not used). A list of lines."""
+    manifest, notes = read_manifest(directory), []
+    if manifest.get("minitransformer", __version__) != __version__:
+        notes.append(f"warning: this copy was made by minitransformer {manifest['minitransformer']} and is graded by "
+                     f"{__version__}; regions whose surroundings changed in between may fail here (make the copy "
+                     f"with this version)")
+    listed = manifest.get("regions")
+    if listed is not None and sorted(listed) != sorted(assignment.points):
+        notes.append(f"note: the copy's exercises.json lists {', '.join(sorted(map(str, listed))) or 'nothing'}; "
+                     f"graded are the assignment's {', '.join(sorted(assignment.points))} (the copy's list is not used)")
+    return notes
 
 
 def select_exercises(assignment, only=None):
@@ -245,11 +240,11 @@ def checked_reference(reference, assignment, where="the assignment"):
     return regions
 
 
-def grade_copy(directory, assignment, only=None, limits=None, isolation="auto", reference=None, seed=None):
+def grade_copy(directory, assignment, only=None, limits=None, isolation="auto", reference=None):
     """Grade the student copy in `directory` (or a folder holding it, or its package) by `assignment` (a path or
     an Assignment); a list of ExerciseGrade, one per exercise. `only`: exercise names (default all); `limits`:
     isolation.Limits; `isolation`: "auto", "bubblewrap", "process" or an Isolation; `reference`: the reference
-    package (default the installed one); `seed`: other inputs than the assignment's (a regrade keeps its seed)."""
+    package (default the installed one). The assignment's seed draws the inputs: a regrade gives the same verdict."""
     reference = Path(reference or reference_package()).resolve()
     if not isinstance(assignment, Assignment):
         assignment = read_assignment(assignment)
@@ -262,7 +257,7 @@ def grade_copy(directory, assignment, only=None, limits=None, isolation="auto", 
     if isinstance(isolation, str):
         isolation = choose_isolation(isolation, reference)
     return [grade_exercise(exercise, points, student_pkg, reference, regions, assignment, limits or Limits(),
-                           isolation, seed) for exercise, points in select_exercises(assignment, only)]
+                           isolation) for exercise, points in select_exercises(assignment, only)]
 
 
 def score_table(grades):

@@ -1,11 +1,10 @@
-"""The verdict on one exercise: the reference's numbers, the student's arrays read as untrusted, the comparison.
+"""The verdict on one exercise, computed in the grader (which never imports student code).
 
-Everything here runs in the grader, which never imports student code. Per gradient-check case of the exercise's
-layers, inputs and parameters come from `default_rng([seed, case index])` and an upstream gradient G from
-`default_rng([seed, case index, 1])`. The expected output is the reference forward's; the expected gradients are
-those of L = sum(G * forward) by the checker's central differences in float64, which the reference backward must
-match (else nothing is graded). So a backward is held to the true gradient, and a wrong forward costs the forward's
-points only. What the student's process hands back (`runner.py`) is read with bounded sizes and without pickles.
+Each case's inputs and parameters come from `default_rng([seed, case index])`, its upstream gradient G from
+`default_rng([seed, case index, 1])`. Expected are the reference forward's output and the gradients of
+L = sum(G * forward) by central differences in float64, which the reference backward must match: a backward is
+held to the true gradient, so a wrong forward costs the forward's points only. What the student's process hands
+back (`runner.py`) is read with bounded sizes, without pickles, and only with the expected names and shapes.
 """
 
 import functools
@@ -153,39 +152,31 @@ class CaseVerdict:
     backward_problems: list = field(default_factory=list)
 
 
-def _compared(case, arrays, names, tolerance, problems):
-    """The relative errors of the arrays `names` against the reference's (a NaN counts as 1); what is missing or
-    wrong goes to `problems`."""
-    errors = []
-    for name in names:
-        what, reference = case.expected[name]
-        if name not in arrays:
-            problems.append(f"{case.id}: no {what}" if name.endswith(".out")
-                            else f"{case.id}: backward returned no gradient for {what}")
-            continue
-        comparison = compare(what, arrays[name], reference)
-        errors.append(min(comparison.error, 1.0))
-        if not comparison.error <= tolerance:
-            gave = "yours" if name.endswith(".out") else "backward gave"
-            problems.append(f"{case.id}: {comparison.describe(gave, 'expected')}")
-    return errors
-
-
 def judge(case, record, arrays, tolerance):
-    """The CaseVerdict of one reference case, from the runner's record and arrays (already read as untrusted)."""
+    """The CaseVerdict of one reference case, from the runner's record and arrays (already read as untrusted):
+    each array within `tolerance` of the reference's (a NaN counts as an error of 1)."""
     verdict = CaseVerdict(case.id)
     if record is None:
         verdict.forward_problems.append(f"{case.id}: the student's process handed back nothing for this case")
         return verdict
     output, *gradients = case.expected
     for part, names in (("forward", [output]), ("backward", gradients)):
-        problems = getattr(verdict, f"{part}_problems")
-        if record[f"{part}_error"]:                        # the student's code raised: the parts after it not judged
+        problems, errors = getattr(verdict, f"{part}_problems"), []
+        if record[f"{part}_error"]:                        # the student's code raised: what follows is not judged
             verdict.raised.append(record[f"{part}_error"])
             problems.append(f"{case.id}: {part} {record[f'{part}_error']}")
             return verdict
-        errors = _compared(case, arrays, names, tolerance, problems)
+        for name in names:
+            what, reference = case.expected[name]
+            if name not in arrays:
+                problems.append(f"{case.id}: " + (f"no {what}" if part == "forward" else
+                                                  f"backward returned no gradient for {what}"))
+                continue
+            comparison = compare(what, arrays[name], reference)
+            errors.append(min(comparison.error, 1.0))
+            if not comparison.error <= tolerance:
+                gave = "yours" if part == "forward" else "backward gave"
+                problems.append(f"{case.id}: {comparison.describe(gave, 'expected')}")
         setattr(verdict, f"{part}_error", max(errors, default=None if part == "forward" else 0.0))
         setattr(verdict, f"{part}_ok", not problems)
     return verdict
-
