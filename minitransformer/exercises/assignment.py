@@ -95,8 +95,7 @@ def check_writable(path, force=False):
     if path.exists() and not path.is_file():
         raise FileExistsError(f"the assignment path {path} is a directory; give a file name")
     if path.exists() and not force:
-        raise FileExistsError(f"the assignment {path} exists already; choose another --assignment path, "
-                              f"or pass --force to replace it")
+        raise FileExistsError(f"the assignment {path} exists already; choose another --assignment, or pass --force")
 
 
 def write_assignment(path, assignment, force=False):
@@ -159,5 +158,5 @@ def verify_reference(package, assignment):
         return
     shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
     raise ReferenceChanged(f"the reference package {package} is not the one the assignment was made with (minitransformer "
-                           f"{assignment.made_by}): {shown} changed. A submission may have written to it, or another "
-                           f"version was installed; refusing to grade. Reinstall that reference, or make a new assignment")
+                           f"{assignment.made_by}): {shown} changed (by a submission, or another install); refusing to "
+                           f"grade. Reinstall that reference, or make a new assignment")

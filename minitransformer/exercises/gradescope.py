@@ -95,14 +95,6 @@ def _zip(files, executable=()):
     return buffer.getvalue()
 
 
-def _requirements():
-    """The package's own dependencies (no extras), as its installed metadata lists them."""
-    try:
-        return [r for r in metadata.requires("minitransformer") or [] if "extra ==" not in r]
-    except metadata.PackageNotFoundError:             # run from a source tree never installed
-        return ["numpy>=1.24"]
-
-
 def build_wheel(package):
     """A pure-Python wheel of the package directory `package` (every file but byte code): (file name, bytes).
     It names no dependencies: setup.sh installs it with --no-deps, after requirements.txt."""
@@ -122,8 +114,13 @@ def build_bundle(assignment_path, out, package, force=False):
     `package` to `out` (replacing a file there only with `force`); the names it holds."""
     if Path(out).exists() and not force:
         raise FileExistsError(f"{out} exists already; pass force=True to replace it")
+    try:                                                # the package's own dependencies (no extras)
+        requirements = [r for r in metadata.requires("minitransformer") or [] if "extra ==" not in r]
+    except metadata.PackageNotFoundError:
+        raise RuntimeError("minitransformer runs from a source tree never installed, so its dependencies are "
+                           "unknown: install it (pip install -e .) to build the bundle") from None
     wheel_name, wheel = build_wheel(package)
     files = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER, "assignment.json": Path(assignment_path).read_text(),
-             wheel_name: wheel, "requirements.txt": "\n".join(_requirements()) + "\n"}
+             wheel_name: wheel, "requirements.txt": "\n".join(requirements) + "\n"}
     Path(out).write_bytes(_zip(files, executable=("setup.sh", "run_autograder")))
     return list(files)
