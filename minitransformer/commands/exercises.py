@@ -10,10 +10,10 @@ import os
 import sys
 from pathlib import Path
 
+from ..exercises import grade as grading
 from ..exercises.assignment import check_writable, default_path, new_assignment, read_assignment, write_assignment
 from ..exercises.catalogue import EXERCISES
 from ..exercises.check import run_check
-from ..exercises.grade import checked_reference
 from ..exercises.gradescope import build_bundle, failed_results, gradescope_results, write_results
 from ..exercises.isolation import Limits, choose_isolation
 from ..exercises.make import make_student_copy, reference_package
@@ -58,12 +58,13 @@ def add_arguments(parser):
 
 
 def _names(text):
-    return None if text is None else [name.strip() for name in text.split(",") if name.strip()]
+    """The names in the comma-separated `text` (None stays None; a text naming none is one unknown name)."""
+    return None if text is None else [name.strip() for name in text.split(",") if name.strip()] or [text]
 
 
 def run(args):
     """Run `exercises <action>`; a mistake the exercise machinery raises becomes one UsageError line."""
-    actions = {"make": run_make, "check": lambda args: run_check(args.names), "grade": run_grade,
+    actions = {"make": run_make, "check": lambda args: run_check(_names(args.names)), "grade": run_grade,
                "gradescope-bundle": run_bundle}
     try:
         return actions[args.action](args)
@@ -72,9 +73,8 @@ def run(args):
 
 
 def run_make(args):
-    path = Path(args.assignment) if args.assignment else default_path(args.out)
-    out = Path(args.out).resolve()
-    if path.resolve() == out or out in path.resolve().parents:
+    path = Path(args.assignment or default_path(args.out))
+    if path.resolve().is_relative_to(Path(args.out).resolve()):
         raise UsageError(f"exercises make: --assignment {path} is inside the student copy {args.out}; keep the "
                          f"assignment on the instructor's side (e.g. the default, {default_path(args.out)})")
     check_writable(path, args.force)                    # before the copy is written
@@ -103,34 +103,32 @@ def run_make(args):
 def _checked_assignment(path):
     """The assignment at `path`, read and checked against the reference."""
     assignment = read_assignment(path)
-    checked_reference(reference_package(), assignment, f"the assignment {path}")
+    grading.checked_reference(reference_package(), assignment, f"the assignment {path}")
     return assignment
 
 
 def run_grade(args):
-    from ..exercises.grade import copy_notes, grade_copy, grades_json, score_table, select_exercises
-
     limits = Limits(timeout=args.timeout, memory_mb=args.memory)
     if args.json:
         check_output_file(args.json, "--json")          # before grading: never replaced, never a late traceback
     if args.gradescope:
         check_output_file(args.gradescope, "--gradescope", force=True)
     assignment = _checked_assignment(args.assignment or default_path(args.directory))
-    select_exercises(assignment, _names(args.only))
+    grading.select_exercises(assignment, _names(args.only))
     isolation = choose_isolation(args.isolation, reference_package())
     header = isolation.describe(limits)
     print(header)
-    for note in copy_notes(args.directory, assignment):
+    for note in grading.copy_notes(args.directory, assignment):
         print(note, file=sys.stderr)
     try:
-        grades = grade_copy(args.directory, assignment, only=_names(args.only), limits=limits, isolation=isolation,
-                            reference=reference_package())
+        grades = grading.grade_copy(args.directory, assignment, only=_names(args.only), limits=limits,
+                                    isolation=isolation, reference=reference_package())
     except FileNotFoundError as error:
         if args.gradescope:                             # nothing to grade: a zero, said why
             write_results(args.gradescope, failed_results(assignment, str(error), header))
         raise
-    print(score_table(grades))
-    result = grades_json(grades, assignment.tolerance, header)
+    print(grading.score_table(grades))
+    result = grading.grades_json(grades, assignment.tolerance, header)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.gradescope:

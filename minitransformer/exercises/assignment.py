@@ -1,16 +1,13 @@
 """The instructor's assignment: what is graded, for how many points, on which inputs, against which reference.
 
-`exercises make` writes it beside the student copy, never into it (`<copy>.assignment.json`), and
-`exercises grade` grades by it alone: a student who edits the copy's `exercises.json` changes nothing.
-Its seed draws the inputs (a regrade gives the same verdict), so it stays on the instructor's side.
-The file (JSON; the points may be edited, any number > 0 per region; a region left out is not graded):
+`exercises make` writes it beside the student copy, never into it (`<copy>.assignment.json`), and `exercises grade`
+grades by it alone, so a student who edits the copy's `exercises.json` changes nothing. Its seed draws the inputs
+(a regrade gives the same verdict), and grading stops when the reference no longer matches its hashes. The
+points may be edited (any number > 0 per region; a region left out is not graded):
 
     {"format": "minitransformer-assignment/1", "minitransformer": "0.3.0", "seed": 2718281828,
      "tolerance": 1e-07, "exercises": [{"name": "layernorm", "points": {"layernorm.backward": 1}}],
      "reference": {"sha256": "...", "files": {"layers/layernorm.py": "<sha256>", ...}}}
-
-The reference's hashes are checked before each exercise is graded (`verify_reference`): a reference
-changed on disk (by a submission, or by another install) refuses to grade.
 """
 
 import hashlib
@@ -84,12 +81,12 @@ class Assignment:
                 "exercises": grouped, "reference": self.reference}
 
 
-def new_assignment(regions, package, seed=None, tolerance=DEFAULT_TOLERANCE):
+def new_assignment(regions, package, seed=None):
     """An Assignment of one point per region ("layernorm.backward") in `regions`, against the reference package
     directory `package`; `seed` None draws one at random, so no two courses share inputs."""
     files = reference_files(package)
     return Assignment({name: 1 for name in sorted(regions)}, secrets.randbelow(2**32) if seed is None else int(seed),
-                      float(tolerance), {"sha256": combined_hash(files), "files": files})
+                      reference={"sha256": combined_hash(files), "files": files})
 
 
 def check_writable(path, force=False):
@@ -98,8 +95,7 @@ def check_writable(path, force=False):
     if path.exists() and not path.is_file():
         raise FileExistsError(f"the assignment path {path} is a directory; give a file name")
     if path.exists() and not force:
-        raise FileExistsError(f"the assignment {path} exists already; choose another --assignment path, "
-                              f"or pass --force to replace it")
+        raise FileExistsError(f"the assignment {path} exists already; choose another --assignment, or pass --force")
 
 
 def write_assignment(path, assignment, force=False):
@@ -113,13 +109,8 @@ def write_assignment(path, assignment, force=False):
 
 
 def read_assignment(path, known_regions=None):
-    """Read and check an assignment file; AssignmentError names the field that is wrong.
-
-    Args:
-        path: the file `exercises make` wrote.
-        known_regions: every region name of the reference, to check the graded ones against (or None,
-            to check them later with `Assignment.check_regions`, once the reference is verified).
-    """
+    """The Assignment in the file `path`, checked; AssignmentError names the field that is wrong. `known_regions`:
+    the reference's regions, to check the graded ones against (None: later, by `Assignment.check_regions`)."""
     path = Path(path)
     if not path.is_file():
         raise AssignmentError(f"no assignment file {path} (exercises make writes it beside the student copy, "
@@ -161,12 +152,11 @@ def read_assignment(path, known_regions=None):
 
 def verify_reference(package, assignment):
     """Raise ReferenceChanged unless the .py files of `package` hash to the assignment's reference."""
-    files = reference_files(package)
-    if combined_hash(files) == assignment.reference["sha256"]:
-        return
-    expected = assignment.reference["files"]
+    files, expected = reference_files(package), assignment.reference["files"]
     changed = sorted(name for name in set(files) | set(expected) if files.get(name) != expected.get(name))
+    if not changed:
+        return
     shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
     raise ReferenceChanged(f"the reference package {package} is not the one the assignment was made with (minitransformer "
-                           f"{assignment.made_by}): {shown} changed. A submission may have written to it, or another "
-                           f"version was installed; refusing to grade. Reinstall that reference, or make a new assignment")
+                           f"{assignment.made_by}): {shown} changed (by a submission, or another install); refusing to "
+                           f"grade. Reinstall that reference, or make a new assignment")

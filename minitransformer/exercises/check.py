@@ -1,9 +1,8 @@
 """A student's self-check: `exercises check NAME` and the `pytest -m NAME` markers of a student copy.
 
-It judges the student's own code on every gradient-check case of the exercise's layers: the forward
-against the reference's outputs on `CHECK_SEED`'s inputs (shipped by `exercises make`, outputs only), the
-backward against finite differences of the student's own forward. A failure says which case and input,
-where and how far off, or where the code raised. Grading is `exercises grade`, apart from the student's code.
+The student's own code is judged on every gradient-check case of the exercise's layers: the forward against the
+reference's outputs on `CHECK_SEED`'s inputs (`exercises make` ships the outputs only), the backward against finite
+differences of the student's forward. A failure names the case and input, where and how far off, or where it raised.
 """
 
 import json
@@ -15,14 +14,12 @@ import numpy as np
 from ..gradcheck.cases import all_cases
 from ..gradcheck.checker import DEFAULT_TOLERANCE, compare, compare_gradients, input_names
 from .catalogue import EXERCISES, exercise_named
-from .regions import HINT_MARK
 from .runner import located
 
 CHECK_SEED = 1912                   # the self-check's inputs; the grader draws its own (issue 19)
 EXPECTED_FILE = Path(__file__).resolve().with_name("expected_outputs.npz")
 PACKAGE = Path(__file__).resolve().parent.parent
 MANIFEST = PACKAGE.parent / "exercises.json"        # beside the package in a student copy only
-_HINT_PREFIX = HINT_MARK.split('("', 1)[1]          # "Exercise": how the message of every hint begins
 
 
 def exercise_cases(name):
@@ -31,11 +28,11 @@ def exercise_cases(name):
     return [case for case in all_cases() if case.layer in layers]
 
 
-def compute_expected(names, seed=CHECK_SEED):
-    """{case id: forward output (float64)} of the exercises' cases, by the package this runs in (for `np.savez`)."""
+def compute_expected(names):
+    """{case id: forward output (float64)} of the exercises' cases on CHECK_SEED's inputs, by this package."""
     expected = {}
     for case in [case for name in names for case in exercise_cases(name)]:
-        module, inputs, forward = case.build(np.random.default_rng(seed))
+        module, inputs, forward = case.build(np.random.default_rng(CHECK_SEED))
         expected[case.id] = np.asarray((forward or module.forward)(*inputs), dtype=np.float64)
     return expected
 
@@ -65,8 +62,9 @@ class CaseCheck:
 
 @dataclass
 class ExerciseCheck:
+    """The self-check of one exercise: a CaseCheck per gradient-check case of its layers."""
+
     exercise: str
-    layers: tuple
     cases: list
 
     def ok(self, part):
@@ -78,16 +76,24 @@ class ExerciseCheck:
 
 
 def _raised(record, part, error):
-    """Record an exception the student's code raised in `part`: a hint not yet replaced, or where it raised."""
-    unfinished = isinstance(error, NotImplementedError) and str(error).startswith(_HINT_PREFIX)
-    setattr(record, part, "not implemented" if unfinished else "raised")
-    record.problems.append(f"{part} not implemented yet ({str(error).split(':', 1)[0].split()[-1]})" if unfinished
-                           else f"{part} {located(error, PACKAGE, 'minitransformer/')}")
+    """Record an exception the student's code raised in `part`: a hint not yet replaced, or what and where."""
+    message = located(error, PACKAGE, "minitransformer/")
+    setattr(record, part, "not implemented" if message.startswith("not implemented") else "raised")
+    record.problems.append(f"{part} {message}")
 
 
-def _check_forward(record, output, expected):
-    """Record the forward verdict of `output` against `expected` (None: the copy holds no output for this case)."""
-    output = np.asarray(output, dtype=np.float64)
+def _check_case(case, expected):
+    """CaseCheck of one case: its forward against `expected` (None: the copy holds no output for this case), its
+    backward against finite differences of its forward."""
+    record = CaseCheck(case.id)
+    try:
+        module, inputs, forward = case.build(np.random.default_rng(CHECK_SEED))
+        forward = forward or module.forward
+        output = np.asarray(forward(*inputs), dtype=np.float64)
+    except Exception as error:                          # the student's code: say what and where, go on
+        _raised(record, "forward", error)
+        record.problems.append("backward: not checked, it needs a forward that runs")
+        return record
     if expected is None:
         record.forward = "no expected values"
         record.problems.append("forward: no expected output for this case in the copy (made by another version?)")
@@ -100,23 +106,9 @@ def _check_forward(record, output, expected):
         record.forward = "ok" if comparison.error <= DEFAULT_TOLERANCE else "wrong"
         if record.forward == "wrong":
             record.problems.append(comparison.describe("yours", "expected"))
-
-
-def _check_case(case, expected):
-    """CaseCheck of one case: its forward against `expected`, its backward against finite differences."""
-    record = CaseCheck(case.id)
     try:
-        module, inputs, forward = case.build(np.random.default_rng(CHECK_SEED))
-        forward = forward or module.forward
-        output = forward(*inputs)
-    except Exception as error:                          # the student's code: say what and where, go on
-        _raised(record, "forward", error)
-        record.problems.append("backward: not checked, it needs a forward that runs")
-        return record
-    _check_forward(record, output, expected)
-    try:
-        upstream = np.random.default_rng([CHECK_SEED, 1]).standard_normal(np.shape(output))
-        report, _ = compare_gradients(module, inputs, forward, float(upstream) if np.ndim(output) == 0 else upstream,
+        upstream = np.random.default_rng([CHECK_SEED, 1]).standard_normal(output.shape)
+        report, _ = compare_gradients(module, inputs, forward, float(upstream) if output.ndim == 0 else upstream,
                                       names=input_names(forward, len(inputs)))
     except Exception as error:
         _raised(record, "backward", error)
@@ -128,24 +120,20 @@ def _check_case(case, expected):
     return record
 
 
-def check_exercise(name, expected=None):
-    """ExerciseCheck of exercise `name` ("layernorm") in the package this runs in: its forward against `expected`
-    (from `compute_expected`; default `expected_here()`), its backward against finite differences of its forward."""
-    expected = expected_here() if expected is None else expected
-    cases = [_check_case(case, expected.get(case.id)) for case in exercise_cases(name)]
-    return ExerciseCheck(name, exercise_named(name).layers, cases)
+def check_exercise(name, expected):
+    """ExerciseCheck of exercise `name` ("layernorm") in the package this runs in; `expected`: `expected_here()`."""
+    return ExerciseCheck(name, [_check_case(case, expected.get(case.id)) for case in exercise_cases(name)])
 
 
 def describe(result):
     """The verdict of an ExerciseCheck as text: one line per part, then every problem."""
     against = {"forward": "the expected outputs shipped with this copy" if MANIFEST.is_file() else
                "this package's own outputs", "backward": "finite differences of your forward (float64)"}
-    lines = [f"{result.exercise} ({', '.join(result.layers)}), {len(result.cases)} cases: "
+    lines = [f"{result.exercise} ({', '.join(exercise_named(result.exercise).layers)}), {len(result.cases)} cases: "
              f"{'PASSED' if result.ok('forward') and result.ok('backward') else 'NOT YET'}"]
     for part in ("forward", "backward"):
         if result.ok(part):
-            errors = [getattr(case, f"{part}_error") for case in result.cases]
-            worst = max((error for error in errors if error is not None), default=0.0)
+            worst = max(getattr(case, f"{part}_error") for case in result.cases)    # set on every case that is ok
             verdict = f"ok     (worst relative error {worst:.1e} <= {DEFAULT_TOLERANCE:.0e})"
         else:
             verdict = " / ".join(sorted({getattr(c, part) for c in result.cases} - {"ok"})).upper()
@@ -154,14 +142,12 @@ def describe(result):
 
 
 def run_check(names):
-    """`exercises check NAMES` (comma-separated exercises, "all", or None: the copy's): print each verdict;
+    """`exercises check`: print the verdict on each exercise of `names` (a list, ["all"], or None: the copy's);
     0 when all pass, else 1. KeyError for an unknown exercise, FileNotFoundError for a copy without outputs."""
     known = [exercise.name for exercise in EXERCISES]
     if names is None:
-        chosen = (MANIFEST.is_file() and json.loads(MANIFEST.read_text()).get("exercises")) or known
-    else:
-        chosen = [name.strip() for name in names.split(",") if name.strip()]
-        chosen = known if chosen == ["all"] else [exercise_named(name).name for name in chosen or [names]]
+        names = (MANIFEST.is_file() and json.loads(MANIFEST.read_text()).get("exercises")) or known
+    chosen = known if names == ["all"] else [exercise_named(name).name for name in names]
     expected = expected_here()
     print(f"checking the exercises of {PACKAGE}")
     results = [check_exercise(name, expected) for name in chosen]

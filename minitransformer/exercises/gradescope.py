@@ -1,20 +1,14 @@
-"""Gradescope: its results.json, and the autograder bundle that grades a submission there.
-
-`exercises grade --gradescope results.json` writes the total `score` and one test per graded region (its
-`score`, `max_score` and `output`: what was wrong, and where). `exercises gradescope-bundle` writes the zip
-Gradescope takes: `setup.sh` (once, as root: bubblewrap, a venv with `requirements.txt`, the reference from
-the zip's wheel where only root reads it), `run_autograder` (grades /autograder/submission by `assignment.json`),
-the assignment, the wheel and the requirements. The scripts read MINITRANSFORMER_AUTOGRADER_* variables (ROOT,
-PYTHON, PIP, PIP_OPTIONS, NO_APT, ISOLATION), so the bundle can be tried anywhere, offline. Where bubblewrap's
-namespaces are refused, as on Gradescope, the submission runs as `nobody` (`isolation.py`).
+"""Gradescope: its results.json (a test per graded region: its score, and what was wrong and where), and the
+autograder zip: `setup.sh` (run once as root: a venv with `requirements.txt`, the reference from the zip's wheel where
+only root reads it), `run_autograder` (grades the submission by `assignment.json`), the assignment, the wheel and the
+requirements. The scripts read MINITRANSFORMER_AUTOGRADER_* variables (ROOT, PYTHON, PIP, PIP_OPTIONS, NO_APT,
+ISOLATION), so the bundle can be tried anywhere, offline.
 """
 
 import base64
 import hashlib
 import io
 import json
-import os
-import tempfile
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -33,9 +27,8 @@ if [ -z "${MINITRANSFORMER_AUTOGRADER_NO_APT:-}" ] && command -v apt-get >/dev/n
 fi
 [ -x "$ROOT/venv/bin/python" ] || "${MINITRANSFORMER_AUTOGRADER_PYTHON:-python3}" -m venv "$ROOT/venv"
 PIP="${MINITRANSFORMER_AUTOGRADER_PIP:-$ROOT/venv/bin/python -m pip}"
-# NumPy and the other dependencies, from the package index, into the venv (readable by the submission's user)
+# NumPy into the venv, which the submission's user may read; the reference (the solutions) where only root can
 $PIP install ${MINITRANSFORMER_AUTOGRADER_PIP_OPTIONS:-} -r "$SOURCE/requirements.txt"
-# the reference package, from this zip, where only root can read it: a submission never sees the solutions
 rm -rf "$ROOT/grader"
 $PIP install ${MINITRANSFORMER_AUTOGRADER_PIP_OPTIONS:-} --no-deps --target "$ROOT/grader" "$SOURCE"/minitransformer-*.whl
 chmod -R go-rwx "$ROOT/grader" "$SOURCE"
@@ -86,19 +79,9 @@ def failed_results(assignment, message, output=""):
                     f"{output}\n{message}".strip())
 
 
-def _replace(path, data):
-    """Write the bytes `data` to `path` through a temporary file renamed over it: a reader never sees half a file."""
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
-    with os.fdopen(handle, "wb") as out:
-        out.write(data)
-    os.replace(temporary, path)
-    return path
-
-
 def write_results(path, results):
-    """Write results.json at `path`, replacing it (Gradescope reads it from there)."""
-    return _replace(path, json.dumps(results, indent=2).encode())
+    """Write results.json at `path`, replacing it (Gradescope reads it there once run_autograder has ended)."""
+    Path(path).write_text(json.dumps(results, indent=2))
 
 
 def _zip(files, executable=()):
@@ -112,22 +95,13 @@ def _zip(files, executable=()):
     return buffer.getvalue()
 
 
-def _requirements():
-    """The package's own dependencies (no extras), as its installed metadata lists them."""
-    try:
-        return [r for r in metadata.requires("minitransformer") or [] if "extra ==" not in r]
-    except metadata.PackageNotFoundError:             # run from a source tree never installed
-        return ["numpy>=1.24"]
-
-
 def build_wheel(package):
-    """A pure-Python wheel of the package directory `package` (every file but byte code): (file name, bytes)."""
+    """A pure-Python wheel of the package directory `package` (every file but byte code): (file name, bytes).
+    It names no dependencies: setup.sh installs it with --no-deps, after requirements.txt."""
     package, info = Path(package), f"minitransformer-{__version__}.dist-info"
     files = {f"minitransformer/{p.relative_to(package).as_posix()}": p.read_bytes()
-             for p in sorted(package.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
-             and p.suffix not in (".pyc", ".pyo")}
-    files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: minitransformer\nVersion: {__version__}\n"
-                                 + "".join(f"Requires-Dist: {r}\n" for r in _requirements())).encode()
+             for p in sorted(package.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: minitransformer\nVersion: {__version__}\n".encode()
     files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: minitransformer\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     record = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
               f"{len(data)}\n" for name, data in files.items()]
@@ -136,13 +110,17 @@ def build_wheel(package):
 
 
 def build_bundle(assignment_path, out, package, force=False):
-    """Write the autograder zip (see the module docstring) to `out`, replacing a file there only with `force`,
-    for the assignment file `assignment_path` (checked against the reference package directory `package`).
-    Returns the names the zip holds."""
+    """Write the autograder zip for the assignment file `assignment_path` and the reference package directory
+    `package` to `out` (replacing a file there only with `force`); the names it holds."""
     if Path(out).exists() and not force:
         raise FileExistsError(f"{out} exists already; pass force=True to replace it")
+    try:                                                # the package's own dependencies (no extras)
+        requirements = [r for r in metadata.requires("minitransformer") or [] if "extra ==" not in r]
+    except metadata.PackageNotFoundError:
+        raise RuntimeError("minitransformer runs from a source tree never installed, so its dependencies are "
+                           "unknown: install it (pip install -e .) to build the bundle") from None
     wheel_name, wheel = build_wheel(package)
     files = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER, "assignment.json": Path(assignment_path).read_text(),
-             wheel_name: wheel, "requirements.txt": "\n".join(_requirements()) + "\n"}
-    _replace(out, _zip(files, executable=("setup.sh", "run_autograder")))
+             wheel_name: wheel, "requirements.txt": "\n".join(requirements) + "\n"}
+    Path(out).write_bytes(_zip(files, executable=("setup.sh", "run_autograder")))
     return list(files)
