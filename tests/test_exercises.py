@@ -11,8 +11,8 @@ from minitransformer.__main__ import main
 from minitransformer.exercises.catalogue import EXERCISES
 from minitransformer.exercises.grade import grade_copy, score_table
 from minitransformer.exercises.isolation import Limits
+from minitransformer.exercises.leaks import student_notebook
 from minitransformer.exercises.make import make_student_copy, reference_package, select_regions
-from minitransformer.exercises.notebook import student_notebook
 from minitransformer.exercises.regions import find_regions, package_regions, replace_regions
 from minitransformer.gradcheck.cases import all_cases
 

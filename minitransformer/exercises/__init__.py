@@ -3,8 +3,7 @@
     regions.py    the `### BEGIN SOLUTION <name>` / `### END SOLUTION` markers: find, blank, replace
     catalogue.py  the exercises, the layers each is graded on, and which layers use which exercise
     make.py       `exercises make`: the student copy (package, tests, manifest, self-check outputs)
-    leaks.py      every other place that shows an assigned answer, blanked in the copy
-    notebook.py   student notebooks: outputs stripped, solution cells cleared, nbgrader metadata kept
+    leaks.py      every other place that shows an assigned answer (tests, text, notebooks), blanked in the copy
     check.py      `exercises check` and the `pytest -m NAME` markers: a student's self-check
     assignment.py the instructor's assignment: graded regions, points, the inputs' seed, the reference's hashes
     grade.py      `exercises grade`: one contained process per exercise, the verdict computed outside it

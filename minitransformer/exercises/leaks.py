@@ -1,33 +1,72 @@
-"""Keep assigned answers (`regions.region_secrets`) out of a student copy: every other place showing one is blanked.
+"""Where else an assigned answer shows: a region's non-trivial lines, compared normalised (`secret_keys`).
 
-A test module loses each top-level statement showing one and every statement using what went (a test of a
-near-solution subclass); other text loses the line; `leaks_in` is the final scan of the copy. `LEFT_OUT` starts
-every note, so the copy's conftest tells "left out" (skip) from "not written yet" (fail). Left out: answers
-in other words (the regions' docstrings keep the mathematics on purpose).
+In a student copy, a test module loses each top-level statement showing one and every statement using what went (a
+test of a near-solution subclass), other text the line; notebooks lose outputs, exercise cells' answers and any cell
+still showing one. `leaks_in` is the final scan. `LEFT_OUT` starts every note, so the copy's conftest tells "left
+out" (skip) from "not written yet" (fail). Left out: answers in other words (docstrings keep the mathematics).
 """
 
 import ast
 import json
+import re
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from .catalogue import exercise_of
-from .regions import find_leaks, region_secrets
+from .regions import find_regions, hint
 
 LEFT_OUT = "Left out of this student copy"
+_OPERATION = re.compile(r"\*\*|==|!=|<=|>=|[-+*/@%<>]|[\w\])]\(|[\w\])]\[")
+_NEGATIVE_LITERAL = re.compile(r"(?<![\w)\]])-(?=\d)")
+_ASSIGNED = re.compile(r"^(?:return|[\w.,\[\]]+(?:\*\*|//|[-+*/@%])?=(?!=))(?P<rhs>.+)$")
+
+
+def normalise(line):
+    """A line as secrets are compared: comment, whitespace and every `self.` removed."""
+    return re.sub(r"\s+", "", re.sub(r"#.*", "", line)).replace("self.", "")
+
+
+def operations(code):
+    """How many operators, calls and subscripts a normalised line does (a negative literal is none)."""
+    return len(_OPERATION.findall(_NEGATIVE_LITERAL.sub("", code)))
+
+
+def secret_keys(line, given):
+    """The normalised strings that give a region line away: none for a trivial line or one of `given` (shown
+    outside the regions); else the line, and its right-hand side if that does two operations or more."""
+    code = normalise(line)
+    if not code or code.endswith(":") or operations(code) == 0 or code in given:
+        return set()
+    assigned = _ASSIGNED.match(code)
+    return {code} | ({assigned.group("rhs")} if assigned and operations(assigned.group("rhs")) >= 2 else set())
 
 
 def package_secrets(package, regions, selected):
-    """dict region name -> {secret key: region line} for the assigned regions of the reference `package`."""
-    return {name: keys for relative in sorted({regions[name][0] for name in selected})
-            for name, keys in region_secrets((Path(package) / relative).read_text(), set(selected), relative).items()}
+    """dict region name -> {secret key: region line} for the regions `selected` of the reference `package`
+    (`regions`: its `package_regions`)."""
+    secrets = {}
+    for name in selected:
+        relative, region = regions[name]
+        lines = (Path(package) / relative).read_text().splitlines()
+        inside = {i for where, r in regions.values() if where == relative for i in range(r.begin, r.end + 1)}
+        given = {normalise(line) for i, line in enumerate(lines) if i not in inside}
+        secrets[name] = {key: line.strip() for line in region.body for key in secret_keys(line, given)}
+    return secrets
+
+
+def find_leaks(text, secrets):
+    """Where `text` gives a secret away: list of (0-based line index, region name, region line), without repeats."""
+    codes = [normalise(line) for line in text.splitlines()]
+    joined = "\n".join(codes)                       # a key holds no newline: one search tells if any line has it
+    present = [(name, key, line) for name, keys in secrets.items() for key, line in keys.items() if key in joined]
+    return list(dict.fromkeys((index, name, line) for index, code in enumerate(codes)
+                              for name, key, line in present if key in code))
 
 
 def _names_used(node):
-    """Names a top-level statement reads: identifiers, attribute roots and function arguments (fixtures)."""
-    used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-    for function in (n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-        used |= {a.arg for a in function.args.args + function.args.kwonlyargs}
-    return used
+    """Names a top-level statement reads: identifiers, attribute roots and arguments (a test's fixtures)."""
+    return {n.id if isinstance(n, ast.Name) else n.arg for n in ast.walk(node) if isinstance(n, (ast.Name, ast.arg))}
 
 
 def _names_defined(node):
@@ -39,10 +78,9 @@ def _names_defined(node):
     return set()
 
 
-def strip_tests(text, secrets, names=None):
-    """Remove the top-level statements of a test module that show a secret or define one of `names` (dict
-    name -> reason), and those that use them; returns (new text, list of (removed name, exercises or reason))."""
-    names = names or {}
+def strip_tests(text, secrets):
+    """Remove the top-level statements of a test module that show a secret, and those that use what went;
+    returns (new text, list of (removed name, the exercises it shows or why it went))."""
     statements = [(min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]), node.end_lineno, node)
                   for node in ast.parse(text).body]
     shown = {}                                              # statement index -> exercises it shows
@@ -51,9 +89,6 @@ def strip_tests(text, secrets, names=None):
         shown.setdefault(index, set()).add(exercise_of(region))
     removed = {i: (", ".join(sorted(e)), f"it shows the answer to exercise {', '.join(sorted(e))}")
                for i, e in shown.items()}                   # index -> (for the manifest, for the note)
-    for index, (_, _, node) in enumerate(statements):
-        for name in _names_defined(node) & set(names):
-            removed[index] = (names[name], names[name])
     gone, more = set(), list(removed)
     while more:                                             # what uses a removed definition goes too
         gone |= set().union(*(_names_defined(statements[i][2]) for i in more))
@@ -68,7 +103,7 @@ def strip_tests(text, secrets, names=None):
     return "".join(lines), notes
 
 
-def blank_file(path, relative, secrets, names=None):
+def blank_file(path, relative, secrets):
     """Blank in place what shows a secret in a copied file (`strip_tests` for Python; in other text, the line
     becomes a note; binary files are skipped); returns the left-out records {"path", "what", "exercises"}."""
     try:
@@ -76,7 +111,7 @@ def blank_file(path, relative, secrets, names=None):
     except UnicodeDecodeError:
         return []
     if path.suffix == ".py":
-        new, removed = strip_tests(text, secrets, names)
+        new, removed = strip_tests(text, secrets)
         records = [{"path": relative, "what": name, "exercises": why} for name, why in removed]
     else:
         leaks, lines = find_leaks(text, secrets), text.splitlines(keepends=True)
@@ -89,9 +124,65 @@ def blank_file(path, relative, secrets, names=None):
     return records
 
 
-def cell_source(cell):
-    """A notebook cell's source as one string (a file may store it as a list of lines)."""
-    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+def _clear_cell(cell, selected, secrets):
+    """Clear one cell in place; returns (True if it is an exercise cell, True if it became a LEFT_OUT note).
+    An exercise cell holds solution regions or is tagged `solution` (also nbgrader's): then all of it is the answer.
+    A named region is cleared when assigned; an unnamed one or a tagged cell when the cell's nbgrader `grade_id`
+    starts with an assigned exercise (`layernorm_backward_steps`), or the cell has none."""
+    if cell["cell_type"] == "code":
+        cell["outputs"], cell["execution_count"] = [], None
+    metadata = cell.get("metadata", {})
+    nbgrader = metadata.get("nbgrader", {})
+    grade_id = nbgrader.get("grade_id")                     # "layernorm_backward_steps": exercise layernorm
+    assigned = selected is None or not grade_id or any(f"{grade_id}_".startswith(f"{exercise_of(n)}_") for n in selected)
+    source = "".join(cell["source"])                        # a file may store it as a list of lines
+    tagged = "solution" in metadata.get("tags", []) or nbgrader.get("solution")
+    if tagged and assigned and not find_regions(source, "notebook cell"):
+        source = "### BEGIN SOLUTION\n### END SOLUTION\n"     # the whole cell is the answer: it gets markers
+    chosen = [r for r in find_regions(source) if (assigned if r.name is None else selected is None or r.name in selected)]
+    lines = source.splitlines(keepends=True)
+    for region in reversed(chosen):                         # from the bottom, so indices stay valid
+        named = replace(region, name=region.name or grade_id, where="this cell")
+        lines[region.begin + 1:region.end] = ["*Your answer here.*\n" if cell["cell_type"] == "markdown"
+                                              else hint(named, "the text above the cell says what to compute")]
+    if chosen:
+        cell["source"] = "".join(lines)
+    leaks = find_leaks("".join(cell["source"]), secrets)
+    if leaks:
+        shown = ", ".join(sorted({exercise_of(name) for _, name, _ in leaks}))
+        note = f"{LEFT_OUT}: this cell shows the answer to exercise {shown}."
+        cell["source"] = f'# {note}\nraise NotImplementedError("{note}")\n' if cell["cell_type"] == "code" else f"*{note}*\n"
+    return bool(chosen), bool(leaks)
+
+
+def student_notebook(notebook, selected=None, secrets=None, left_out=None):
+    """Clear `notebook` (an nbformat node or its JSON; its nbgrader metadata stays) in place for the assigned region
+    names `selected` (None: all); returns its number of exercise cells. A cell still showing one of `secrets`
+    becomes a LEFT_OUT note, its index appended to the list `left_out`."""
+    notebook.get("metadata", {}).pop("widgets", None)
+    results = [_clear_cell(cell, selected, secrets or {}) for cell in notebook["cells"]]
+    if left_out is not None:
+        left_out += [index for index, (_, replaced) in enumerate(results) if replaced]
+    return sum(exercise for exercise, _ in results)
+
+
+def write_student_notebooks(source_dir, out_dir, selected, secrets):
+    """Write a student version of every `*.ipynb` and `*.md` in `source_dir` to `out_dir`; returns ([{"notebook",
+    "exercise_cells", "left_out_cells": [cell indices]}], the left-out records {"path", "what", "exercises"})."""
+    written, left_out = [], []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path in sorted(Path(source_dir).glob("*.ipynb")):
+        notebook, cells = json.loads(path.read_text(encoding="utf-8")), []
+        count = student_notebook(notebook, selected, secrets, cells)
+        (out_dir / path.name).write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+                                         encoding="utf-8")
+        written.append({"notebook": path.name, "exercise_cells": count, "left_out_cells": cells})
+        left_out += [{"path": f"notebooks/{path.name}", "what": f"cell {index}", "exercises": "see the note there"}
+                     for index in cells]
+    for path in sorted(Path(source_dir).glob("*.md")):
+        shutil.copy2(path, out_dir / path.name)
+        left_out += blank_file(out_dir / path.name, f"notebooks/{path.name}", secrets)
+    return written, left_out
 
 
 def leaks_in(root, secrets):
@@ -103,7 +194,7 @@ def leaks_in(root, secrets):
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue                                        # binary data: no source code in it
-        texts = ([(f"{relative}#{i}", cell_source(cell)) for i, cell in enumerate(json.loads(text)["cells"])]
+        texts = ([(f"{relative}#{i}", "".join(cell["source"])) for i, cell in enumerate(json.loads(text)["cells"])]
                  if path.suffix == ".ipynb" else [(relative, text)])
         found += [f"{where}:{index + 1}: {name}: {line}" for where, text in texts
                   for index, name, line in find_leaks(text, secrets)]

@@ -1,10 +1,9 @@
 """`exercises make`: a student copy of the project, the chosen solution regions replaced by hints.
 
-The copy holds the package, tests, benchmarks, packaging files, an `exercises.json` manifest, a README of
-the exercises, the self-check's expected outputs and, on request, student notebooks. No assigned answer
-stays: the fast forms of assigned layers are left out, tests and text repeating one are blanked (`leaks.py`),
-and a copy in which the final scan still finds one is not written. Not copied: the instructor's tests
-(`_INSTRUCTOR_TESTS`), the notebooks' sources, byte code, version control.
+The copy holds the package, tests, benchmarks, packaging files, an `exercises.json` manifest, a README, the
+self-check's expected outputs and, on request, student notebooks; not the instructor's tests. No assigned answer
+stays: the fast forms of assigned layers and what repeats an answer are left out (`leaks.py`), and a copy in which
+the final scan still finds one is deleted.
 """
 
 import importlib
@@ -16,23 +15,17 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..fast import FORM_MODULES
 from ..gradcheck.cases import all_cases
 from .catalogue import EXERCISES, exercise_of
 from .check import CHECK_SEED, EXPECTED_FILE, compute_expected
-from .leaks import blank_file, leaks_in, package_secrets
-from .notebook import write_student_notebooks
+from .leaks import blank_file, leaks_in, package_secrets, write_student_notebooks
 from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
 _BESIDE_PACKAGE = ("tests", "data", "benchmarks", "setup.cfg", "pyproject.toml", "LICENSE", ".gitignore")
 _NOT_COPIED_NAMES = ("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis")
-# tests of the exercise mode (they need the reference, and hold answers) and of the reference's recorded numbers
-_INSTRUCTOR_TESTS = ("test_exercises.py", "test_student_copy.py", "test_nbgrader.py", "*grading*",
-                     "test_compatibility.py", "make_compatibility_fixtures.py")
-_REFERENCE_BITS = {"tests/test_train_step.py": {      # single tests that a right answer summed in another order fails
-    "test_the_trainers_first_losses_are_those_recorded_before_the_shared_step":
-        "it pins the reference's float bits, which a right answer need not reproduce"}}
+_INSTRUCTOR_TESTS = ("test_exercises.py", "test_student_copy.py", "test_nbgrader.py", "*grading*",   # hold answers
+                     "test_compatibility.py", "make_compatibility_fixtures.py")        # pin the reference's numbers
 _README_SECTIONS = ("## The gradient checker",)      # taken over from the reference README (the copy's tests run it)
 
 
@@ -77,11 +70,9 @@ def _copy_package(package, target, selected, regions):
     for relative in sorted({regions[name][0] for name in selected}):
         path = target / relative
         path.write_text(blank_regions(path.read_text(), set(selected), relative))
-    assigned = _exercises(selected)                        # a fast form would be an answer to call
-    fast = [(e.name, name) for e in EXERCISES if e.name in assigned for name in e.fast_files
-            if (target / "fast" / f"{name}.py").is_file()]
+    fast = [(e.name, name) for e in EXERCISES if e.name in _exercises(selected) for name in e.fast_files]   # answers to call
     for _, name in fast:
-        (target / "fast" / f"{name}.py").unlink()
+        (target / "fast" / f"{name}.py").unlink(missing_ok=True)
     return [{"path": f"{package.name}/fast/{name}.py", "what": f"the fast form ({name})", "exercises": exercise}
             for exercise, name in fast]
 
@@ -116,8 +107,7 @@ def unavailable_layers(package, selected, regions):
 
 def _exercises(names):
     """The exercises of these region names, in the catalogue's order."""
-    order = [e.name for e in EXERCISES]
-    return sorted({exercise_of(name) for name in names}, key=order.index)
+    return sorted({exercise_of(name) for name in names}, key=[e.name for e in EXERCISES].index)
 
 
 def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
@@ -133,12 +123,11 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     secrets = package_secrets(package, regions, selected)
     left_out = _copy_package(package, out / package.name, selected, regions)
     left_out += _copy_beside_package(package.parent, out, secrets)
-    written_notebooks, blanked = ([], []) if not notebooks else write_student_notebooks(
-        Path(notebooks_dir or package.parent / "notebooks"), out / "notebooks", set(selected), secrets)
-    left_out += blanked
+    written_notebooks, blanked = write_student_notebooks(Path(notebooks_dir or package.parent / "notebooks"),
+                                                         out / "notebooks", set(selected), secrets) if notebooks else ([], [])
     np.savez(out / package.name / EXPECTED_FILE.relative_to(package), **compute_expected([e.name for e in EXERCISES]))
     manifest = {"minitransformer": __version__, "exercises": _exercises(selected), "regions": selected,
-                "unavailable_layers": unavailable_layers(package, selected, regions), "left_out": left_out,
+                "unavailable_layers": unavailable_layers(package, selected, regions), "left_out": left_out + blanked,
                 "notebooks": written_notebooks, "self_check": {
                     "seed": CHECK_SEED, "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()}}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -152,21 +141,16 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
 
 
 def _copy_beside_package(source_root, out, secrets):
-    """Copy the tests, data, benchmarks and packaging files but the instructor's tests, blanking what shows an
-    answer; returns the left-out records. With no fast form left in the copy, the fast tier's tests go too: they
-    prove fast forms equal to their parents, and their kernels="fast" test would fail on a complete copy."""
-    fast_tests = () if any((out / "minitransformer/fast" / f"{n}.py").is_file() for n in FORM_MODULES) else ("test_fast*.py",)
-    left_out = [{"path": f"tests/{path.name}", "what": "the fast tier's tests", "exercises": "every fast form is left out"}
-                for pattern in fast_tests for path in sorted((source_root / "tests").glob(pattern))]
-    ignore = shutil.ignore_patterns(*_NOT_COPIED_NAMES, *_INSTRUCTOR_TESTS, *fast_tests)
+    """Copy the tests, data, benchmarks and packaging files but the instructor's tests, blanking what shows an answer;
+    returns the left-out records."""
+    left_out, ignore = [], shutil.ignore_patterns(*_NOT_COPIED_NAMES, *_INSTRUCTOR_TESTS)
     for name in _BESIDE_PACKAGE:
         if (source_root / name).is_dir():
             shutil.copytree(source_root / name, out / name, ignore=ignore)
         elif (source_root / name).is_file():
             shutil.copy2(source_root / name, out / name)
     for path in sorted(p for name in _BESIDE_PACKAGE for p in (out / name).rglob("*") if p.is_file()):
-        relative = path.relative_to(out).as_posix()
-        left_out += blank_file(path, relative, secrets, _REFERENCE_BITS.get(relative))
+        left_out += blank_file(path, path.relative_to(out).as_posix(), secrets)
     return left_out
 
 
@@ -176,26 +160,22 @@ def student_readme(manifest, regions, reference_readme):
     reference_readme = reference_readme.read_text() if reference_readme.is_file() else ""
     lines = ["# minitransformer: exercises", "",
              "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy with",
-             "`pip install -e \".[test]\"`, then fill in each place below between its `### BEGIN SOLUTION` and",
-             "`### END SOLUTION` lines (keep them: the grader reads your answer from there). The docstring above",
-             "each place gives the shapes and the mathematics.", ""]
+             "`pip install -e \".[test]\"`, then write each place below between its `### BEGIN SOLUTION` and",
+             "`### END SOLUTION` lines (keep them: the grader reads your answer there); the docstring above it gives",
+             "the shapes and the mathematics.", ""]
     lines += [f"- `{name}`: `minitransformer/{regions[name][0]}`, in `{regions[name][1].where}`" for name in manifest["regions"]]
-    notebooks = [f"`notebooks/{n['notebook']}`" for n in manifest["notebooks"] if n["exercise_cells"]]
-    if notebooks:
-        lines += ["", f"Notebook exercises, in {', '.join(notebooks)}: each exercise cell is followed by a check cell; "
-                      "run the notebook to check your answers."]
+    notebooks = ", ".join(f"`notebooks/{n['notebook']}`" for n in manifest["notebooks"] if n["exercise_cells"])
+    lines += ["", f"Notebook exercises, in {notebooks}: run a notebook to check its exercise cells."] if notebooks else []
     first = (manifest["exercises"] or ["layernorm"])[0]
-    lines += ["", "Check your work as you go: the forward against outputs shipped with this copy, the backward against",
-              "finite differences of your forward; a failure names the case, the input, the worst index and the error.",
-              "", "```bash",
+    lines += ["", "Check your work as you go (the forward against outputs shipped with this copy, the backward against",
+              "finite differences of your forward):", "", "```bash",
               f"python -m minitransformer exercises check {first}   # one exercise (or: all, or several: a,b)",
               f"python -m pytest -m {first}                         # the same check, as tests",
               f"python -m minitransformer gradcheck --only {first}  # the gradient checker's table",
               "```", "", "`python -m pytest` runs everything: it fails only where your work is missing."]
-    if manifest["unavailable_layers"]:
-        lines += ["", "Until your exercises are done, these layers raise `NotImplementedError`, because they use them:", ""]
-        lines += [f"- {layer}: needs {', '.join(needs)}" for layer, needs in manifest["unavailable_layers"].items()]
-    for heading in _README_SECTIONS:
-        if heading in reference_readme:
-            lines += ["", heading + reference_readme.split(heading, 1)[1].split("\n## ", 1)[0].rstrip("\n")]
+    unavailable = [f"- {layer}: needs {', '.join(needs)}" for layer, needs in manifest["unavailable_layers"].items()]
+    if unavailable:
+        lines += ["", "These layers raise `NotImplementedError` until the exercises they use are done:", "", *unavailable]
+    lines += ["\n" + heading + reference_readme.split(heading, 1)[1].split("\n## ", 1)[0].rstrip("\n")
+              for heading in _README_SECTIONS if heading in reference_readme]
     return "\n".join(lines) + "\n"

@@ -1,8 +1,7 @@
 """Solution regions: the lines between `### BEGIN SOLUTION <exercise>.<part>` and `### END SOLUTION`
 (nbgrader's markers, each a comment line; see `layers/layernorm.py`). A student copy keeps the markers
 around a `raise NotImplementedError(...)` hint; the grader reads the answer back from between them.
-Left out: nesting, and unnamed regions in the package (notebook cells may have them). Secrets: a region's
-non-trivial lines, compared normalised; a line holding one gives the answer away.
+Left out: nesting, and unnamed regions in the package (notebook cells may have them).
 """
 
 import re
@@ -84,61 +83,10 @@ def blank_regions(text, selected, source="<text>"):
     return replace_regions(text, {r.name: [hint(r)] for r in find_regions(text, source) if r.name in selected}, source)
 
 
-_COMMENT = re.compile(r"#.*$")
-_OPERATION = re.compile(r"\*\*|==|!=|<=|>=|[-+*/@%<>]|[\w\])]\(|[\w\])]\[")
-_NEGATIVE_LITERAL = re.compile(r"(?<![\w)\]])-(?=\d)")
-_ASSIGNED = re.compile(r"^(?:return|[\w.,\[\]]+(?:\*\*|//|[-+*/@%])?=(?!=))(?P<rhs>.+)$")
-
-
-def normalise(line):
-    """A line as secrets are compared: comment, whitespace and every `self.` removed."""
-    return re.sub(r"\s+", "", _COMMENT.sub("", line)).replace("self.", "")
-
-
-def operations(code):
-    """How many operators, calls and subscripts a normalised line does (a negative literal is none)."""
-    return len(_OPERATION.findall(_NEGATIVE_LITERAL.sub("", code)))
-
-
-def secret_keys(line, given=frozenset()):
-    """The normalised strings that give a region line away: none for a trivial line or one of `given` (shown
-    outside the regions); else the line, and its right-hand side if that does two operations or more."""
-    code = normalise(line)
-    if not code or code.endswith(":") or operations(code) == 0 or code in given:
-        return set()
-    assigned = _ASSIGNED.match(code)
-    return {code} | ({assigned.group("rhs")} if assigned and operations(assigned.group("rhs")) >= 2 else set())
-
-
-def region_secrets(text, names, source="<text>"):
-    """dict region name -> {secret key: the region line} for the regions of `text` named in `names`."""
-    regions = find_regions(text, source)
-    inside = {i for r in regions for i in range(r.begin, r.end + 1)}
-    given = {normalise(line) for i, line in enumerate(text.splitlines()) if i not in inside}
-    secrets = {r.name: {key: line.strip() for line in r.body for key in secret_keys(line, given)}
-               for r in regions if r.name in names}
-    return {name: keys for name, keys in secrets.items() if keys}
-
-
-def find_leaks(text, secrets):
-    """Where `text` gives a secret (`region_secrets`) away: list of (0-based line index, region name, region line)."""
-    codes = [normalise(line) for line in text.splitlines()]
-    joined = "\n".join(codes)                       # a key holds no newline: one search tells if any line has it
-    present = [(name, key, line) for name, keys in secrets.items() for key, line in keys.items() if key in joined]
-    hits = {}                                       # one per line and region: its first key found
-    for index, code in enumerate(codes):
-        for name, key, line in present:
-            if key in code:
-                hits.setdefault((index, name), line)
-    return [(index, name, line) for (index, name), line in hits.items()]
-
-
 def package_regions(package_dir):
     """dict region name -> (path relative to package_dir, Region); ValueError for a region unnamed or named twice."""
     package_dir, found = Path(package_dir), {}
-    for path in sorted(package_dir.rglob("*.py")):
-        if "__pycache__" in path.parts or path.parent.name == "exercises":     # this package only talks about markers
-            continue
+    for path in sorted(p for p in package_dir.rglob("*.py") if p.parent.name != "exercises"):   # it talks about markers
         relative = path.relative_to(package_dir).as_posix()
         for region in find_regions(path.read_text(), relative):
             if region.name is None:
