@@ -10,7 +10,6 @@ from _grading_answers import REFERENCE, REGIONS, put_bodies, reference_body, wro
 from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import (
     AssignmentError,
-    combined_hash,
     new_assignment,
     read_assignment,
     reference_files,
@@ -46,7 +45,7 @@ def test_make_writes_the_assignment_beside_the_copy_and_never_over_one(tmp_path,
     path = tmp_path / "student.assignment.json"
     data = json.loads(path.read_text())
     assert data["exercises"] == [{"name": "relu", "points": {"relu.backward": 1}}]
-    assert data["reference"]["sha256"] == combined_hash(reference_files(REFERENCE))
+    assert data["reference"]["files"] == reference_files(REFERENCE)          # the reference it grades against, pinned
     assert isinstance(data["seed"], int) and not list(copy.glob("*assignment*"))
     capsys.readouterr()
     before = path.read_text()

@@ -20,10 +20,9 @@ from _grading_answers import REFERENCE, REGIONS, fresh_copy, indented, make_once
 from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import new_assignment, write_assignment
 from minitransformer.exercises.catalogue import exercise_named
-from minitransformer.exercises.grade import _build_package, grade_copy
+from minitransformer.exercises.grade import OutputRefused, _build_package, grade_copy, read_arrays, read_records
 from minitransformer.exercises.isolation import Limits, choose_isolation, scratch
 from minitransformer.exercises.leaks import leaks_in, package_secrets
-from minitransformer.exercises.verdict import OutputRefused, read_arrays, read_records
 
 try:
     choose_isolation("bubblewrap")

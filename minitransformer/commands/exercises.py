@@ -1,8 +1,6 @@
 """`python -m minitransformer exercises make|check|grade|gradescope-bundle`: the command line of `exercises/`.
-
-Every mistake (an unknown exercise, a missing assignment, a timeout that is not a positive number, an existing
-output file) is one `error: exercises <action>: ...` line and exit status 2 (`commands.errors.UsageError`).
-"""
+Every mistake (an unknown exercise, a missing assignment, an existing output file) is one `error: exercises
+<action>: ...` line and exit status 2 (`commands.errors.UsageError`)."""
 
 import functools
 import json
@@ -139,7 +137,7 @@ def run_grade(args):
 def run_bundle(args):
     _checked_assignment(args.assignment)
     check_output_file(args.out, "--out", force=args.force)
-    names = build_bundle(args.assignment, args.out, reference_package(), force=args.force)
+    names = build_bundle(args.assignment, args.out, reference_package())
     print(f"wrote the Gradescope autograder to {args.out}: {', '.join(names)}")
     print("  upload it as the assignment's autograder (Gradescope: Configure Autograder, zip file upload); students "
           "hand in their copy (the folder holding minitransformer/)")

@@ -1,16 +1,7 @@
-"""Exercise mode for instructors: student copies with blanked solution regions, and an autograder.
-
-    regions.py    the `### BEGIN SOLUTION <name>` / `### END SOLUTION` markers: find, blank, replace
-    catalogue.py  the exercises, the layers each is graded on, and which layers use which exercise
-    make.py       `exercises make`: the student copy (package, tests, manifest, self-check outputs)
-    leaks.py      every other place that shows an assigned answer (tests, text, notebooks), blanked in the copy
-    check.py      `exercises check` and the `pytest -m NAME` markers: a student's self-check
-    assignment.py the instructor's assignment: graded regions, points, the inputs' seed, the reference's hashes
-    grade.py      `exercises grade`: one contained process per exercise, the verdict computed outside it
-    verdict.py    the reference's numbers, the student's arrays read as untrusted, the comparison
-    isolation.py  bubblewrap, or a process group with limits: what the student's process can see and use
-    runner.py     what runs inside that process (the only trusted code there)
-    gradescope.py Gradescope's results.json, and the autograder zip
-
-The command line is commands/exercises.py.
+"""Exercise mode for instructors. `exercises make` writes a student copy with chosen solution regions blanked
+(`regions.py`: the markers; `make.py`: the copy; `leaks.py`: every other place an answer shows, notebooks too);
+students check their work with `exercises check` (`check.py`); `exercises grade` grades a copy by the instructor's
+assignment (`assignment.py`), each exercise's answer run contained (`isolation.py`, `runner.py`) and judged outside
+it (`grade.py`), also on Gradescope (`gradescope.py`). The exercises are listed in `catalogue.py`; the command line
+is commands/exercises.py.
 """

@@ -1,12 +1,8 @@
-"""The exercises an instructor can assign, and which layers each one feeds.
-
-An exercise is named after a layer (`layernorm`), owns the solution regions whose names start with it
-(`layernorm.forward`, `layernorm.backward`), is graded on the gradient-check catalogue's cases of its layers, and is
-a pytest marker of a student copy (`pytest -m layernorm`). A blanked building block breaks what calls it (attention
-raises until softmax is written): `exercises make` lists those layers in the copy's manifest, and the grader grades
-each exercise with the reference's building blocks. An assigned layer's fast form would be an answer to call: the
-copy leaves its file out (`fast_files`). The composites (FeedForward, the block, GPT) only chain their children's
-backward passes and are no exercises.
+"""The exercises an instructor can assign. An exercise is named after a layer (`layernorm`), owns the solution
+regions named after it (`layernorm.forward`, `layernorm.backward`), is graded on the gradient-check cases of its
+layers, and is a pytest marker of a student copy (`pytest -m layernorm`). An assigned layer's fast form would be an
+answer to call: a copy leaves its file out. The composites (FeedForward, the block, GPT) only chain their
+children's backward passes: no exercises.
 """
 
 from dataclasses import dataclass

@@ -109,11 +109,9 @@ def build_wheel(package):
     return f"minitransformer-{__version__}-py3-none-any.whl", _zip(files)
 
 
-def build_bundle(assignment_path, out, package, force=False):
+def build_bundle(assignment_path, out, package):
     """Write the autograder zip for the assignment file `assignment_path` and the reference package directory
-    `package` to `out` (replacing a file there only with `force`); the names it holds."""
-    if Path(out).exists() and not force:
-        raise FileExistsError(f"{out} exists already; pass force=True to replace it")
+    `package` to `out` (the command line has refused an existing `out` unless --force); the names it holds."""
     try:                                                # the package's own dependencies (no extras)
         requirements = [r for r in metadata.requires("minitransformer") or [] if "extra ==" not in r]
     except metadata.PackageNotFoundError:

@@ -1,9 +1,7 @@
-"""`exercises make`: a student copy of the project, the chosen solution regions replaced by hints.
-
-The copy holds the package, tests, benchmarks, packaging files, an `exercises.json` manifest, a README, the
-self-check's expected outputs and, on request, student notebooks; not the instructor's tests. No assigned answer
-stays: the fast forms of assigned layers and what repeats an answer are left out (`leaks.py`), and a copy in which
-the final scan still finds one is deleted.
+"""`exercises make`: a student copy of the project (package, tests, benchmarks, packaging files, a manifest, a
+README, the self-check's expected outputs, notebooks on request; not the instructor's tests), the chosen solution
+regions replaced by hints. No assigned answer stays: the fast forms of assigned layers and what repeats an answer
+are left out (`leaks.py`), and a copy in which the final scan still finds one is deleted.
 """
 
 import importlib
