@@ -121,8 +121,10 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     secrets = package_secrets(package, regions, selected)
     left_out = _copy_package(package, out / package.name, selected, regions)
     left_out += _copy_beside_package(package.parent, out, secrets)
-    written_notebooks, blanked = write_student_notebooks(Path(notebooks_dir or package.parent / "notebooks"),
-                                                         out / "notebooks", set(selected), secrets) if notebooks else ([], [])
+    written_notebooks, blanked = [], []
+    if notebooks:
+        written_notebooks, blanked = write_student_notebooks(Path(notebooks_dir or package.parent / "notebooks"),
+                                                             out / "notebooks", set(selected), secrets)
     np.savez(out / package.name / EXPECTED_FILE.relative_to(package), **compute_expected([e.name for e in EXERCISES]))
     manifest = {"minitransformer": __version__, "exercises": _exercises(selected), "regions": selected,
                 "unavailable_layers": unavailable_layers(package, selected, regions), "left_out": left_out + blanked,
