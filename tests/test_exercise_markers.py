@@ -33,12 +33,12 @@ def _checked(name):
 @pytest.mark.parametrize("name", PARAMS)
 def test_forward_gives_the_expected_outputs(name):
     result = _checked(name)
-    if not result.forward_ok:
+    if not result.ok("forward"):
         pytest.fail(f"the forward of {name} is not right yet\n{describe(result)}", pytrace=False)
 
 
 @pytest.mark.parametrize("name", PARAMS)
 def test_backward_matches_finite_differences_of_the_forward(name):
     result = _checked(name)
-    if not result.backward_ok:
+    if not result.ok("backward"):
         pytest.fail(f"the backward of {name} is not right yet\n{describe(result)}", pytrace=False)

@@ -67,7 +67,8 @@ def run(args):
     try:
         return actions[args.action](args)
     except _MISTAKES as error:
-        raise UsageError(f"exercises {args.action}: {error.args[0] if error.args else error}") from None
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error     # OSError: with its file
+        raise UsageError(f"exercises {args.action}: {message}") from None
 
 
 def run_make(args):
@@ -91,7 +92,6 @@ def run_make(args):
         print(f"  notebooks/{notebook['notebook']}: {notebook['exercise_cells']} exercise cells cleared")
     if args.notebooks is not None and not manifest["notebooks"]:
         print("  no notebooks found")
-    print("  every layer not listed above works as in the reference")
     write_assignment(path, new_assignment(manifest["regions"], reference_package()), force=args.force)
     print(f"wrote the instructor's assignment to {path} (not in the copy; grade with "
           f"`exercises grade COPY --assignment {path}`)")

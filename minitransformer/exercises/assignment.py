@@ -1,5 +1,4 @@
 """The instructor's assignment: what is graded, for how many points, on which inputs, against which reference.
-
 `exercises make` writes it beside the student copy, never into it (`<copy>.assignment.json`), and `exercises grade`
 grades by it alone, so a student who edits the copy's `exercises.json` changes nothing. Its seed draws the inputs
 (a regrade gives the same verdict), and grading stops when the reference no longer matches its hashes. The

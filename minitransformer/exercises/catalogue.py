@@ -19,7 +19,7 @@ EXERCISES = [
     Exercise("linear", ("Linear",), ("linear",)),
     Exercise("relu", ("ReLU",)),
     Exercise("gelu", ("GELU",), ("activations",)),
-    Exercise("softmax", ("Softmax",), ("softmax",)),               # fast attention imports it, so it goes too
+    Exercise("softmax", ("Softmax",), ("softmax", "attention")),   # fast attention imports it, so it goes too
     Exercise("layernorm", ("LayerNorm",), ("layernorm",)),
     Exercise("embedding", ("Embedding",)),
     Exercise("attention", ("ScaledDotProductAttention",), ("attention",)),

@@ -71,9 +71,6 @@ class ExerciseCheck:
         """True when `part` ("forward" or "backward") is right on every case."""
         return bool(self.cases) and all(getattr(case, part) == "ok" for case in self.cases)
 
-    forward_ok = property(lambda self: self.ok("forward"))
-    backward_ok = property(lambda self: self.ok("backward"))
-
 
 def _raised(record, part, error):
     """Record an exception the student's code raised in `part`: a hint not yet replaced, or what and where."""

@@ -107,18 +107,18 @@ def read_records(path, keys):
     """The runner's JSON records as {key: {"forward_error": str or None, "backward_error": ...}}, checked."""
     try:
         records = json.loads(_read_bounded(path, RESULT_LIMIT).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise OutputRefused(f"the student's process handed back no valid result ({type(error).__name__})") from None
     if not isinstance(records, list):
         raise OutputRefused("the student's process handed back a result that is not a list of cases")
     checked = {}
     for record in records:
-        if not isinstance(record, dict) or record.get("key") not in keys:
+        if not isinstance(record, dict) or not isinstance(record.get("key"), str) or record["key"] not in keys:
             raise OutputRefused("the student's process handed back a result for a case that was not asked for")
         messages = {side: record.get(side) for side in ("forward_error", "backward_error")}
         if any(message is not None and not isinstance(message, str) for message in messages.values()):
             raise OutputRefused("the student's process handed back a result with a malformed message")
-        checked[record["key"]] = {side: message and message[:500] for side, message in messages.items()}
+        checked[record["key"]] = {side: message and " ".join(message.split())[:500] for side, message in messages.items()}
     return checked
 
 
@@ -376,7 +376,7 @@ def copy_notes(directory, assignment):
                      f"{__version__}; regions whose surroundings changed in between may fail here (make the copy "
                      f"with this version)")
     listed = manifest.get("regions")
-    if listed is not None and sorted(listed) != sorted(assignment.points):
+    if isinstance(listed, list) and sorted(map(str, listed)) != sorted(assignment.points):
         notes.append(f"note: the copy's exercises.json lists {', '.join(sorted(map(str, listed))) or 'nothing'}; "
                      f"graded are the assignment's {', '.join(sorted(assignment.points))} (the copy's list is not used)")
     return notes

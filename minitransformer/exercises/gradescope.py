@@ -80,8 +80,10 @@ def failed_results(assignment, message, output=""):
 
 
 def write_results(path, results):
-    """Write results.json at `path`, replacing it (Gradescope reads it there once run_autograder has ended)."""
-    Path(path).write_text(json.dumps(results, indent=2))
+    """Write results.json at `path`, replacing the file (never writing through a link there) in one rename."""
+    partial = Path(f"{path}.partial")
+    partial.write_text(json.dumps(results, indent=2))
+    partial.replace(path)
 
 
 def _zip(files, executable=()):

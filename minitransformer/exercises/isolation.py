@@ -103,8 +103,9 @@ class ProcessIsolation:
         """Why this level was chosen, and what the student's code, which `who`, can reach (for `describe`)."""
         why = (f"fallback, bubblewrap unavailable ({self.reason})" if self.reason
                else "(as --isolation process asked; bubblewrap not used)")
-        reach = ("can read and write what that user can (the reference is checked against the assignment's hash "
-                 "before each exercise)" + ("; the process limit does not hold for root" if os.geteuid() == 0 else ""))
+        reach = ("can read and write what that user can, the reference's byte-code cache included (only its sources "
+                 "are checked against the assignment's hashes)" + ("; the process limit does not hold for root"
+                                                                    if os.geteuid() == 0 else ""))
         if self.user:
             reach = "cannot read the grader's /proc entries, " + (
                 "nor write the reference, but can read world-readable files, the installed reference among them"

@@ -1,6 +1,5 @@
-"""Where else an assigned answer shows: a region's non-trivial lines, compared normalised (`secret_keys`).
-
-In a student copy, a test module loses each top-level statement showing one and every statement using what went (a
+"""Where else an assigned answer shows: a region's non-trivial lines, compared normalised (`secret_keys`). In a
+student copy, a test module loses each top-level statement showing one and every statement using what went (a
 test of a near-solution subclass), other text the line; notebooks lose outputs, exercise cells' answers and any cell
 still showing one. `leaks_in` is the final scan. `LEFT_OUT` starts every note, so the copy's conftest tells "left
 out" (skip) from "not written yet" (fail). Left out: answers in other words (docstrings keep the mathematics).
@@ -81,6 +80,7 @@ def _names_defined(node):
 def strip_tests(text, secrets):
     """Remove the top-level statements of a test module that show a secret, and those that use what went;
     returns (new text, list of (removed name, the exercises it shows or why it went))."""
+    text = re.sub("[\v\f\x1c-\x1e\x85\u2028\u2029]", " ", text)     # lines as Python counts them (splitlines more)
     statements = [(min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]), node.end_lineno, node)
                   for node in ast.parse(text).body]
     shown = {}                                              # statement index -> exercises it shows

@@ -8,6 +8,7 @@ import importlib
 import json
 import shutil
 import sys
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -28,9 +29,11 @@ _README_SECTIONS = ("## The gradient checker",)      # taken over from the refer
 
 
 def read_manifest(directory):
-    """The copy's `exercises.json` as a dict ({} when the copy has none)."""
-    manifest = Path(directory) / MANIFEST
-    return json.loads(manifest.read_text()) if manifest.is_file() else {}
+    """The copy's `exercises.json` as a dict; {} when it has none or one that is no JSON object (nothing graded reads it)."""
+    with suppress(OSError, ValueError):
+        manifest = json.loads((Path(directory) / MANIFEST).read_text())
+        return manifest if isinstance(manifest, dict) else {}
+    return {}
 
 
 def reference_package():

@@ -1,9 +1,7 @@
-"""The student's side of grading: run one exercise's layers on given inputs, hand back the arrays.
-
-`grade.py` starts `python -I -S runner.py TASK RESULT_FD ARRAYS_FD` contained (`isolation.py`). This trusted
-code imports NumPy, drops to `nobody` under root, sets the limits, and only then imports the temporary package
-holding the answer. Nothing after that is believed: the grader, which never imports student code, judges.
-
+"""The student's side of grading: run one exercise's layers on given inputs, hand back the arrays. `grade.py`
+starts `python -I -S runner.py TASK RESULT_FD ARRAYS_FD` contained (`isolation.py`); this trusted code imports
+NumPy, drops to `nobody` under root, sets the limits, and only then imports the temporary package holding the
+answer. Nothing after that is believed: the grader, which never imports student code, judges.
 TASK: task.json {"package_root", "site", "user", "limits", "nproc", "preload", "cases": [{"key", "index",
 "id", "inputs": n}]}; inputs.npz "<key>.input<i>", "<key>.param<j>", "<key>.upstream".
 RESULT_FD (opened by the grader): a JSON list of {"key", "forward_error", "backward_error"} (messages or
