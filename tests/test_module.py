@@ -270,3 +270,31 @@ def test_a_forward_that_returns_no_array_leaves_the_gradient_to_its_backward_and
     np.testing.assert_allclose(layer.backward(np.ones((5, 2))), np.ones((5, 2)) @ layer.weight.data[:, :2].T)
     with pytest.raises(ValueError, match=r"expected dout of shape \(5, 2\), got \(5, 4\)"):
         layer.backward(np.ones((5, 4)))
+
+
+@pytest.mark.parametrize("kernels", ["plain", "fast"])
+def test_a_large_block_trains_although_numpy_reuses_what_dropout_handed_back(kernels):
+    """Dropout at p = 0 hands its input back; in `h + drop(ff(h))` NumPy computes the sum into that temporary's
+    buffer once it is over 256 KiB (temporary elision). That array is the caller's: no InputChangedError (0.4's
+    `train --kernels plain` raised it on the default model, whose (12, 64, 128) float32 activations are 384 KiB)."""
+    from minitransformer.layers.block import TransformerBlock
+
+    rng = np.random.default_rng(0)
+    block = TransformerBlock(128, 4, 512, dropout=0.0, dtype=np.float32, rng=rng)
+    if kernels == "fast":
+        from minitransformer.fast import use_kernels
+        use_kernels(block, "fast")
+    x = rng.standard_normal((12, 64, 128)).astype(np.float32)            # 384 KiB: above NumPy's 256 KiB threshold
+    out = block(x)
+    dx = block.backward(np.ones_like(out))
+    assert dx.shape == x.shape and np.isfinite(dx).all()
+
+
+def test_a_layer_that_hands_an_input_back_stops_watching_it():
+    from minitransformer.layers.dropout import Dropout
+
+    drop = Dropout(0.0)
+    x = np.ones((2, 3))
+    y = drop(x)
+    y += 1                                                    # the caller's array: allowed
+    assert y is x and np.array_equal(drop.backward(np.ones((2, 3))), np.ones((2, 3)))

@@ -67,6 +67,9 @@ def _remembering_inputs(forward):
         self._output_shape = NOT_RUN                    # until this forward returns
         out = forward(self, *inputs, **options)
         self._output_shape = out.shape if isinstance(out, np.ndarray) else None
+        # an input handed back as the output (dropout at p = 0, in eval) is the caller's now, to change in place:
+        # NumPy itself does, computing `h + out` into out's buffer when out is a large temporary
+        self._input_fingerprints = [entry for entry in self._input_fingerprints if entry[1]() is not out]
         return out
     return remembering
 
