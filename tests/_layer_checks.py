@@ -1,4 +1,5 @@
-"""Checks every layer's test file makes the same way: float32 against float64, backward before forward.
+"""Checks every layer's test file makes the same way: float32 against float64, backward before forward; and the
+hypothesis strategies the property tests share (`shapes` of activations, `seeds`).
 
 * `assert_float32_agrees_with_float64(factory, shape, what)`: the layer is built twice from the same
   seed, once per dtype (the float32 weights are the float64 ones rounded), and fed the same input in
@@ -9,8 +10,12 @@
 
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
 FLOAT32_TOLERANCE = 1e-5
+
+shapes = st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple)     # (...), 1 to 4 axes of 1 to 5
+seeds = st.integers(0, 2**32 - 1)
 
 
 def assert_close_in_float32(y32, y64, what):

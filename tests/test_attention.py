@@ -16,14 +16,12 @@ import re
 import numpy as np
 import pytest
 from _catalogue import assert_gradients_match, case_id, catalogue_cases
-from _layer_checks import assert_backward_before_forward_is_refused, assert_close_in_float32
+from _layer_checks import assert_backward_before_forward_is_refused, assert_close_in_float32, seeds
 from _torch_parity import F, assert_matches_torch, requires_torch, torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import ScaledDotProductAttention, rel_error, softmax
-
-seeds = st.integers(0, 2**32 - 1)
 
 
 # ---------------------------------------------------------------- definition: PyTorch

@@ -15,14 +15,12 @@ import re
 import numpy as np
 import pytest
 from _catalogue import assert_gradients_match, case_id, catalogue_cases
-from _layer_checks import assert_backward_before_forward_is_refused, assert_float32_agrees_with_float64
+from _layer_checks import assert_backward_before_forward_is_refused, assert_float32_agrees_with_float64, seeds
 from _torch_parity import assert_matches_torch, attention_weights, functional_call, future_masked, requires_torch, torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import MultiHeadAttention
-
-seeds = st.integers(0, 2**32 - 1)
 
 
 # ---------------------------------------------------------------- definition

@@ -10,15 +10,12 @@
 import numpy as np
 import pytest
 from _catalogue import assert_gradients_match, case_id, catalogue_cases
-from _layer_checks import assert_backward_before_forward_is_refused, assert_float32_agrees_with_float64
+from _layer_checks import assert_backward_before_forward_is_refused, assert_float32_agrees_with_float64, seeds, shapes
 from _torch_parity import F, assert_matches_torch, requires_torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import Softmax, softmax
-
-shapes = st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple)
-seeds = st.integers(0, 2**32 - 1)
 
 
 # ---------------------------------------------------------------- definition
