@@ -55,3 +55,15 @@ def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
     assert result.returncode == 0, result.stderr
     for figure in ("2 ranks, replicated", "2 ranks, sharded", "1 rank", "alpha-beta model", "64 machines, sharded"):
         assert figure in result.stdout, figure
+
+
+def test_bench_gpt2_small_builds_the_shape_through_interop_and_every_decoder_agrees(capsys):
+    """One layer of GPT-2 small's width and vocabulary; the decoders' tokens are compared inside the script."""
+    spec = importlib.util.spec_from_file_location("bench_gpt2_small", BENCH.parent / "bench_gpt2_small.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--layers", "1", "--prompt", "3", "--new", "2", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "V 50257" in out and "C 768" in out
+    for figure in ("ours, KV cache", "ours, no cache", "tokens/s", "bandwidth bound"):
+        assert figure in out, figure
