@@ -133,10 +133,10 @@ def _top_level_value(path, variable):
 
 
 def commands_list(root):
-    rows = ["| command | what it does |", "| --- | --- |"]
+    rows = [f"| python -m {PACKAGE} ... | what it does |", "| --- | --- |"]
     for name, module in _top_level_value(root / PACKAGE / "__main__.py", "COMMANDS").items():
         path = root.joinpath(*module.split(".")).with_suffix(".py")
-        rows.append(f"| `python -m {PACKAGE} {name}` | {_top_level_value(path, 'HELP')} |")
+        rows.append(f"| `{name}` | {_top_level_value(path, 'HELP')} |")
     return "\n".join(rows)
 
 
