@@ -83,7 +83,7 @@ def floors(root):
         if room in chain:
             raise ValueError(f"the rooms import each other in a circle: {' -> '.join(chain + [room])}")
         if room not in floor:
-            floor[room] = 1 + max((visit(target, chain + [room]) for target in graph[room]), default=-1)
+            floor[room] = 1 + max((visit(target, chain + [room]) for target in sorted(graph[room])), default=-1)
         return floor[room]
 
     for room in sorted(graph):
