@@ -17,10 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from _docs import skip_in_a_student_copy
 
 from minitransformer.__main__ import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
+skip_in_a_student_copy()
 EXAMPLE_PAGES = sorted([ROOT / "README.md", *(ROOT / "docs" / "guide").glob("*.md")])
 COMMAND_PAGES = sorted({*EXAMPLE_PAGES, ROOT / "benchmarks" / "README.md", ROOT / "CONTRIBUTING.md",
                         ROOT / "docs" / "README.md"})

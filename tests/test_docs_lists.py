@@ -12,8 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _docs import skip_in_a_student_copy
 
 ROOT = Path(__file__).resolve().parent.parent
+skip_in_a_student_copy()
 _spec = importlib.util.spec_from_file_location("gen_lists", ROOT / "docs" / "gen_lists.py")
 gen_lists = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen_lists)

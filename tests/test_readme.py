@@ -7,7 +7,10 @@ import configparser
 import re
 from pathlib import Path
 
+from _docs import skip_in_a_student_copy
+
 ROOT = Path(__file__).resolve().parent.parent
+skip_in_a_student_copy()
 README = ROOT / "README.md"
 GUIDE = ROOT / "docs" / "guide"
 LONGEST = 150
