@@ -7,7 +7,7 @@ times `--steps` training steps (forward, loss, backward, AdamW) of every variant
 "all fast", "all plain", and for each fast form "all fast but <form> plain". Interleaving the variants inside
 every round spreads a shared machine's noise over all of them; the table reports the median over rounds and
 the saving of each form, median(without it) / median(all fast) - 1, with the spread of that ratio over rounds
-(its 25th-75th percentiles). A form whose saving is inside that spread does not earn its place (issue 17: a
+(its 25th-75th percentiles). A form whose saving is inside that spread does not earn its place (the rule of the two tiers: a
 fast form that gains less than the run-to-run noise is deleted, not kept).
 
 A fast form that only works beside another (it calls a method that only the other's fast form has) cannot be

@@ -1,4 +1,4 @@
-"""Benchmark: the training step at long sequences, against PyTorch eager, with step time and peak memory (issue 29).
+"""Benchmark: the training step at long sequences, against PyTorch eager, with step time and peak memory (tiled attention).
 
     python benchmarks/bench_long_sequences.py                       # T = 64 ... 4096, 3 rounds
     python benchmarks/bench_long_sequences.py --lengths 64 2048 --rounds 5 --steps 6
@@ -10,7 +10,7 @@ tokens. One step is forward, backward and the optimizer's update. Sides:
 * `ours`: the fast tier (`kernels="fast"`), whose attention tiles from Tk >= `TILED_FROM` keys
   (minitransformer/fast/attention.py);
 * `ours-dense`: the same with tiling switched off (`FastScaledDotProductAttention.tiled_from` set past
-  every T): the attention before issue 29, which holds the (B, H, T, T) weights (run up to --dense-up-to);
+  every T): the attention before tiling, which holds the (B, H, T, T) weights (run up to --dense-up-to);
 * `torch`: the same model in PyTorch eager (bench_train.torch_model) with
   `F.scaled_dot_product_attention(is_causal=True)`, PyTorch's tiled CPU kernel.
 

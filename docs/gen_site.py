@@ -1,4 +1,4 @@
-"""Write the course website's pages from the package, the README and the notebooks folder.
+"""Write the course website's pages from the package, the README, the guide and the notebooks folder.
 
     python docs/gen_site.py [--out docs/_build] [--notebooks GLOB ...] [--no-execute]
 
@@ -6,7 +6,8 @@ then `mkdocs build -f docs/_build/mkdocs.yml` builds them into `site/`; `bash do
 page is made at build time from what runs, so a layer, a variant or a notebook added later has its page without
 anyone listing it:
 
-- a front page (docs/index.md, with the README's opening paragraphs) and one page per README section;
+- a front page (docs/index.md, with the README below its title) and one page per file of docs/guide/ (the
+  guide, in the order the README links them; a reader without the site reads the same files in the repository);
 - one page per file of `minitransformer/layers/` and `minitransformer/variants/`: the module docstring, then for
   each class its docstring, `forward`'s docstring and code, `backward`'s docstring and code (the code is read from
   the module with `inspect`, so page and code cannot disagree), and each public function the same way;
@@ -45,7 +46,6 @@ import textwrap
 
 import nbformat
 import yaml
-from markdown.extensions.toc import slugify
 
 DOCS = pathlib.Path(__file__).resolve().parent
 REPO = DOCS.parent
@@ -64,7 +64,7 @@ _ERRATUM = re.compile(r"^##\s+(E\d+)\.\s+(.*)$")
 class SiteMap:
     """Which page of the site stands for which file of the repository (None: no page)."""
 
-    def __init__(self, notebooks, readme_sections):
+    def __init__(self, notebooks, guide):
         self.pages = {"README.md": "index.md", "benchmarks/README.md": "benchmarks.md",
                       "CHANGELOG.md": "changelog.md", "CONTRIBUTING.md": "contributing.md",
                       "notebooks": "guide/notebooks.md", f"{PACKAGE}/layers": "layers/index.md",
@@ -76,14 +76,13 @@ class SiteMap:
             self.pages[f"notebooks/{path.name}"] = f"notebooks/{path.name}"
         for path in sorted((REPO / "notebooks").glob("errata_*.md")):
             self.pages[f"notebooks/{path.name}"] = f"errata/{path.name}"
-        self.readme_anchors = {slug: f"guide/{slug}.md" for slug in readme_sections}
+        for path in guide:
+            self.pages[f"docs/guide/{path.name}"] = f"guide/{path.name}"
 
     def page_for(self, repo_path):
         """The page for a repository path (with an optional #anchor), or None."""
         path, _, anchor = repo_path.partition("#")
         path = posixpath.normpath(path).rstrip("/") if path else ""
-        if path in ("README.md", "") and anchor in self.readme_anchors:
-            return self.readme_anchors[anchor]
         page = self.pages.get(path)
         return page and (f"{page}#{anchor}" if anchor else page)
 
@@ -135,20 +134,25 @@ def outside_fences(text, change):
     return "\n".join(lines) + "\n"
 
 
-# ----------------------------------------------------------------------------------------------- the README
-def readme_parts():
-    """The README's opening (title and first paragraphs) and its `## ` sections as (title, slug, text)."""
-    opening, sections, fenced = [], [], False
-    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
-        fenced = fenced != bool(_FENCE.match(line.lstrip()))
-        if line.startswith("## ") and not fenced:
-            title = line[3:].strip()
-            sections.append([title, slugify(title, "-"), [f"# {title}"]])
-        elif sections:
-            sections[-1][2].append(line)
-        elif not line.startswith("# "):
-            opening.append(line)
-    return "\n".join(opening).strip(), [(title, slug, "\n".join(lines)) for title, slug, lines in sections]
+# ----------------------------------------------------------------------------------------------- README, guide
+def readme_body():
+    """The README below its title: the front page's text."""
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    return "\n".join(lines[1:] if lines and lines[0].startswith("# ") else lines).strip()
+
+
+def guide_pages():
+    """The files of docs/guide/: first those the README links, in its order, then any other by name."""
+    linked = [posixpath.normpath(match["target"].partition("#")[0])
+              for match in _LINK.finditer((REPO / "README.md").read_text(encoding="utf-8"))]
+    files = {f"docs/guide/{path.name}": path for path in (DOCS / "guide").glob("*.md")}
+    order = [files.pop(target) for target in dict.fromkeys(linked) if target in files]
+    return order + sorted(files.values())
+
+
+def guide_title(path):
+    """A guide page's title: its first line, a `# ` heading."""
+    return path.read_text(encoding="utf-8").splitlines()[0].removeprefix("# ").strip()
 
 
 # ----------------------------------------------------------------------------------------------- layer pages
@@ -349,12 +353,12 @@ def select_notebooks(patterns):
 
 def write_pages(pages_dir, notebooks, execute):
     """Every page; returns the navigation."""
-    opening, sections = readme_parts()
-    site = SiteMap(notebooks, [slug for _, slug, _ in sections])
-    opening = rewrite_links(opening, "README.md", "index.md", site)
-    write(pages_dir, "index.md", (DOCS / "index.md").read_text(encoding="utf-8").replace("<!-- README opening -->", opening))
-    for _, slug, text in sections:
-        write(pages_dir, f"guide/{slug}.md", rewrite_links(text, "README.md", f"guide/{slug}.md", site))
+    guide = guide_pages()
+    site = SiteMap(notebooks, guide)
+    readme = rewrite_links(readme_body(), "README.md", "index.md", site)
+    write(pages_dir, "index.md", (DOCS / "index.md").read_text(encoding="utf-8").replace("<!-- README -->", readme))
+    for path in guide:
+        copy_repo_file(pages_dir, site, f"docs/guide/{path.name}", f"guide/{path.name}")
     nav_rooms = {}
     for room in LAYER_ROOMS:
         write(pages_dir, f"{room}/index.md", room_index(room))
@@ -376,8 +380,8 @@ def write_pages(pages_dir, notebooks, execute):
     for room in REFERENCE_ROOMS:
         write(pages_dir, f"reference/{room}.md", reference_page(room))
     copy_assets(pages_dir)
-    guide = [{title: f"guide/{slug}.md"} for title, slug, _ in sections if slug != "for-instructors"]
-    return [{"Home": "index.md"}, {"Guide": guide}, {"Layers": nav_rooms["layers"]},
+    nav_guide = [{guide_title(path): f"guide/{path.name}"} for path in guide if path.stem != "for-instructors"]
+    return [{"Home": "index.md"}, {"Guide": nav_guide}, {"Layers": nav_rooms["layers"]},
             {"Variants": nav_rooms["variants"]}, {"Notebooks": [f"notebooks/{p.name}" for p in notebooks]},
             {"Errata": ["errata/index.md"] + [f"errata/{p.name}" for p in errata_notes]},
             {"Benchmarks": "benchmarks.md"}, {"For instructors": "guide/for-instructors.md"},

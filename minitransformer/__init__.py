@@ -31,7 +31,7 @@ from .core.parameter import Parameter
 
 __version__ = "0.4.0"
 
-# Attention and position variants (issue 7): RoPE, ALiBi, GQA, relative positions, sparse and
+# Attention and position variants: RoPE, ALiBi, GQA, relative positions, sparse and
 # sliding-window attention, Transformer-XL memory, LoRA.
 from .variants.alibi import ALiBi, alibi_bias, alibi_slopes
 from .variants.lora import LoRALinear, LoRAModel, add_lora
@@ -45,7 +45,7 @@ from .variants.transformer_xl import TransformerXL, TransformerXLBlock
 # Byte-pair encoding: the lecture's loop, the fast trainer, the byte-level tokenizer
 from .tokenizers.bpe import BPETokenizer, get_stats, learn_bpe, lecture_vocab, merge_vocab, word_counts_from_text
 
-# --- encoders and encoder-decoders (issue 8): padding, BLEU, encoder, BERT, seq2seq, decoding, fine-tuning
+# --- encoders and encoder-decoders: padding, BLEU, encoder, BERT, seq2seq, decoding, fine-tuning
 from .generation.bleu import corpus_bleu
 from .generation.decoding import beam_search, greedy_decode
 from .layers.decoder_block import DecoderBlock
@@ -55,7 +55,7 @@ from .models.encoder import EncoderConfig, InputEmbedding, TransformerEncoder
 from .models.gpt_classifier import FineTuningObjective, GPTClassifier
 from .models.seq2seq import Seq2SeqConfig, Seq2SeqTransformer
 
-# Training and sampling (issue 4): optimizers, schedules, data, trainer, checkpoints, KV cache, sampling.
+# Training and sampling: optimizers, schedules, data, trainer, checkpoints, KV cache, sampling.
 from .training.checkpoint import (CheckpointError, CheckpointExistsError, load_checkpoint, read_checkpoint,
                                   save_checkpoint)
 from .tokenizers import CharTokenizer
@@ -69,15 +69,15 @@ from .training.metrics import perplexity
 from .training.trainer import Trainer, TrainingDiverged, TrainingInterrupted
 from .tokenizers.checks import TokenizerConfigError
 
-# The modern (Llama-style) decoder (issue 28): RMSNorm, SiLU, SwiGLU; GPT(..., **LLAMA_STYLE)
+# The modern (Llama-style) decoder: RMSNorm, SiLU, SwiGLU; GPT(..., **LLAMA_STYLE)
 from .layers.activations import SiLU
 from .layers.rmsnorm import RMSNorm
 from .layers.swiglu import SwiGLU
 from .models.gpt import LLAMA_STYLE
-# GPT-2's tokenizer byte for byte, from its two released files (issue 28)
+# GPT-2's tokenizer byte for byte, from its two released files
 from .tokenizers.gpt2 import GPT2Tokenizer
 
-# The rest of the lectures' systems (issue 30): WordPiece, T5 and BART objectives, InstructGPT, in-context learning
+# The rest of the lectures' systems: WordPiece, T5 and BART objectives, InstructGPT, in-context learning
 from .tokenizers.wordpiece import WordPieceTokenizer
 from .training.denoising import (DenoisingTask, span_corruption, text_infilling, token_deletion,
                                  token_masking)

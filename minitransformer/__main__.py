@@ -79,7 +79,9 @@ def main(argv=None):
         return 130
 
 
-def _main(argv):
+def build_parser():
+    """The command line's parser, its commands' modules and their parsers: (parser, {name: module},
+    {name: subparser}). The documentation's tests parse every command line it shows with it, running none."""
     parser = _Parser(prog="python -m minitransformer", description=__doc__.splitlines()[0],
                      formatter_class=_HelpFormatter)
     subparsers = parser.add_subparsers(dest="command", metavar="command")
@@ -91,6 +93,11 @@ def _main(argv):
         commands[name] = subparsers.add_parser(name, help=module.HELP, description=module.HELP,
                                                formatter_class=_HelpFormatter)
         module.add_arguments(commands[name])
+    return parser, modules, commands
+
+
+def _main(argv):
+    parser, modules, commands = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(argv)                  # the command line as given (train --workers N runs it under mpiexec)
     if getattr(modules[args.command], "RESUMES", False):

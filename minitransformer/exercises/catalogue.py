@@ -25,9 +25,9 @@ EXERCISES = [
     Exercise("attention", ("ScaledDotProductAttention",), ("attention",)),
     Exercise("multihead", ("MultiHeadAttention",)),
     Exercise("crossentropy", ("CrossEntropyLoss",)),
-    Exercise("rmsnorm", ("RMSNorm",)),                              # the modern decoder (issue 28)
+    Exercise("rmsnorm", ("RMSNorm",)),                              # the modern (Llama-style) decoder
     Exercise("swiglu", ("SwiGLU",)),
-    Exercise("ranking_loss", ("PairwiseRankingLoss",)),             # InstructGPT's reward model (issue 30)
+    Exercise("ranking_loss", ("PairwiseRankingLoss",)),             # InstructGPT's reward model
     Exercise("clipped_surrogate", ("ClippedSurrogateLoss",)),      # PPO's clipped objective
     Exercise("value_loss", ("ValueLoss",)),                         # PPO's value head
 ]

@@ -25,7 +25,7 @@ Measured in the 0.2 benchmark (benchmarks/README.md): laying the scores out as
 laid out like q, k, v with the fused QKV product of multi-head attention saved
 0.7 ms of a 54 ms training step.
 
-Long sequences (issue 29). From Tk >= TILED_FROM keys on, this form runs the tiled
+Long sequences (tiled attention). From Tk >= TILED_FROM keys on, this form runs the tiled
 algorithm of `variants/tiled_attention.py` (online softmax forward, weights
 recomputed from the saved log-sum-exp in backward; the derivation is there), so
 its memory grows with T instead of T^2, arranged for NumPy: all batch entries and

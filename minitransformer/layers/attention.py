@@ -21,9 +21,11 @@ tested, rather than the NaN that softmax of all -inf would give.
 The fast tier's form of this layer (`minitransformer/fast/attention.py`) computes the
 same numbers with memory-layout tricks; this file is the form the lecture derives.
 
-Left out: dropout on the attention weights (GPT-2's attn_pdrop), fused or
-memory-efficient kernels (FlashAttention), and several separate masks in one
-call: the mask is one boolean array broadcast against the scores.
+The memory-efficient form, in tiles with an online softmax (FlashAttention's),
+is `variants/tiled_attention.py`; the fast tier runs it from 256 keys on.
+Left out: dropout on the attention weights (GPT-2's attn_pdrop), and several
+separate masks in one call: the mask is one boolean array broadcast against the
+scores (beside it, `bias` adds one array of score biases).
 """
 
 import numpy as np

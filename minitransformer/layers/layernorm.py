@@ -5,8 +5,8 @@ deviation over the vector" and leave the rest aside (their footnote 9). The
 rest is: the variance is the biased one (divide by C, not C - 1), eps sits
 inside the square root, and a learned scale gamma and shift beta follow.
 
-Left out: RMSNorm (no mean subtraction, no beta) and a LayerNorm without
-learned parameters; the statistics are always over the last axis only.
+RMSNorm (no mean subtraction, no beta) is its own layer, `rmsnorm.py`. Left out: a LayerNorm
+without learned parameters; the statistics are always over the last axis only.
 """
 
 import numpy as np

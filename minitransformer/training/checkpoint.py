@@ -65,7 +65,7 @@ TRAIN_CONFIG_FIELDS_0_2 = ("block_size", "batch_size", "n_layers", "n_heads", "d
                            "seed", "workers")
 
 # Model options added after a checkpoint format was fixed: a checkpoint written before lacks them, and they
-# then take the value every model had before (0.3's GPTs all used LayerNorm and biases; issue 28 added them).
+# then take the value every model had before (0.3's GPTs all used LayerNorm and biases; 0.4's modern decoder added the options).
 MODEL_CONFIG_ADDED = {"norm_layer": "layernorm", "bias": True}
 
 TRAINER_KEYS = ("train_config", "tokenizer", "history", "rng")     # what `Trainer.save` adds to a checkpoint

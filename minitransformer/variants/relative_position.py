@@ -33,8 +33,9 @@ The rest is scaled dot-product attention, and this layer calls it
 (`layers/attention.py`) rather than repeat it: the relative term enters as T
 extra coordinates, the one-hot e_i on query i and column j of S_rel on key j,
 so that q'_i . k'_j = q_i . k_j + S_rel[i, j]; attention's own backward then
-hands back dS_rel in those coordinates of dk'. Left out: Shaw's value-side
-vectors a^V (Huang et al. also use only the key side) and the non-causal skew.
+hands back dS_rel in those coordinates of dk'. Shaw's value-side vectors a^V
+are another layer, `relative_values.py` (Huang et al. use only the key side).
+Left out: the non-causal skew.
 """
 
 import numpy as np

@@ -17,7 +17,7 @@ forward and backward. The banded form is causal only (the decoder case);
 `band_mask` also gives the symmetric window of an encoder.
 
 Left out: dilated windows, and Longformer's global tokens in the banded form
-(they are in `sparse_masks.longformer_mask`, for the dense form).
+(both are in `sparse_masks.longformer_mask`, for the dense form).
 """
 
 import numpy as np

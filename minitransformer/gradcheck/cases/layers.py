@@ -242,7 +242,7 @@ CASES = [
     GradcheckCase("GPT", "pre-norm, learned, tied, logits", _gpt_case("pre", "learned", True, False)),
     GradcheckCase("GPT", "post-norm, sinusoidal, untied, logits", _gpt_case("post", "sinusoidal", False, False)),
     GradcheckCase("GPT + loss", "pre-norm, learned, tied", _gpt_case("pre", "learned", True, True)),
-    # the modern (Llama-style) decoder's layers (issue 28)
+    # the modern (Llama-style) decoder's layers
     GradcheckCase("RMSNorm", "x (2, 3, 6)", _rmsnorm_case((2, 3, 6))),
     GradcheckCase("RMSNorm", "x (4, 5)", _rmsnorm_case((4, 5))),
     GradcheckCase("SiLU", "x (2, 3, 4)", lambda rng: (SiLU(), [_normal(rng, 2, 3, 4) * 3], None)),

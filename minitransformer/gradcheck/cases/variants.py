@@ -1,4 +1,4 @@
-"""Gradient checks of the attention and position variants (issue 7), two or more shapes each.
+"""Gradient checks of the attention and position variants, two or more shapes each.
 
 Registered in `gradcheck_cases.EXTRA_CASE_MODULES`, so `python -m minitransformer
 gradcheck` and tests/test_gradients.py run them with the core layers. Adapter
