@@ -18,6 +18,7 @@ from .regions import find_regions, hint
 LEFT_OUT = "Left out of this student copy"
 _OPERATION = re.compile(r"\*\*|==|!=|<=|>=|[-+*/@%<>]|[\w\])]\(|[\w\])]\[")
 _NEGATIVE_LITERAL = re.compile(r"(?<![\w)\]])-(?=\d)")
+_HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
 _ASSIGNED = re.compile(r"^(?:return|[\w.,\[\]]+(?:\*\*|//|[-+*/@%])?=(?!=))(?P<rhs>.+)$")
 
 
@@ -161,9 +162,32 @@ def student_notebook(notebook, selected=None, secrets=None, left_out=None):
     becomes a LEFT_OUT note, its index appended to the list `left_out`."""
     notebook.get("metadata", {}).pop("widgets", None)
     results = [_clear_cell(cell, selected, secrets or {}) for cell in notebook["cells"]]
+    _whole_exercises(notebook["cells"], results)
     if left_out is not None:
         left_out += [index for index, (_, replaced) in enumerate(results) if replaced]
     return sum(exercise for exercise, _ in results)
+
+
+def _whole_exercises(cells, results):
+    """An nbgrader exercise (a solution cell and the grade cells up to the next one) goes as a whole: cleared, its
+    checks lose their hidden tests; one cell left out, all its cells are notes without nbgrader metadata (no grade
+    cell left to fail on a missing answer). Updates `results` ((exercise cell, left out) per cell) in place."""
+    groups, owner = {}, None
+    for index, cell in enumerate(cells):
+        nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+        owner = index if nbgrader.get("solution") else owner
+        if nbgrader.get("solution") or nbgrader.get("grade"):
+            groups.setdefault(owner, []).append(index)
+    for members in groups.values():
+        for index in members if results[members[0]][0] else ():
+            cells[index]["source"] = _HIDDEN.sub("", "".join(cells[index]["source"]))
+        note = f"{LEFT_OUT}: this exercise goes with a cell that shows an assigned exercise's answer."
+        for index in members if any(results[index][1] for index in members) else ():
+            cells[index]["metadata"].pop("nbgrader")
+            if not results[index][1]:
+                cells[index]["source"] = (f'# {note}\nraise NotImplementedError("{note}")\n'
+                                          if cells[index]["cell_type"] == "code" else f"*{note}*\n")
+            results[index] = (False, True)
 
 
 def write_student_notebooks(source_dir, out_dir, selected, secrets):
