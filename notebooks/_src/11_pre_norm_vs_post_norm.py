@@ -10,7 +10,7 @@
 #   single transformer block", t¹ = LayerNorm(x), …) are pre-norm, but the slide "Parallelizing Multi-head
 #   Attention" writes O = LayerNorm(X + MultiHeadAttention(X)), H = LayerNorm(O + FFN(O)): **post-norm**
 #   (notebook 6 measures how far apart the two are).
-# * Greg Strabel, "Transformers" (2023), §2.4: "adds X_0 and X_1 and applies normalization": post-norm, the
+# * Greg Strabel, "Transformers" (2023), §2.4: "adds $X_0$ and $X_1$ and applies normalization": post-norm, the
 #   original block of Vaswani et al. (2017).
 # * Sachin Kumar, "Language Modeling III: Transformers" (CSE 5525, Ohio State, 2025): residual connections
 #   give "higher values of the gradient" and LayerNorm is "another way to prevent vanishing gradients".
