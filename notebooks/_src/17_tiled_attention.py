@@ -44,19 +44,20 @@ from minitransformer.variants.tiled_attention import online_softmax_result, onli
 # $m = -\infty$, $\ell = 0$, $o = 0$, after every block $\ell\, e^{m}$ is the plain sum $\sum_j e^{s_j}$ over
 # the keys seen so far and $o / \ell$ is the softmax-weighted average of their values.
 #
-# **Exercise** (2 points). Write `online_step(m, l, o, s, v)` for one query row: `m` and `l` floats, `o` of
-# shape $(d_v,)$, a block of scores `s` $(b,)$ and its values `v` $(b, d_v)$; return the new `(m, l, o)`. The
+# **Exercise** (2 points). Write `online_step(m, total, o, s, v)` for one query row: `m` and `total` ($\ell$) floats, `o` of
+# shape $(d_v,)$, a block of scores `s` $(b,)$ and its values `v` $(b, d_v)$; return the new `(m, total, o)`. The
 # check streams a row through it; its hidden tests compare it with the package's `online_softmax_step` and
 # feed it scores whose exponentials would overflow.
 
 # %% [solution] online_softmax_step_by_hand
-def online_step(m, l, o, s, v):
-    """One block of the online softmax for one row: m, l floats, o (dv,), s (b,), v (b, dv) -> (m', l', o')."""
+def online_step(m, total, o, s, v):
+    """One block of the online softmax for one row: m, total (the lecture's l) floats, o (dv,), s (b,), v (b, dv)
+    -> (m', total', o')."""
     ### BEGIN SOLUTION
     new_m = max(m, np.max(s))
     rebase = np.exp(m - new_m)                  # 0 on the first block, where m = -inf
     weights = np.exp(s - new_m)                 # (b,), each at most 1
-    return new_m, l * rebase + weights.sum(), o * rebase + weights @ v
+    return new_m, total * rebase + weights.sum(), o * rebase + weights @ v
     ### END SOLUTION
 
 # %% [check 2] check_online_softmax_step_by_hand
