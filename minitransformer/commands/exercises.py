@@ -29,8 +29,8 @@ def add_arguments(parser):
     make = add_action("make", help="write a student copy of the package, tests and notebooks")
     make.add_argument("out", help="new directory for the student copy")
     make.add_argument("--only", help="comma-separated exercises or regions (layernorm.backward) to blank, of: "
-                      f"{', '.join(e.name for e in EXERCISES)}; with --notebooks also: "
-                      f"{', '.join(e.name for e in NOTEBOOK_EXERCISES)} (default: all)")
+                                     f"{', '.join(exercise.name for exercise in EXERCISES)}; with --notebooks: "
+                                     f"{', '.join(exercise.name for exercise in NOTEBOOK_EXERCISES)} (default: all)")
     make.add_argument("--notebooks", nargs="?", const="", metavar="DIR", help="also write student notebooks, "
                       "solution cells cleared, from DIR (default: the reference's notebooks/)")
     make.add_argument("--assignment", metavar="FILE", help="where to write the instructor's assignment, out of "
@@ -83,8 +83,7 @@ def run_make(args):
                          "holding the reference notebooks, or --notebooks alone for the package's own)")
     manifest = make_student_copy(args.out, only=_names(args.only), notebooks=args.notebooks is not None,
                                  notebooks_dir=args.notebooks or None)
-    print(f"wrote the student copy to {args.out}\n  exercises: "
-          f"{', '.join(manifest['exercises'] + manifest['notebook_exercises'])}\n"
+    print(f"wrote the student copy to {args.out}\n  exercises: {', '.join(manifest['exercises'])}\n"
           f"  blanked regions: {', '.join(manifest['regions'])}")
     for layer, needs in manifest["unavailable_layers"].items():
         print(f"  {layer} raises NotImplementedError until you write {' and '.join(needs)}")
