@@ -166,9 +166,8 @@ def student_notebook(notebook, selected=None, secrets=None, left_out=None):
     notebook.get("metadata", {}).pop("widgets", None)
     results = [_clear_cell(cell, selected, secrets or {}) for cell in notebook["cells"]]
     gone = {answer for _, replaced, answer in results if replaced} - {None}
-    for cell, (_, _, answer) in zip(notebook["cells"], results):
-        if answer in gone:
-            cell["metadata"].pop("nbgrader")
+    for cell in (cell for cell, (_, _, answer) in zip(notebook["cells"], results) if answer in gone):
+        cell["metadata"].pop("nbgrader")
     if left_out is not None:
         left_out += [index for index, (_, replaced, _) in enumerate(results) if replaced]
     return sum(exercise for exercise, _, _ in results)
