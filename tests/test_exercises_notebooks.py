@@ -90,3 +90,18 @@ def test_a_notebook_exercise_is_chosen_by_name_and_needs_the_notebooks(tmp_path)
         make_student_copy(tmp_path / "no", only=["warmup_rule"])
     with pytest.raises(KeyError, match="warmup_rule"):                 # the list of choices names it
         make_student_copy(tmp_path / "no", only=["warmup"], notebooks=True)
+
+
+def test_the_notebook_builder_refuses_a_check_not_named_after_its_answer(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebooks_build", REFERENCE.parent / "notebooks" / "_build.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    source = tmp_path / "99_x.py"
+    source.write_text("# %% [solution] warmup_rule_x\nx = 1\n\n# %% [check 1] check_warmup_rule_x\nassert x\n")
+    assert [cell.metadata["nbgrader"]["grade_id"] for cell in builder.build(source).cells] == [
+        "warmup_rule_x", "check_warmup_rule_x"]
+    source.write_text("# %% [solution] warmup_rule_x\nx = 1\n\n# %% [check 1] check_x\nassert x\n")
+    with pytest.raises(ValueError, match="99_x.py:4: a check cell is named check_ \\+ the grade_id of the solution"):
+        builder.build(source)
