@@ -7,6 +7,7 @@ with the package's secrets for that exercise); no kernel, no copy of the package
 """
 
 import copy
+import re
 import json
 
 import pytest
@@ -105,3 +106,15 @@ def test_the_notebook_builder_refuses_a_check_not_named_after_its_answer(tmp_pat
     source.write_text("# %% [solution] warmup_rule_x\nx = 1\n\n# %% [check 1] check_x\nassert x\n")
     with pytest.raises(ValueError, match="99_x.py:4: a check cell is named check_ \\+ the grade_id of the solution"):
         builder.build(source)
+
+
+def test_the_instructors_guide_names_every_notebook_exercise():
+    """The README (or the guide page its instructors' section moves to) names the notebook exercises: all of them."""
+    root = REFERENCE.parent
+    pages = [path for path in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+             if "node_modules" not in path.parts and "`warmup_rule`" in path.read_text(encoding="utf-8")]
+    assert pages, "no page of the README or docs/ names the notebook exercises"
+    for page in pages:
+        named = set(re.findall(r"`(\w+)`", page.read_text(encoding="utf-8")))
+        missing = {e.name for e in NOTEBOOK_EXERCISES} - named
+        assert not missing, f"{page.relative_to(root)} names notebook exercises but not {sorted(missing)}"
