@@ -7,8 +7,8 @@ with the package's secrets for that exercise); no kernel, no copy of the package
 """
 
 import copy
-import re
 import json
+import re
 
 import pytest
 
