@@ -1,7 +1,7 @@
 """The notebooks' mathematics is set, not typed: every formula in a markdown cell is TeX between `$...$` or
 `$$...$$` (rendered by Jupyter and by the site's KaTeX), so no TeX command (`\\frac`), no sub- or superscript
-(`x_i`, `e^{x}`, `10000^(-2k/d)`) and no mathematical sign written as a character (`∂`, `Σ`, `√`) is left in the
-prose outside it. Code in backticks is code, and link targets are addresses: neither is prose.
+(`x_i`, `e^{x}`, `10000^(-2k/d)`, `n²`, `xᵢ`) and no mathematical sign written as a character (`∂`, `Σ`, `√`) is
+left in the prose outside it. Code in backticks is code, and link targets are addresses: neither is prose.
 
 Offline and fast: it reads the committed notebooks (each is built from its source in notebooks/_src/, which
 tests/test_notebooks.py holds true), so it runs in a student copy too.
@@ -24,7 +24,8 @@ RAW_TEX = re.compile(
     r"|[\^_]\{"                                              # a braced sub- or superscript: _{ij}, ^{x_i}
     r"|(?<![\w/.\-])[A-Za-zα-ωΣΔ][_^][A-Za-z0-9(α-ω{]"       # a letter's sub- or superscript: x_i, e^x, R^(
     r"|\w\^\(?[−\-]?\d"                                      # a power: 10000^(-2k/d), step^-0.5, T^2
-    r"|[∂Σ∑√∏∫]")                                            # a sign only a formula uses
+    r"|[∂Σ∑√∏∫]"                                             # a sign only a formula uses
+    r"|[²³⁴⁵⁻¹⁰ⁿᵀ₀₁₂₃₄ᵢⱼₖ]")                                   # a power or index typed as a character: n², xᵢ
 
 
 def raw_tex(markdown):
@@ -36,7 +37,7 @@ def raw_tex(markdown):
 def test_the_scan_finds_raw_tex_and_passes_set_mathematics():
     assert {"y_i", "e^{", "Σ_j"} <= set(raw_tex("With y = softmax(x), y_i = e^{x_i} / Σ_j e^{x_j}."))
     assert raw_tex("the gradient ∂y_i/∂x_i") and raw_tex("scaled by 1/√d_k") and raw_tex("\\frac{a}{b}")
-    assert raw_tex("w_k = 10000^(−2k/d)") and raw_tex("grows with T^2")
+    assert raw_tex("w_k = 10000^(−2k/d)") and raw_tex("grows with T^2") and raw_tex("O(n²·d)") and raw_tex("t¹ᵢ")
     assert raw_tex("$$a = b$$ then x_i") == ["x_i"]
     assert raw_tex("With $y = \\operatorname{softmax}(x)$, $$y_i = \\frac{e^{x_i}}{\\sum_j e^{x_j}}$$") == []
     assert raw_tex("the layer's `w_q` and `x[..., 1::2]`, [a file](../minitransformer/layers/x_y.py)") == []

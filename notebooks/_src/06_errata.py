@@ -19,7 +19,7 @@
 # "parameters" · E7 the BPE listing, which merges nothing · E8 the Kumar slides' softmax numbers ·
 # E9 the [1 × N] position-embedding matrix · E10 the residual "concatenation" · E11 GPT's objective
 # called masked · E12 the BLEU definitions · E13 the relative-position "skewing" listing ·
-# E14 Wu's block reads keys and values from an undefined x¹ · E15 Wu's parallel block is post-norm ·
+# E14 Wu's block reads keys and values from an undefined vector · E15 Wu's parallel block is post-norm ·
 # E16 "96 layers: GPT-3-large" · E17 the "N × d" result of one head · E18 Wu's i written for j ·
 # E19 the warm-up rule does not decay to 0 · E20 "WebText based on Common Crawl" · E21 the 2024 notes'
 # misspelt link · E22 the worked example's inputs are not printed.
@@ -422,15 +422,15 @@ for ax, (matrix, title) in zip(axes, [(wanted, "q_i · e_(j−i), j ≤ i"), (as
 plt.tight_layout(); plt.show()
 
 # %% [markdown]
-# ## E14. Wu's block takes keys and values from an undefined x¹ ("Putting together a single transformer block")
-# The slide writes the attention step as t²ᵢ = MultiHeadAttention(t¹ᵢ, [x¹₁, …, x¹_N]): the query is the
-# normalised t¹ᵢ = LayerNorm(xᵢ), but the keys and values come from vectors x¹ⱼ that the slide never
-# defines. In the pre-norm block the slide is describing (and in the package's `TransformerBlock`), keys and
-# values come from the same normalised vectors as the queries: [t¹₁, …, t¹_N]. Reading x¹ as the raw
-# input x gives a different block. Both are computed below with one block's own sublayers (`attn` with
+# ## E14. Wu's block takes keys and values from an undefined vector ("Putting together a single transformer block")
+# The slide writes the attention step as $t^2_i = \mathrm{MultiHeadAttention}(t^1_i, [x^1_1, \dots, x^1_N])$: the
+# query is the normalised $t^1_i = \mathrm{LayerNorm}(x_i)$, but the keys and values come from vectors $x^1_j$
+# that the slide never defines. In the pre-norm block the slide is describing (and in the package's
+# `TransformerBlock`), keys and values come from the same normalised vectors as the queries:
+# $[t^1_1, \dots, t^1_N]$. Reading $x^1$ as the raw input $x$ gives a different block. Both are computed below with one block's own sublayers (`attn` with
 # `context=` for the keys and values), on residual streams of several scales: the gap is smallest when x is
 # already of unit scale and grows as its scale moves away from 1, because LayerNorm removes the scale from
-# t¹ but not from x (the printed numbers below: about 0.8 at scale 1, 2.6 at scale 2, 6.6 at scale 4).
+# $t^1$ but not from $x$ (the printed numbers below: about 0.8 at scale 1, 2.6 at scale 2, 6.6 at scale 4).
 
 # %%
 from minitransformer import MultiHeadAttention, noam_rate
@@ -453,8 +453,9 @@ assert gaps[4.0] > gaps[2.0] > gaps[1.0] < gaps[0.5]        # larger as the scal
 # %% [markdown]
 # ## E15. Wu's "Parallelizing Multi-head Attention" block is post-norm; the deck says pre-norm
 # The same deck announces "we are using the pre-norm version" and writes the per-token equations that way
-# (t¹ = LayerNorm(x), …, h = t⁵ + t³), but the matrix form on the parallelising slide is
-# O = LayerNorm(X + MultiHeadAttention(X)), H = LayerNorm(O + FFN(O)), and the list T¹ … H below it: the
+# ($t^1 = \mathrm{LayerNorm}(x), \dots, h = t^5 + t^3$), but the matrix form on the parallelising slide is
+# $O = \mathrm{LayerNorm}(X + \mathrm{MultiHeadAttention}(X))$, $H = \mathrm{LayerNorm}(O + \mathrm{FFN}(O))$, and
+# the list $T^1 \dots H$ below it: the
 # post-norm block of Vaswani et al. (2017). The two are different functions of the same weights. Two
 # package blocks built with one seed share every weight; their outputs differ (notebook 11 compares the
 # two in depth).
@@ -477,7 +478,7 @@ assert norm_gaps[1.0] > 1 and norm_gaps[2.0] > 3
 # In the GPT-3 paper (Brown et al. 2020, Table 2.1) the model called GPT-3 Large has 24 layers,
 # $d_\mathrm{model} = 1536$, 760 M parameters; the 96-layer model is the largest one, GPT-3 175B ($d_\mathrm{model} = 12288$, 96 heads). The
 # layer count and width fix the parameter count: the package's `GPT` has V·C + T·C embedding weights, then
-# per layer 12·C² + 13·C, and 2·C for the final LayerNorm, which we first check against `num_parameters()` of
+# per layer $12 C^2 + 13 C$, and $2 C$ for the final LayerNorm, which we first check against `num_parameters()` of
 # a small GPT, then apply to GPT-3's sizes (V = 50257, T = 2048; GPT-3's feed-forward is 4·C wide, as here).
 # With 24 layers of 1536 the count is GPT-3 Large's 760 M; 96 layers of 1536 would be 2.8 B; 96 layers of
 # 12288 give the 175 B model.
@@ -520,11 +521,11 @@ assert out.shape == (1, N, d)                                           # N x d 
 
 # %% [markdown]
 # ## E18. Wu's attention-head slides write i where j is meant ("Attention head", "An Actual Attention Head")
-# Printed: $\mathrm{score}(x_i, x_i) = x_i \cdot x_i$; $a_i = \sum_{i \le i} \alpha_{ij} x_j$; "key and value of preceding word xᵢ"; "dot
-# product between qᵢ and kᵢ"; "similarity of current element xᵢ with some prior element xᵢ". Each should
+# Printed: $\mathrm{score}(x_i, x_i) = x_i \cdot x_i$; $a_i = \sum_{i \le i} \alpha_{ij} x_j$; "key and value of preceding word $x_i$"; "dot
+# product between $q_i$ and $k_i$"; "similarity of current element $x_i$ with some prior element $x_i$". Each should
 # pair the current position $i$ with a preceding position $j$: $\mathrm{score}(x_i, x_j) = x_i \cdot x_j$, $\sum_{j \le i}$, the key of $x_j$,
-# qᵢ · kⱼ (as the deck's own "Final equations for one attention head" has it). Taken literally, score(xᵢ, xᵢ)
-# is the same number for every j, so the softmax over j is uniform and every position gets the plain
+# $q_i \cdot k_j$ (as the deck's own "Final equations for one attention head" has it). Taken literally, $\mathrm{score}(x_i, x_i)$
+# is the same number for every $j$, so the softmax over $j$ is uniform and every position gets the plain
 # average of its prefix, whatever the words. We give the package's attention those row-constant scores as
 # a score bias (with zero queries) and compare.
 
@@ -581,9 +582,9 @@ assert len(edits) == 1 and edits[0][0] == "insert" and printed_2025[edits[0][3]:
 
 # %% [markdown]
 # ## E22. The worked example's inputs are a reconstruction (the notes 2024 and 2025, §1.1)
-# The notes print the matrices K, Q, V (4 × 3), the weights α₁ = softmax([2, 4, 4]) = [.06, .47, .47] and
-# the result [1.9, 6.7, 1.6], but not the three inputs. Notebook 1 uses x₁ = [1, 0, 1, 0], x₂ = [0, 2, 0, 2],
-# x₃ = [1, 1, 1, 1]: our reconstruction, consistent with every printed number (checked here again). It is
+# The notes print the matrices $K$, $Q$, $V$ ($4 \times 3$), the weights
+# $\alpha_1 = \operatorname{softmax}([2, 4, 4]) = [.06, .47, .47]$ and the result $[1.9, 6.7, 1.6]$, but not the three
+# inputs. Notebook 1 uses $x_1 = [1, 0, 1, 0]$, $x_2 = [0, 2, 0, 2]$, $x_3 = [1, 1, 1, 1]$: our reconstruction, consistent with every printed number (checked here again). It is
 # not the only one: the three matrices have equal first and third rows, so adding any multiple of
 # [1, 0, −1, 0] to an input changes none of its projections and none of the printed numbers.
 
