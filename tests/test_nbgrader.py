@@ -1,5 +1,5 @@
 """Notebook exercises: the problem sets of the notebooks (notebook 04's derivations, and one lecture formula in each
-of 01, 02, 07, 12, 15, 17 and 18) as nbgrader exercise cells, blanked in student copies.
+of 01, 02, 07, 12, 14, 15, 17 and 18) as nbgrader exercise cells, blanked in student copies.
 
 1. The metadata follows nbgrader's cell schema, version 3 (nbgrader/nbgraderformat/v3.json and the rules
    of its MetadataValidatorV3: grade, solution, locked booleans; a unique grade_id of letters, digits,
@@ -40,6 +40,7 @@ PROBLEM_SETS = {
     "07_attention_variants": (2, {"distance_bias_by_hand": ("np.arange(T)[None, :])", "np.arange(T)[None, :]) / T")}),
     "12_learning_rate_schedules": (2, {"warmup_rule_by_hand": (     # the visible checks pass it: only hidden tests fail
         "hundredth_step = 10_000 * 4000", "hundredth_step = 100 * 4000")}),
+    "14_complexity": (2, {"operation_counts_by_hand": ("return 4 * d  ", "return 16 * d  ")}),
     "15_multihead_as_a_sum": (2, {"heads_as_a_sum_contributions": ("heads[:, h] @", "heads[:, (h + 1) % H] @")}),
     "17_tiled_attention": (2, {"online_softmax_step_by_hand": ("rebase = np.exp(m - new_m)", "rebase = 1.0")}),
     "18_instructgpt": (2, {"penalised_reward_per_token": ("rewards[:, -1] += scores", "rewards += scores[:, None]")}),
