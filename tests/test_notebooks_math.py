@@ -34,6 +34,12 @@ def raw_tex(markdown):
     return RAW_TEX.findall(prose)
 
 
+def unpaired_dollars(markdown):
+    """True when a `$$` or, on some line, a `$` has no partner (the rest of the cell would be read as TeX)."""
+    prose = _CODE.sub(" ", markdown)
+    return prose.count("$$") % 2 == 1 or any(line.count("$") % 2 for line in prose.replace("$$", "").splitlines())
+
+
 def test_the_scan_finds_raw_tex_and_passes_set_mathematics():
     assert {"y_i", "e^{", "Σ_j"} <= set(raw_tex("With y = softmax(x), y_i = e^{x_i} / Σ_j e^{x_j}."))
     assert raw_tex("the gradient ∂y_i/∂x_i") and raw_tex("scaled by 1/√d_k") and raw_tex("\\frac{a}{b}")
@@ -42,6 +48,7 @@ def test_the_scan_finds_raw_tex_and_passes_set_mathematics():
     assert raw_tex("With $y = \\operatorname{softmax}(x)$, $$y_i = \\frac{e^{x_i}}{\\sum_j e^{x_j}}$$") == []
     assert raw_tex("the layer's `w_q` and `x[..., 1::2]`, [a file](../minitransformer/layers/x_y.py)") == []
     assert raw_tex("$$\\sin((n+k)\\omega)\n= \\cos(n\\omega)$$ and `mkdir_p`") == []
+    assert unpaired_dollars("costs $5 a month") and unpaired_dollars("$$a = b") and not unpaired_dollars("$a$, `$HOME`")
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda path: path.stem)
@@ -49,5 +56,7 @@ def test_markdown_cells_set_their_mathematics_in_tex(path):
     notebook = nbformat.read(path, as_version=4)
     found = [f"cell {index}: {', '.join(dict.fromkeys(pieces))}" for index, cell in enumerate(notebook.cells)
              if cell.cell_type == "markdown" and (pieces := raw_tex(cell.source))]
+    found += [f"cell {index}: a $ or $$ without its pair" for index, cell in enumerate(notebook.cells)
+              if cell.cell_type == "markdown" and unpaired_dollars(cell.source)]
     assert not found, (f"{path.name} (source notebooks/_src/{path.stem}.py) has TeX outside $...$ in markdown: "
                        + "; ".join(found))
