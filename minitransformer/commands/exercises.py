@@ -83,7 +83,7 @@ def run_make(args):
                          "holding the reference notebooks, or --notebooks alone for the package's own)")
     manifest = make_student_copy(args.out, only=_names(args.only), notebooks=args.notebooks is not None,
                                  notebooks_dir=args.notebooks or None)
-    print(f"wrote the student copy to {args.out}\n  exercises: {', '.join(manifest['exercises'])}\n"
+    print(f"wrote the student copy to {args.out}\n  exercises: {', '.join(manifest['exercises'] + manifest['notebook_exercises'])}\n"
           f"  blanked regions: {', '.join(manifest['regions'])}")
     for layer, needs in manifest["unavailable_layers"].items():
         print(f"  {layer} raises NotImplementedError until you write {' and '.join(needs)}")
