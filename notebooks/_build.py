@@ -5,12 +5,16 @@ code cell, a line `# %% [markdown]` starts a markdown cell whose lines are
 written as comments (`# text`). Two more headers make exercise cells that an
 nbgrader course can release and autograde (nbgrader's cell metadata, schema 3):
 
-    # %% [solution] layernorm_forward_steps    the student's cell; its answer sits between
-                                               the markers `### BEGIN SOLUTION` / `### END SOLUTION`
-    # %% [check 2] check_layernorm_forward     an autograded, locked test cell worth 2 points
+    # %% [solution] layernorm_forward_steps        the student's cell; its answer sits between
+                                                   the markers `### BEGIN SOLUTION` / `### END SOLUTION`
+    # %% [check 2] check_layernorm_forward_steps   an autograded, locked test cell worth 2 points
 
-The word after the header is the cell's nbgrader `grade_id` (letters, digits, `_`, `-`; unique).
-`exercises make --notebooks` blanks the solution regions in student copies. The committed `.ipynb` files are what readers
+The word after the header is the cell's nbgrader `grade_id` (letters, digits, `_`, `-`; unique). A solution
+cell's grade_id starts with the name of its exercise in the catalogue (`layernorm`, or a notebook-only one such
+as `warmup_rule`); its check cell follows it and is named `check_` + the solution's grade_id, so that a student
+copy (`exercises make --notebooks`) blanks the assigned answers, takes hidden tests
+(`### BEGIN HIDDEN TESTS` / `### END HIDDEN TESTS`) out of their checks, and never keeps a check whose answer
+it had to leave out. The committed `.ipynb` files are what readers
 open; they are stored WITHOUT outputs (clean diffs; the test suite executes
 every one of them), and `tests/test_notebooks.py` checks that each committed
 notebook is exactly what this script builds from its source.
@@ -60,7 +64,7 @@ def _cell(kind, lines, nbgrader=None):
 
 def build(source_path):
     """Return the notebook (a NotebookNode, no outputs) described by one percent-format source."""
-    cells, kind, lines, nbgrader, grade_ids = [], None, [], None, set()
+    cells, kind, lines, nbgrader, grade_ids, answer = [], None, [], None, set(), None
     for number, line in enumerate(pathlib.Path(source_path).read_text(encoding="utf-8").splitlines(), 1):
         if line.startswith("# %%"):
             header = _HEADER.match(line)
@@ -74,6 +78,10 @@ def build(source_path):
             if nbgrader and nbgrader["grade_id"] in grade_ids:
                 raise ValueError(f"{source_path}:{number}: grade_id {nbgrader['grade_id']} is used twice")
             grade_ids |= {nbgrader["grade_id"]} if nbgrader else set()
+            answer = nbgrader["grade_id"] if nbgrader and nbgrader["solution"] else answer
+            if nbgrader and nbgrader["grade"] and nbgrader["grade_id"] != f"check_{answer}":
+                raise ValueError(f"{source_path}:{number}: a check cell is named check_ + the grade_id of the "
+                                 f"solution cell above it (check_{answer}), not {nbgrader['grade_id']}")
         elif kind is not None:
             lines.append(line)
     if kind is not None:

@@ -1,15 +1,17 @@
-"""Notebook exercises: notebook 04's derivations as nbgrader exercise cells, blanked in student copies.
+"""Notebook exercises: the problem sets of the notebooks (notebook 04's derivations, and one lecture formula in each
+of 01, 02, 07, 12, 14, 15, 17 and 18) as nbgrader exercise cells, blanked in student copies.
 
 1. The metadata follows nbgrader's cell schema, version 3 (nbgrader/nbgraderformat/v3.json and the rules
    of its MetadataValidatorV3: grade, solution, locked booleans; a unique grade_id of letters, digits,
    `_` and `-`; points on every graded cell; a markdown cell is graded and a solution together or
    neither). With nbgrader installed, its own validator runs too.
-2. Each check cell passes the reference answer and fails a wrong one (run in this process, fast).
-3. In a student copy the answers are blank, the checks and metadata intact, and the notebook runs
-   without error up to its first exercise cell, where it stops (a Jupyter kernel).
-4. With nbgrader installed (`pip install -e ".[nbgrader]"`; skipped without it, it is heavy):
-   `nbgrader generate_assignment` and `nbgrader autograde` score a blank notebook 0, the reference
-   full marks, the copy `exercises make` writes 0, and one wrong step loses that check's points.
+2. Each check cell passes the reference answer and fails a wrong one (run in this process).
+3. In a student copy the answers are blank, the checks (less their hidden tests) and metadata intact, and
+   notebook 04 runs without error up to its first exercise cell, where it stops (a Jupyter kernel).
+4. With nbgrader installed (`pip install -e ".[nbgrader]"`; skipped without it, it is heavy), for every
+   problem set: `nbgrader generate_assignment` and `nbgrader autograde` score a blank notebook 0, the
+   reference full marks, the copy `exercises make` writes 0, and one wrong step loses that check's points
+   (the hidden tests, which the release and the copy do not show, are graded).
 """
 
 import os
@@ -22,6 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from minitransformer.exercises.catalogue import NOTEBOOK_EXERCISES
 from minitransformer.exercises.make import make_student_copy, reference_package
 from minitransformer.exercises.regions import find_regions
 
@@ -29,7 +32,19 @@ NOTEBOOKS = reference_package().parent / "notebooks"
 BACKPROP = NOTEBOOKS / "04_backprop_by_hand.ipynb"
 pytestmark = pytest.mark.skipif(not BACKPROP.is_file(), reason="no notebooks/ in this checkout")
 
-# grade_id of a solution cell -> (text of the reference answer, a classic mistake put in its place)
+# notebook -> (its points, {grade_id of a solution cell -> (text of the reference answer, a mistake put in its place)})
+PROBLEM_SETS = {
+    "01_attention_worked_example": (2, {"worked_attention_by_hand": (
+        "alpha_1 = np.exp(scores_1) / np.exp(scores_1).sum()", "alpha_1 = np.exp(scores_1) / np.exp(scores_1).max()")}),
+    "02_positional_encoding": (2, {"sinusoid_shift_rotation": ("[[c, -s], [s, c]]", "[[c, s], [-s, c]]")}),
+    "07_attention_variants": (2, {"distance_bias_by_hand": ("np.arange(T)[None, :])", "np.arange(T)[None, :]) / T")}),
+    "12_learning_rate_schedules": (2, {"warmup_rule_by_hand": (     # the visible checks pass it: only hidden tests fail
+        "hundredth_step = 10_000 * 4000", "hundredth_step = 100 * 4000")}),
+    "14_complexity": (2, {"operation_counts_by_hand": ("return 4 * d  ", "return 16 * d  ")}),
+    "15_multihead_as_a_sum": (2, {"heads_as_a_sum_contributions": ("heads[:, h] @", "heads[:, (h + 1) % H] @")}),
+    "17_tiled_attention": (2, {"online_softmax_step_by_hand": ("rebase = np.exp(m - new_m)", "rebase = 1.0")}),
+    "18_instructgpt": (2, {"penalised_reward_per_token": ("rewards[:, -1] += scores", "rewards += scores[:, None]")}),
+}
 MISTAKES = {
     "softmax_jacobian": ("dx_softmax = y * (dy - y @ dy)", "dx_softmax = y * dy"),
     "layernorm_forward_steps": ("var = (c * c).mean()", "var = (c * c).sum() / (C - 1)"),
@@ -38,6 +53,7 @@ MISTAKES = {
     "layernorm_without_variance_path": ("self.gamma.grad += np.sum(dout * self.xhat, axis=tuple(range(dout.ndim - 1)))",
                                         "pass"),
 }
+PROBLEM_SETS["04_backprop_by_hand"] = (7, MISTAKES)
 _GRADE_ID = re.compile(r"^[a-zA-Z0-9_\-]*$")
 _KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum", "cell_type"}
 
@@ -104,13 +120,24 @@ def _run_in_process(cells, until):
     return namespace
 
 
-@pytest.mark.parametrize("grade_id", list(MISTAKES))
-def test_each_check_cell_passes_the_answer_and_fails_a_mistake(grade_id):
-    cells = nbformat.read(BACKPROP, as_version=4).cells
+def test_every_problem_set_has_its_exercises_points_and_hidden_tests():
+    for stem, (points, mistakes) in PROBLEM_SETS.items():
+        notebook = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+        validate_schema_3(notebook)
+        solutions = [c.metadata["nbgrader"]["grade_id"] for c in nbgrader_cells(notebook) if c.metadata["nbgrader"]["solution"]]
+        checks = [c for c in nbgrader_cells(notebook) if c.metadata["nbgrader"]["grade"]]
+        assert solutions == list(mistakes) and sum(c.metadata["nbgrader"]["points"] for c in checks) == points, stem
+        assert all("### BEGIN HIDDEN TESTS" in c.source and "### END HIDDEN TESTS" in c.source for c in checks), stem
+
+
+@pytest.mark.parametrize("stem, grade_id", [(stem, grade_id) for stem, (_, mistakes) in PROBLEM_SETS.items()
+                                            for grade_id in mistakes])
+def test_each_check_cell_passes_the_answer_and_fails_a_mistake(stem, grade_id):
+    cells = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4).cells
     index = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
     check = next(i for i in range(index + 1, len(cells)) if cells[i].metadata.get("nbgrader", {}).get("grade"))
     _run_in_process(cells, check)                                      # the reference answer passes
-    old, new = MISTAKES[grade_id]
+    old, new = PROBLEM_SETS[stem][1][grade_id]
     assert cells[index].source.count(old) == 1
     cells[index].source = cells[index].source.replace(old, new)
     with pytest.raises(AssertionError):
@@ -120,22 +147,28 @@ def test_each_check_cell_passes_the_answer_and_fails_a_mistake(grade_id):
 @pytest.fixture(scope="module")
 def student_copy(tmp_path_factory):
     out = tmp_path_factory.mktemp("nb") / "student"
-    make_student_copy(out, only=["relu", "softmax.backward", "layernorm.backward", "attention.backward"], notebooks=True)
+    make_student_copy(out, only=["relu", "softmax.backward", "layernorm.backward", "attention.backward",
+                                 *(e.name for e in NOTEBOOK_EXERCISES)], notebooks=True)
     return out
 
 
-def test_a_student_copy_blanks_the_answers_and_keeps_the_checks(student_copy):
-    reference = nbformat.read(BACKPROP, as_version=4)
-    student = nbformat.read(student_copy / "notebooks" / BACKPROP.name, as_version=4)
+@pytest.mark.parametrize("stem", list(PROBLEM_SETS))
+def test_a_student_copy_blanks_the_answers_and_keeps_the_checks(student_copy, stem):
+    reference = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    student = nbformat.read(student_copy / "notebooks" / f"{stem}.ipynb", as_version=4)
     assert len(student.cells) == len(reference.cells)
     for mine, theirs in zip(student.cells, reference.cells):
         assert mine.metadata.get("nbgrader") == theirs.metadata.get("nbgrader")
         meta = theirs.metadata.get("nbgrader", {})
         if meta.get("solution"):
-            (region,) = find_regions(mine.source)
-            assert region.is_blank() and f"Exercise {meta['grade_id']}: write the missing code in this cell" \
-                in "".join(region.body)
-            assert MISTAKES[meta["grade_id"]][0] not in mine.source
+            regions = find_regions(mine.source)
+            assert regions and all(region.is_blank() for region in regions)
+            assert f"Exercise {meta['grade_id']}: write the missing code in this cell" in "".join(regions[0].body)
+            assert PROBLEM_SETS[stem][1][meta["grade_id"]][0] not in mine.source
+        elif meta.get("grade"):                             # the hidden tests go, the visible ones stay
+            visible, hidden = theirs.source.split("### BEGIN HIDDEN TESTS\n")
+            assert mine.source == visible + hidden.split("### END HIDDEN TESTS")[1].removeprefix("\n")
+            assert "HIDDEN" not in mine.source and "assert" in mine.source
         else:
             assert mine.source == theirs.source
     validate_schema_3(student)
@@ -169,10 +202,12 @@ def _nbgrader_available():
 
 
 @pytest.mark.skipif(not _nbgrader_available(), reason="nbgrader is not installed (pip install -e '.[nbgrader]')")
-def test_nbgrader_releases_and_autogrades_notebook_04(tmp_path, student_copy):
+@pytest.mark.parametrize("stem", list(PROBLEM_SETS))
+def test_nbgrader_releases_and_autogrades_each_problem_set(tmp_path, student_copy, stem):
+    notebook_path, (points, mistakes) = NOTEBOOKS / f"{stem}.ipynb", PROBLEM_SETS[stem]
     course = tmp_path / "course"
-    (course / "source" / "ps04").mkdir(parents=True)
-    shutil.copy(BACKPROP, course / "source" / "ps04")
+    (course / "source" / "ps").mkdir(parents=True)
+    shutil.copy(notebook_path, course / "source" / "ps")
     (course / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.root = '.'\n")
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(reference_package().parent),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")    # nbgrader runs alembic
@@ -182,22 +217,25 @@ def test_nbgrader_releases_and_autogrades_notebook_04(tmp_path, student_copy):
                               text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
 
-    nbgrader("generate_assignment", "ps04", "--create", "--force")
-    released = course / "release" / "ps04" / BACKPROP.name
-    wrong = nbformat.read(BACKPROP, as_version=4)
-    old, new = MISTAKES["layernorm_backward_steps"]
+    nbgrader("generate_assignment", "ps", "--create", "--force")
+    released = nbformat.read(course / "release" / "ps" / notebook_path.name, as_version=4)
+    assert "HIDDEN TESTS" not in "".join(cell.source for cell in released.cells)      # nbgrader takes them out
+    wrong_step = "layernorm_backward_steps" if stem == "04_backprop_by_hand" else next(iter(mistakes))
+    wrong, (old, new) = nbformat.read(notebook_path, as_version=4), mistakes[wrong_step]
     for cell in wrong.cells:
         cell.source = cell.source.replace(old, new)
-    submissions = {"blank": nbformat.read(released, as_version=4), "reference": nbformat.read(BACKPROP, as_version=4),
-                   "copy": nbformat.read(student_copy / "notebooks" / BACKPROP.name, as_version=4), "wrong": wrong}
+    submissions = {"blank": released, "reference": nbformat.read(notebook_path, as_version=4),
+                   "copy": nbformat.read(student_copy / "notebooks" / notebook_path.name, as_version=4), "wrong": wrong}
     for student, notebook in submissions.items():
-        (course / "submitted" / student / "ps04").mkdir(parents=True)
-        nbformat.write(notebook, course / "submitted" / student / "ps04" / BACKPROP.name)
-    nbgrader("autograde", "ps04", "--create", "--force")
+        (course / "submitted" / student / "ps").mkdir(parents=True)
+        nbformat.write(notebook, course / "submitted" / student / "ps" / notebook_path.name)
+    nbgrader("autograde", "ps", "--create", "--force")
 
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        scores = {student: (gradebook.find_submission("ps04", student).score,
-                            gradebook.find_submission("ps04", student).max_score) for student in submissions}
-    assert scores == {"blank": (0, 7), "reference": (7, 7), "copy": (0, 7), "wrong": (5, 7)}
+        scores = {student: (gradebook.find_submission("ps", student).score,
+                            gradebook.find_submission("ps", student).max_score) for student in submissions}
+    lost = 2 if stem == "04_backprop_by_hand" else points         # the wrong step's check cell
+    assert scores == {"blank": (0, points), "reference": (points, points), "copy": (0, points),
+                      "wrong": (points - lost, points)}

@@ -3,9 +3,9 @@
 The module builds a representative part of the site once: every page, but only notebooks 01, 04 and 06
 executed (the whole site, all seven notebooks run, takes about two minutes on these 2 busy cores). Then it
 checks what a reader would see: every page loads without a console error or a request leaving site/; the
-mathematics of the layer pages is rendered by KaTeX (no raw `\\frac` or `$$` left); each notebook page shows its
-figures; every internal link and anchor resolves; the errata link the cells that prove them; search finds
-"LayerNorm"; the code shown is the code in the package, forward above backward.
+mathematics of the layer pages and of the notebook pages is rendered by KaTeX (no raw `\\frac` or `$$` left); each
+notebook page shows its figures; every internal link and anchor resolves; the errata link the cells that prove
+them; search finds "LayerNorm"; the code shown is the code in the package, forward above backward.
 
 Installs nothing. It skips, naming what is missing, without the [docs] extra (pip install -e ".[docs]"),
 Debian's chromium (apt-get install chromium) or docs/node_modules (npm ci --prefix docs).
@@ -140,6 +140,23 @@ def test_layer_pages_show_rendered_mathematics_and_no_raw_tex(site, visit):
     for name in MATHS_PAGES:
         page = visit.open(site / name)
         assert page.locator(".katex-display").count() >= 2, f"{name}: expected displayed formulas"
+
+
+# the prose of the notebook pages' markdown cells, without rendered formulas and code: where raw TeX would show
+_PROSE = """cells => cells.map(cell => { const copy = cell.cloneNode(true);
+    copy.querySelectorAll(".katex, code, pre").forEach(element => element.remove()); return copy.innerText; })"""
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_page_shows_rendered_mathematics_and_no_raw_tex(site, visit, name):
+    from test_notebooks_math import RAW_TEX
+
+    page = visit.open(site / "notebooks" / f"{name}.html")
+    assert page.locator(".jp-MarkdownOutput .katex").count() >= 3, f"{name}: its formulas are not rendered"
+    assert page.locator(".katex-error").count() == 0, f"{name}: KaTeX could not parse a formula"
+    for index, prose in enumerate(page.eval_on_selector_all(".jp-MarkdownOutput", _PROSE)):
+        left = RAW_TEX.findall(prose) + [raw for raw in ("$$", "\\(", "\\[") if raw in prose]
+        assert not left, f"{name}: markdown cell {index} of the page shows raw TeX {left}"
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

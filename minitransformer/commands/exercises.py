@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..exercises import grade as grading
 from ..exercises.assignment import check_writable, default_path, new_assignment, read_assignment, write_assignment
-from ..exercises.catalogue import EXERCISES
+from ..exercises.catalogue import EXERCISES, NOTEBOOK_EXERCISES
 from ..exercises.check import run_check
 from ..exercises.gradescope import build_bundle, failed_results, gradescope_results, write_results
 from ..exercises.isolation import Limits, choose_isolation
@@ -29,7 +29,8 @@ def add_arguments(parser):
     make = add_action("make", help="write a student copy of the package, tests and notebooks")
     make.add_argument("out", help="new directory for the student copy")
     make.add_argument("--only", help="comma-separated exercises or regions (layernorm.backward) to blank, of: "
-                                     f"{', '.join(exercise.name for exercise in EXERCISES)} (default: all)")
+                                     f"{', '.join(exercise.name for exercise in EXERCISES)}; with --notebooks: "
+                                     f"{', '.join(exercise.name for exercise in NOTEBOOK_EXERCISES)} (default: all)")
     make.add_argument("--notebooks", nargs="?", const="", metavar="DIR", help="also write student notebooks, "
                       "solution cells cleared, from DIR (default: the reference's notebooks/)")
     make.add_argument("--assignment", metavar="FILE", help="where to write the instructor's assignment, out of "
@@ -82,7 +83,7 @@ def run_make(args):
                          "holding the reference notebooks, or --notebooks alone for the package's own)")
     manifest = make_student_copy(args.out, only=_names(args.only), notebooks=args.notebooks is not None,
                                  notebooks_dir=args.notebooks or None)
-    print(f"wrote the student copy to {args.out}\n  exercises: {', '.join(manifest['exercises'])}\n"
+    print(f"wrote the student copy to {args.out}\n  exercises: {', '.join(manifest['exercises'] + manifest['notebook_exercises'])}\n"
           f"  blanked regions: {', '.join(manifest['regions'])}")
     for layer, needs in manifest["unavailable_layers"].items():
         print(f"  {layer} raises NotImplementedError until you write {' and '.join(needs)}")

@@ -31,6 +31,8 @@ EXERCISES = [
     Exercise("clipped_surrogate", ("ClippedSurrogateLoss",)),      # PPO's clipped objective
     Exercise("value_loss", ("ValueLoss",)),                         # PPO's value head
 ]
+# In notebooks/ only (`make --notebooks`): the nbgrader cells whose grade_id starts with the name; no region, no layer
+NOTEBOOK_EXERCISES = [Exercise(name, ()) for name in ("worked_attention", "sinusoid_shift", "distance_bias", "warmup_rule", "heads_as_a_sum", "online_softmax", "penalised_reward", "operation_counts")]
 
 
 def exercise_of(region_name):

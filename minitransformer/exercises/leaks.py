@@ -18,6 +18,7 @@ from .regions import find_regions, hint
 LEFT_OUT = "Left out of this student copy"
 _OPERATION = re.compile(r"\*\*|==|!=|<=|>=|[-+*/@%<>]|[\w\])]\(|[\w\])]\[")
 _NEGATIVE_LITERAL = re.compile(r"(?<![\w)\]])-(?=\d)")
+_HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
 _ASSIGNED = re.compile(r"^(?:return|[\w.,\[\]]+(?:\*\*|//|[-+*/@%])?=(?!=))(?P<rhs>.+)$")
 
 
@@ -125,17 +126,19 @@ def blank_file(path, relative, secrets):
 
 
 def _clear_cell(cell, selected, secrets):
-    """Clear one cell in place; returns (True if it is an exercise cell, True if it became a LEFT_OUT note).
-    An exercise cell holds solution regions or is tagged `solution` (also nbgrader's): then all of it is the answer.
-    A named region is cleared when assigned; an unnamed one or a tagged cell when the cell's nbgrader `grade_id`
-    starts with an assigned exercise (`layernorm_backward_steps`), or the cell has none."""
+    """Clear one cell in place; returns (exercise cell?, became a LEFT_OUT note?, its answer's grade_id or None). An
+    exercise cell holds solution regions or is tagged `solution` (also nbgrader's): then all of it is the answer. A
+    named region is cleared when assigned; an unnamed one or a tagged cell when the answer's grade_id (a check's is
+    `check_` + it) starts with an assigned exercise, or there is none; then its checks lose their hidden tests."""
     if cell["cell_type"] == "code":
         cell["outputs"], cell["execution_count"] = [], None
     metadata = cell.get("metadata", {})
     nbgrader = metadata.get("nbgrader", {})
-    grade_id = nbgrader.get("grade_id")                     # "layernorm_backward_steps": exercise layernorm
+    grade_id = (nbgrader.get("grade_id") or "").removeprefix("check_") or None   # "layernorm_backward_steps": layernorm
     assigned = selected is None or not grade_id or any(f"{grade_id}_".startswith(f"{exercise_of(n)}_") for n in selected)
     source = "".join(cell["source"])                        # a file may store it as a list of lines
+    if nbgrader.get("grade") and not nbgrader.get("solution") and assigned:
+        cell["source"] = source = _HIDDEN.sub("", source)
     tagged = "solution" in metadata.get("tags", []) or nbgrader.get("solution")
     if tagged and assigned and not find_regions(source, "notebook cell"):
         source = "### BEGIN SOLUTION\n### END SOLUTION\n"     # the whole cell is the answer: it gets markers
@@ -152,18 +155,22 @@ def _clear_cell(cell, selected, secrets):
         shown = ", ".join(sorted({exercise_of(name) for _, name, _ in leaks}))
         note = f"{LEFT_OUT}: this cell shows the answer to exercise {shown}."
         cell["source"] = f'# {note}\nraise NotImplementedError("{note}")\n' if cell["cell_type"] == "code" else f"*{note}*\n"
-    return bool(chosen), bool(leaks)
+    return bool(chosen), bool(leaks), grade_id
 
 
 def student_notebook(notebook, selected=None, secrets=None, left_out=None):
     """Clear `notebook` (an nbformat node or its JSON; its nbgrader metadata stays) in place for the assigned region
     names `selected` (None: all); returns its number of exercise cells. A cell still showing one of `secrets`
-    becomes a LEFT_OUT note, its index appended to the list `left_out`."""
+    becomes a LEFT_OUT note, its index appended to the list `left_out`; its exercise's cells lose their nbgrader
+    metadata (no check is left to grade an answer left out)."""
     notebook.get("metadata", {}).pop("widgets", None)
     results = [_clear_cell(cell, selected, secrets or {}) for cell in notebook["cells"]]
+    gone = {answer for _, replaced, answer in results if replaced} - {None}
+    for cell in (cell for cell, (_, _, answer) in zip(notebook["cells"], results) if answer in gone):
+        cell["metadata"].pop("nbgrader")
     if left_out is not None:
-        left_out += [index for index, (_, replaced) in enumerate(results) if replaced]
-    return sum(exercise for exercise, _ in results)
+        left_out += [index for index, (_, replaced, _) in enumerate(results) if replaced]
+    return sum(exercise for exercise, _, _ in results)
 
 
 def write_student_notebooks(source_dir, out_dir, selected, secrets):

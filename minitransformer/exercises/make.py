@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import __version__
 from ..gradcheck.cases import all_cases
-from .catalogue import EXERCISES, exercise_of
+from .catalogue import EXERCISES, NOTEBOOK_EXERCISES, exercise_of
 from .check import CHECK_SEED, EXPECTED_FILE, compute_expected
 from .leaks import blank_file, leaks_in, package_secrets, write_student_notebooks
 from .regions import blank_regions, package_regions
@@ -49,7 +49,8 @@ def select_regions(region_names, only=None):
         matches = {name for name in region_names if name == item or exercise_of(name) == item}
         if not matches:
             raise KeyError(f"--only {item!r} names no exercise or region; exercises: "
-                           f"{', '.join(sorted(e.name for e in EXERCISES))}; regions: {', '.join(sorted(region_names))}")
+                           f"{', '.join(sorted(e.name for e in EXERCISES))}; regions: {', '.join(sorted(region_names))}; "
+                           f"notebook exercises (with --notebooks): {', '.join(e.name for e in NOTEBOOK_EXERCISES)}")
         selected |= matches
     return sorted(selected)
 
@@ -120,18 +121,19 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     package = reference_package()
     regions = package_regions(package)
     check_is_reference(regions)
-    selected = select_regions(regions, only)
+    in_notebooks = [e.name for e in NOTEBOOK_EXERCISES if notebooks and (only is None or e.name in only)]
+    selected = select_regions(regions, None if only is None else [name for name in only if name not in in_notebooks])
     secrets = package_secrets(package, regions, selected)
     left_out = _copy_package(package, out / package.name, selected, regions)
     left_out += _copy_beside_package(package.parent, out, secrets)
     written_notebooks, blanked = [], []
     if notebooks:
         written_notebooks, blanked = write_student_notebooks(Path(notebooks_dir or package.parent / "notebooks"),
-                                                             out / "notebooks", set(selected), secrets)
+                                                             out / "notebooks", {*selected, *in_notebooks}, secrets)
     np.savez(out / package.name / EXPECTED_FILE.relative_to(package), **compute_expected([e.name for e in EXERCISES]))
     manifest = {"minitransformer": __version__, "exercises": _exercises(selected), "regions": selected,
                 "unavailable_layers": unavailable_layers(package, selected, regions), "left_out": left_out + blanked,
-                "notebooks": written_notebooks, "self_check": {
+                "notebooks": written_notebooks, "notebook_exercises": in_notebooks, "self_check": {
                     "seed": CHECK_SEED, "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()}}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     (out / "README.md").write_text(student_readme(manifest, regions, package.parent / "README.md"))

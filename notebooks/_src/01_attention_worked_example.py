@@ -3,17 +3,21 @@
 #
 # **Source.** Jonathan May, "Transformer Language Models", lecture notes 2025, §1.1 "Key, Query, Value
 # Attention", and the same section of his 2024 notes. The notes give three 4 × 3 matrices, then state
-# that the first position's weights come out as softmax([2, 4, 4]) ≈ [.06, .47, .47] and its result as
-# [1.9, 6.7, 1.6]. They do not print the three 4-dimensional inputs: the ones used here are our
+# that the first position's weights come out as $\operatorname{softmax}([2, 4, 4]) \approx [.06, .47, .47]$ and its
+# result as $[1.9, 6.7, 1.6]$. They do not print the three 4-dimensional inputs: the ones used here are our
 # reconstruction, consistent with every printed number (and not the only such inputs; notebook 6, E22).
 #
-# The notes call the three matrices K, Q and V. We write them `w_k`, `w_q`, `w_v` (as the package
-# does) and keep the letters q, k, v for the *projected* vectors, which is what Si Wu's slides
+# The notes call the three matrices $K$, $Q$ and $V$. We write them `w_k`, `w_q`, `w_v` (as the package
+# does) and keep the letters $q$, $k$, $v$ for the *projected* vectors, which is what Si Wu's slides
 # "Transformers" (CS 6120, Northeastern: "Final equations for one attention head") do.
 #
-# Plan: (1) one query by hand, unscaled, as printed; (2) the same with the 1/√d_k of footnote 6;
-# (3) all three positions at once; (4) the causal mask, two ways; (5) the same numbers through
+# Plan: (1) one query by hand, unscaled, as printed (an exercise); (2) the same with the $1/\sqrt{d_k}$ of
+# footnote 6; (3) all three positions at once; (4) the causal mask, two ways; (5) the same numbers through
 # `MultiHeadAttention`.
+#
+# **Exercise** (2 points): the first query by hand, in section 1. Its cell carries nbgrader's metadata: in a
+# student copy (`python -m minitransformer exercises make --only worked_attention --notebooks`, or an nbgrader
+# release) the answer is blank and a locked check cell, with hidden tests of the numbers, grades it.
 
 # %%
 import matplotlib.pyplot as plt
@@ -25,8 +29,8 @@ np.set_printoptions(precision=4, suppress=True)
 
 # %% [markdown]
 # ## The inputs (reconstructed) and the three matrices of §1.1
-# Rows of `X` are the positions x1, x2, x3. Every projection is a row vector times a matrix,
-# `q_i = x_i W_Q`, so all positions at once are `X @ w_q`.
+# Rows of `X` are the positions $x_1, x_2, x_3$. Every projection is a row vector times a matrix,
+# $q_i = x_i W_Q$, so all positions at once are `X @ w_q`.
 
 # %%
 X = np.array([[1, 0, 1, 0],
@@ -41,14 +45,43 @@ print("queries\n", q, "\nkeys\n", k, "\nvalues\n", v)
 
 # %% [markdown]
 # ## One query, unscaled, as the notes print it
-# The raw score of key j for query 1 is the dot product q1 · k_j. The notes' example leaves out the
-# division by √d_k (their footnote 6 adds it afterwards), so we ask the package for `scale=1.0`.
+# The raw score of key $j$ for query 1 is the dot product $s_j = q_1 \cdot k_j$. The weights are their
+# softmax and the output is the weighted sum of the value rows:
+#
+# $$\alpha_{1j} = \frac{e^{s_j}}{\sum_{j'} e^{s_{j'}}}, \qquad \mathrm{out}_1 = \sum_j \alpha_{1j} v_j .$$
+#
+# The notes' example leaves out the division by $\sqrt{d_k}$ (their footnote 6 adds it afterwards).
+#
+# **Exercise 1** (2 points). Compute, with plain NumPy from `q`, `k` and `v` (not the package's `softmax`):
+# `scores_1`, the three raw scores of query 1; `alpha_1`, their softmax; `out_1`, the output of position 1.
+# The check compares them with the numbers the notes print; its hidden tests compare them with the package.
+
+# %% [solution] worked_attention_by_hand
+### BEGIN SOLUTION
+scores_1 = q[0] @ k.T                                # q_1 . k_j for every key j
+alpha_1 = np.exp(scores_1) / np.exp(scores_1).sum()  # the softmax, written out
+out_1 = alpha_1 @ v                                  # the weighted sum of the value rows
+### END SOLUTION
+
+# %% [check 2] check_worked_attention_by_hand
+assert np.shape(scores_1) == (3,) and np.shape(alpha_1) == (3,) and np.shape(out_1) == (3,), "each is a 3-vector"
+assert np.isclose(np.sum(alpha_1), 1), "the weights of one query sum to 1"
+assert np.array_equal(np.round(alpha_1, 2), [0.06, 0.47, 0.47]), "the notes print alpha_1 = [.06, .47, .47]"
+### BEGIN HIDDEN TESTS
+assert np.allclose(scores_1, [2, 4, 4], rtol=0, atol=1e-12)
+assert np.allclose(alpha_1, softmax(np.array([2.0, 4.0, 4.0])), rtol=1e-12, atol=1e-15)
+assert np.allclose(out_1, ScaledDotProductAttention(scale=1.0)(q[:1], k, v)[0], rtol=1e-12, atol=1e-15)
+assert np.array_equal(np.round(out_1, 1), [1.9, 6.7, 1.6])
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The package agrees: its attention with `scale=1.0` (the notes' unscaled example) gives the same weights and
+# the output the notes print.
 
 # %%
-scores_1 = q[0] @ k.T
-alpha_1 = softmax(scores_1)
 print("scores", scores_1, " alpha_1", alpha_1)
 assert np.array_equal(scores_1, [2, 4, 4])
+assert np.allclose(alpha_1, softmax(scores_1))
 assert np.allclose(alpha_1, [0.0634, 0.4683, 0.4683], atol=5e-5)
 assert np.array_equal(np.round(alpha_1, 2), [0.06, 0.47, 0.47])     # the notes' rounding
 
@@ -59,13 +92,13 @@ assert np.allclose(out_1, alpha_1 @ v)
 assert np.array_equal(np.round(out_1, 1), [1.9, 6.7, 1.6])             # the printed result
 
 # %% [markdown]
-# The output is a weighted average of the value rows: 6 % of v1 = [1, 2, 3] and 47 % each of
-# v2 = [2, 8, 0] and v3 = [2, 6, 3], which gives [1.94, 6.68, 1.60].
+# The output is a weighted average of the value rows: 6 % of $v_1 = [1, 2, 3]$ and 47 % each of
+# $v_2 = [2, 8, 0]$ and $v_3 = [2, 6, 3]$, which gives $[1.94, 6.68, 1.60]$.
 #
 # ## With the scaling of footnote 6
 # Footnote 6 divides the scores by the square root of the key size before the softmax; here
-# d_k = 3 (the formula in the footnote has the square root; its words, "divide by the dimension",
-# drop it; see notebook 6). The package's default `scale=None` is 1/√d_k.
+# $d_k = 3$ (the formula in the footnote has the square root; its words, "divide by the dimension",
+# drop it; see notebook 6). The package's default `scale=None` is $1/\sqrt{d_k}$.
 
 # %%
 scaled = ScaledDotProductAttention()          # scale = 1/sqrt(d_k)
@@ -78,7 +111,7 @@ assert np.allclose(alpha_1_scaled.sum(), 1)
 
 # %% [markdown]
 # ## All positions at once
-# Stacking the queries as rows gives the 3 × 3 score table `q k^T`; a softmax along each row gives
+# Stacking the queries as rows gives the $3 \times 3$ score table $q k^\top$; a softmax along each row gives
 # one distribution per position, and `alpha @ v` gives every output at once. The first row is the
 # example above.
 
@@ -92,9 +125,9 @@ assert np.allclose(out_all, alpha_all @ v)       # alpha on the LEFT of the valu
 
 # %% [markdown]
 # ## The causal mask, two ways
-# A language model may not look at later positions. The notes (§1.1, the matrix M) multiply the
-# weights α by a lower-triangular 0/1 matrix *after* the softmax. The Si Wu slides ("Masking out
-# the future") put −∞ into the scores *before* the softmax, which is what the package does.
+# A language model may not look at later positions. The notes (§1.1, the matrix $M$) multiply the
+# weights $\alpha$ by a lower-triangular 0/1 matrix *after* the softmax. The Si Wu slides ("Masking out
+# the future") put $-\infty$ into the scores *before* the softmax, which is what the package does.
 # The two are not the same: after the multiplication a row no longer sums to 1. Dividing each row
 # by its sum (renormalising) turns the first into the second, because the softmax of the allowed
 # entries alone is exactly the full softmax restricted to them, divided by their total.
@@ -132,8 +165,8 @@ plt.show()
 
 # %% [markdown]
 # ## The same numbers through `MultiHeadAttention`
-# A layer of the model has square (C, C) projection matrices and an output matrix W_O. With one
-# head, C = 4, the notes' 4 × 3 matrices padded with a zero column, no biases, W_O = identity and the
+# A layer of the model has square $(C, C)$ projection matrices and an output matrix $W_O$. With one
+# head, $C = 4$, the notes' $4 \times 3$ matrices padded with a zero column, no biases, $W_O = I$ and the
 # unscaled attention, the layer must give back the worked example (plus a zero fourth coordinate).
 
 # %%
@@ -150,9 +183,9 @@ assert np.allclose(out_layer[0, :, :3], out_all) and np.allclose(out_layer[0, :,
 assert np.allclose(layer.attention.alpha[0, 0], alpha_all)      # (B, H, T, T)
 
 # %% [markdown]
-# Above, one head used all C = 4 columns (hs = 4, the fourth one the zero padding). With two heads the
-# same C = 4 is split into two heads of hs = C / H = 2 columns each, and each head is scaled by its own
-# 1/√hs = 1/√2 (the package's default). Each head attends differently; the picture shows each head's table,
+# Above, one head used all $C = 4$ columns ($hs = 4$, the fourth one the zero padding). With two heads the
+# same $C = 4$ is split into two heads of $hs = C / H = 2$ columns each, and each head is scaled by its own
+# $1/\sqrt{hs} = 1/\sqrt{2}$ (the package's default). Each head attends differently; the picture shows each head's table,
 # both on one colour scale.
 
 # %%

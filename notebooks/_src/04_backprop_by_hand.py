@@ -14,7 +14,8 @@
 #
 # **Exercises.** Each derivation is an exercise: a cell whose answer sits between the two solution
 # markers, followed by a locked check cell worth points, which compares the answer with central
-# differences. In this (reference) notebook the answers are filled in; in a student copy
+# differences; hidden tests (nbgrader's, left out of a student copy) check the numbers. In this (reference)
+# notebook the answers are filled in; in a student copy
 # (`python -m minitransformer exercises make --notebooks`, or an nbgrader release) they are blank and
 # the notebook runs up to the first one. The cells carry nbgrader's metadata, so an nbgrader course can
 # release and autograde them (7 points).
@@ -31,14 +32,18 @@ np.set_printoptions(precision=4, suppress=True)
 
 # %% [markdown]
 # ## 1. Softmax: the Jacobian, and why we never build it
-# With y = softmax(x), y_i = e^{x_i} / Σ_j e^{x_j}. Both the numerator and the sum depend on x, so the
-# quotient rule has two cases: ∂y_i/∂x_i, where the numerator and the sum both move, and ∂y_i/∂x_j
-# for j ≠ i, where only the sum moves. Both can be written with the y's alone.
+# With $y = \operatorname{softmax}(x)$,
+#
+# $$y_i = \frac{e^{x_i}}{\sum_j e^{x_j}}.$$
+#
+# Both the numerator and the sum depend on $x$, so the quotient rule has two cases: $\partial y_i / \partial x_i$,
+# where the numerator and the sum both move, and $\partial y_i / \partial x_j$ for $j \ne i$, where only the sum
+# moves. Both can be written with the $y$'s alone.
 #
 # **Exercise 1** (1 point). Write
-# * `J`, the T × T Jacobian, J[i, j] = ∂y_i/∂x_j, from `y` alone;
-# * `dx_softmax`, the backward pass Jᵀ dy, *without* building J: one multiply, one dot product and one
-#   subtraction, O(T) instead of O(T²). That is what the package's `softmax_backward` computes.
+# * `J`, the $T \times T$ Jacobian, $J_{ij} = \partial y_i / \partial x_j$, from `y` alone;
+# * `dx_softmax`, the backward pass $J^\top dy$, *without* building $J$: one multiply, one dot product and one
+#   subtraction, $O(T)$ instead of $O(T^2)$. That is what the package's `softmax_backward` computes.
 
 # %%
 x = rng.standard_normal(5)
@@ -54,13 +59,16 @@ dx_softmax = y * (dy - y @ dy)
 ### END SOLUTION
 
 # %% [check 1] check_softmax_jacobian
-J_numeric = np.array([numerical_gradient(lambda i=i: softmax(x)[i], x) for i in range(len(x))])   # row i: dy_i/dx
 assert np.shape(J) == (5, 5), f"J has shape {np.shape(J)}, expected (5, 5)"
+assert np.shape(dx_softmax) == (5,), f"dx_softmax has shape {np.shape(dx_softmax)}, expected (5,)"
+### BEGIN HIDDEN TESTS
+J_numeric = np.array([numerical_gradient(lambda i=i: softmax(x)[i], x) for i in range(len(x))])   # row i: dy_i/dx
 assert np.allclose(J, J_numeric, atol=1e-8), f"J differs from central differences by {np.abs(J - J_numeric).max():.1e}"
 assert np.allclose(dx_softmax, J_numeric.T @ dy, atol=1e-8), "dx_softmax is not J^T dy"
+### END HIDDEN TESTS
 
 # %% [markdown]
-# J is symmetric and its rows sum to 0 (adding a constant to every x changes nothing). The package's
+# $J$ is symmetric and its rows sum to 0 (adding a constant to every x changes nothing). The package's
 # `softmax_backward` gives the same product, and the checker agrees with it on a batch of rows:
 
 # %%
@@ -73,13 +81,15 @@ report.assert_ok(1e-7)
 
 # %% [markdown]
 # ## 2. LayerNorm's backward, step by step
-# The forward pass over one vector x of length C, as the package's `LayerNorm.forward` numbers it:
+# The forward pass over one vector $x$ of length $C$, as the package's `LayerNorm.forward` numbers it:
 #
-# 1. μ = mean(x) 2. c = x − μ 3. σ² = mean(c²) 4. r = 1/√(σ² + ε) 5. x̂ = c r 6. y = γ x̂ + β
+# $$\text{1. } \mu = \tfrac{1}{C}\textstyle\sum_i x_i \quad \text{2. } c = x - \mu \quad
+# \text{3. } \sigma^2 = \tfrac{1}{C}\textstyle\sum_i c_i^2 \quad \text{4. } r = 1/\sqrt{\sigma^2 + \varepsilon} \quad
+# \text{5. } \hat{x} = c\, r \quad \text{6. } y = \gamma \hat{x} + \beta$$
 #
 # **Exercise 2a** (1 point). Compute the intermediate values `mu`, `c`, `var`, `r` and `xhat` of steps
 # 1 to 5 for the vector `x` below, one line per step; the backward needs them. The check compares
-# γ x̂ + β with the package's layer.
+# $\gamma \hat{x} + \beta$ with the package's layer.
 
 # %%
 C, eps = 6, 1e-5
@@ -100,22 +110,26 @@ xhat = c * r                           # 5.
 ### END SOLUTION
 
 # %% [check 1] check_layernorm_forward_steps
-assert np.allclose(gamma * xhat + beta, layer(x)), "gamma * xhat + beta differs from the package's LayerNorm"
+assert np.shape(xhat) == (C,) and np.shape(c) == (C,), "c and xhat are vectors of length C"
 assert np.isclose(np.mean(c), 0) and np.isclose(np.mean(xhat), 0), "c and xhat should have mean 0"
+### BEGIN HIDDEN TESTS
+assert np.allclose(gamma * xhat + beta, layer(x)), "gamma * xhat + beta differs from the package's LayerNorm"
+assert np.isclose(mu, np.mean(x)) and np.isclose(var, np.var(x)) and np.isclose(r, 1 / np.sqrt(np.var(x) + eps))
+### END HIDDEN TESTS
 
 # %% [markdown]
-# **Exercise 2b** (2 points). Undo the steps in reverse, one line per step. With g := ∂L/∂x̂:
+# **Exercise 2b** (2 points). Undo the steps in reverse, one line per step. With $g := \partial L / \partial \hat{x}$:
 #
 # * undo 6: the parameter gradients `dgamma`, `dbeta`, and `g`;
-# * undo 5: x̂ depends on c directly and through r (which depends on σ², which depends on c):
-#   `dc_direct`, the direct path's share of ∂L/∂c, and `dr`, the gradient at r;
-# * undo 4: `dvar`, the gradient at σ²;
-# * undo 3: `dc`, the direct share plus the share σ² = mean(c²) sends back;
-# * undo 2 and 1: `dx_by_hand`, the gradient at x;
-# * then collect the terms into one expression in g, x̂ and r: `dx_one_line`.
+# * undo 5: $\hat{x}$ depends on $c$ directly and through $r$ (which depends on $\sigma^2$, which depends on $c$):
+#   `dc_direct`, the direct path's share of $\partial L / \partial c$, and `dr`, the gradient at $r$;
+# * undo 4: `dvar`, the gradient at $\sigma^2$;
+# * undo 3: `dc`, the direct share plus the share $\sigma^2 = \operatorname{mean}(c^2)$ sends back;
+# * undo 2 and 1: `dx_by_hand`, the gradient at $x$;
+# * then collect the terms into one expression in $g$, $\hat{x}$ and $r$: `dx_one_line`.
 #
-# The check compares g, dr and dc_direct with central differences of the steps they undo, and
-# dgamma, dbeta, dx_by_hand and dx_one_line with central differences of the package's layer.
+# The check compares `g`, `dr` and `dc_direct` with central differences of the steps they undo, and
+# `dgamma`, `dbeta`, `dx_by_hand` and `dx_one_line` with central differences of the package's layer.
 
 # %% [solution] layernorm_backward_steps
 ### BEGIN SOLUTION
@@ -130,6 +144,9 @@ dx_one_line = r * (g - g.mean() - xhat * np.mean(g * xhat))
 ### END SOLUTION
 
 # %% [check 2] check_layernorm_backward_steps
+assert all(np.shape(a) == (C,) for a in (dgamma, dbeta, g, dc_direct, dc, dx_by_hand, dx_one_line)), "vectors of length C"
+assert np.ndim(dr) == 0 and np.ndim(dvar) == 0, "dr and dvar are numbers: r and var are"
+### BEGIN HIDDEN TESTS
 xhat_, r_, c_, x_ = xhat.copy(), np.array([r]), c.copy(), x.copy()        # copies for central differences
 assert np.allclose(g, numerical_gradient(lambda: np.sum(dy * (gamma * xhat_ + beta)), xhat_)), "g is wrong"
 assert np.allclose(dr, numerical_gradient(lambda: np.sum(dy * (gamma * c * r_[0] + beta)), r_)[0]), "dr is wrong"
@@ -139,6 +156,7 @@ assert np.allclose(dx_by_hand, dx_numeric), f"dx_by_hand is off by {np.abs(dx_by
 assert np.allclose(dx_one_line, dx_numeric), f"dx_one_line is off by {np.abs(dx_one_line - dx_numeric).max():.1e}"
 assert np.allclose(dgamma, numerical_gradient(lambda: np.sum(dy * layer(x)), layer.gamma.data)), "dgamma is wrong"
 assert np.allclose(dbeta, numerical_gradient(lambda: np.sum(dy * layer(x)), layer.beta.data)), "dbeta is wrong"
+### END HIDDEN TESTS
 
 # %% [markdown]
 # The package's `LayerNorm.backward` computes the one-line form on every row at once. The step-by-step
@@ -159,17 +177,19 @@ layernorm_report.assert_ok(1e-7)
 # %% [markdown]
 # ## 3. Attention's backward
 # Forward (the package's `ScaledDotProductAttention`, numbered as in its source):
-# 1. S = q kᵀ 2. S ← s · S (s = 1/√d_k) 3. masked entries ← −∞ 4. α = softmax(S) row by row
-# 5. out = α v.
+#
+# $$\text{1. } S = q k^\top \quad \text{2. } S \leftarrow s\, S \;\; (s = 1/\sqrt{d_k}) \quad
+# \text{3. masked entries} \leftarrow -\infty \quad \text{4. } \alpha = \operatorname{softmax}(S) \text{ row by row}
+# \quad \text{5. } \mathrm{out} = \alpha v$$
 #
 # **Exercise 3** (2 points). Undo the steps, one line each, with plain NumPy on the single sequence
-# below (`alpha` is the package's α for it):
+# below (`alpha` is the package's $\alpha$ for it):
 # * undo 5: `dalpha` and `dv` (the two factors of a matrix product swap roles);
 # * undo 4: `dS`, softmax's backward row by row (section 1);
-# * undo 3: a masked entry has α = 0, so its dS is 0 already: no code of its own;
+# * undo 3: a masked entry has $\alpha = 0$, so its `dS` is 0 already: no code of its own;
 # * undo 2, then 1: scale `dS`, then `dq` and `dk`.
 #
-# The check compares dalpha with central differences of step 5, and dq, dk, dv with central
+# The check compares `dalpha` with central differences of step 5, and `dq`, `dk`, `dv` with central
 # differences of the package's attention (causal).
 
 # %%
@@ -190,11 +210,15 @@ dq, dk = dS @ k, dS.T @ q                                                # undo 
 ### END SOLUTION
 
 # %% [check 2] check_attention_backward_steps
+assert np.shape(dalpha) == (T, T) and np.shape(dS) == (T, T), "dalpha and dS have alpha's shape (T, T)"
+assert np.shape(dq) == q.shape and np.shape(dk) == k.shape and np.shape(dv) == v.shape, "dq, dk, dv: q, k, v's shapes"
+### BEGIN HIDDEN TESTS
 alpha_ = alpha.copy()
 assert np.allclose(dalpha, numerical_gradient(lambda: np.sum((alpha_ @ v) * dout), alpha_)), "dalpha is wrong"
 for name, mine, array in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
     numeric = numerical_gradient(lambda: np.sum(ScaledDotProductAttention(causal=True)(q, k, v) * dout), array)
     assert np.allclose(mine, numeric, atol=1e-8), f"{name} is off by {np.abs(mine - numeric).max():.1e}"
+### END HIDDEN TESTS
 
 # %% [markdown]
 # The package agrees. Under the causal mask the first query sees only the first key: its weight is 1
@@ -220,12 +244,13 @@ print(attention_errors)
 # Two classic mistakes, written as subclasses whose only change is the broken `backward` (a
 # demonstration of a bug, not a replacement for the package's code):
 #
-# * LayerNorm without the variance path (forgetting that σ depends on x);
-# * softmax with dx = y ⊙ dy, forgetting the −y yᵀ part of the Jacobian.
+# * LayerNorm without the variance path (forgetting that $\sigma$ depends on $x$);
+# * softmax with $dx = y \odot dy$, forgetting the $-y y^\top$ part of the Jacobian.
 #
 # **Exercise 4** (1 point). Write the first: `LayerNormWithoutVariancePath`, a subclass of
-# `LayerNorm` whose `backward(dout)` (dout of shape (..., C)) accumulates the right `gamma.grad` and
-# `beta.grad` but returns the gradient at x *without* the x̂ · mean(g ⊙ x̂) term of section 2. The
+# `LayerNorm` whose `backward(dout)` (`dout` of shape $(\dots, C)$) accumulates the right `gamma.grad` and
+# `beta.grad` but returns the gradient at $x$ *without* the $\hat{x} \cdot \operatorname{mean}(g \odot \hat{x})$
+# term of section 2. The
 # check asserts the checker catches it, in the input and not in the parameters. The second mistake
 # is given.
 
@@ -240,13 +265,22 @@ class LayerNormWithoutVariancePath(LayerNorm):
 ### END SOLUTION
 
 # %% [check 1] check_layernorm_without_variance_path
+assert issubclass(LayerNormWithoutVariancePath, LayerNorm), "a subclass of LayerNorm"
 wrong_layernorm = check_module(LayerNormWithoutVariancePath(6), [rng.standard_normal((2, 3, 6))])
+### BEGIN HIDDEN TESTS
 assert [f.name for f in wrong_layernorm.failures(1e-7)] == ["input 0"], \
     "the checker should fail the input only: the parameter gradients stay right"
 assert wrong_layernorm.worst_input_error > 1e-2
+probe = LayerNormWithoutVariancePath(6)
+x_probe, dout_probe = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+probe(x_probe)
+g_probe = dout_probe * probe.gamma.data
+expected = probe.rstd * (g_probe - g_probe.mean(axis=-1, keepdims=True))
+assert np.allclose(probe.backward(dout_probe), expected), "the gradient at x, less the variance path's term"
+### END HIDDEN TESTS
 
 # %% [markdown]
-# A correct backward scores a relative error around 1e-10 in float64; a wrong one is off by a
+# A correct backward scores a relative error around $10^{-10}$ in float64; a wrong one is off by a
 # visible fraction, and the report names the input and the coordinate that is worst.
 
 # %%
@@ -268,9 +302,9 @@ for name, report in wrong_reports.items():
 # %% [markdown]
 # ## The picture: relative errors of right and wrong backward passes, and the choice of step
 # Left: the worst relative error of each check on a log scale; the dashed line is the bar the test
-# suite uses (1e-7). Right: the checker's error for LayerNorm as the finite-difference step ε
-# shrinks: the truncation error falls like ε² until rounding error (about 1e-16 / ε) takes over, which
-# is why the checker uses ε = 1e-5 and why it runs in float64.
+# suite uses ($10^{-7}$). Right: the checker's error for LayerNorm as the finite-difference step $\varepsilon$
+# shrinks: the truncation error falls like $\varepsilon^2$ until rounding error (about $10^{-16} / \varepsilon$)
+# takes over, which is why the checker uses $\varepsilon = 10^{-5}$ and why it runs in float64.
 
 # %%
 errors = {"softmax": check_module(Softmax(), [rng.standard_normal((3, 6))]).worst_input_error,

@@ -19,7 +19,7 @@
 # "parameters" · E7 the BPE listing, which merges nothing · E8 the Kumar slides' softmax numbers ·
 # E9 the [1 × N] position-embedding matrix · E10 the residual "concatenation" · E11 GPT's objective
 # called masked · E12 the BLEU definitions · E13 the relative-position "skewing" listing ·
-# E14 Wu's block reads keys and values from an undefined x¹ · E15 Wu's parallel block is post-norm ·
+# E14 Wu's block reads keys and values from an undefined vector · E15 Wu's parallel block is post-norm ·
 # E16 "96 layers: GPT-3-large" · E17 the "N × d" result of one head · E18 Wu's i written for j ·
 # E19 the warm-up rule does not decay to 0 · E20 "WebText based on Common Crawl" · E21 the 2024 notes'
 # misspelt link · E22 the worked example's inputs are not printed.
@@ -54,11 +54,11 @@ np.set_printoptions(precision=4, suppress=True)
 
 # %% [markdown]
 # ## E1. The sinusoidal formula (notes 2024 and 2025, §1.4)
-# **Printed:** p_n^(i) = n × sin(w_k) if i = 2k, n × cos(w_k) if i = 2k + 2.
+# **Printed:** $p_n^{(i)} = n \times \sin(\omega_k)$ if $i = 2k$, $n \times \cos(\omega_k)$ if $i = 2k + 2$.
 # **Correct** (Vaswani et al. 2017; also the survey note §3, eq. 17, and the Kumar slides):
-# sin(n · w_k) at i = 2k and cos(n · w_k) at i = 2k + 1.
+# $\sin(n \, \omega_k)$ at $i = 2k$ and $\cos(n \, \omega_k)$ at $i = 2k + 1$.
 #
-# Two separate slips. (a) The position belongs *inside* the sine: n × sin(w_k) is a straight line in
+# Two separate slips. (a) The position belongs *inside* the sine: $n \times \sin(\omega_k)$ is a straight line in
 # n, unbounded, and makes every position vector a multiple of the first. (b) 2k + 2 is even, so the
 # cosines land on the sine slots of the next frequency and the odd slots stay empty. Notebook 2 shows
 # the full picture; here are the two facts in numbers.
@@ -98,9 +98,9 @@ assert np.allclose(masked.alpha, (alpha * M) / row_sums[:, None])
 
 # %% [markdown]
 # ## E3. "Vα" (2024) and "XVα" (2025), §1.1
-# The rows of X are the positions; the values are the rows of X W_V, a (T × d_v) matrix; α is (T × T)
-# with one row per query. Each output row is a weighted sum of value rows, i.e. α (X W_V): α on the
-# **left**. In the printed order the shapes do not even fit unless d_v = T, and when they happen to fit
+# The rows of $X$ are the positions; the values are the rows of $X W_V$, a $(T \times d_v)$ matrix; $\alpha$ is $(T \times T)$
+# with one row per query. Each output row is a weighted sum of value rows, i.e. $\alpha (X W_V)$: $\alpha$ on the
+# **left**. In the printed order the shapes do not even fit unless $d_v = T$, and when they happen to fit
 # the result is something else.
 
 # %%
@@ -122,11 +122,11 @@ assert not np.allclose(square_values @ alpha, alpha @ square_values)
 
 # %% [markdown]
 # ## E4. Footnote 6 in words (notes 2024 and 2025, §1.1)
-# The formula in the footnote divides the scores by √|K|, but the sentence after it says "divide by
+# The formula in the footnote divides the scores by $\sqrt{|K|}$, but the sentence after it says "divide by
 # the dimension of K". The square root matters: with unit-variance entries a dot product of two
-# d_k-vectors has standard deviation √d_k, so dividing by √d_k brings the scores back to unit scale,
-# while dividing by d_k shrinks them to 1/√d_k and makes the attention nearly uniform. (|K| must
-# also be read as the key size d_k per head, not the size of the matrix K.)
+# $d_k$-vectors has standard deviation $\sqrt{d_k}$, so dividing by $\sqrt{d_k}$ brings the scores back to unit scale,
+# while dividing by $d_k$ shrinks them to $1/\sqrt{d_k}$ and makes the attention nearly uniform. ($|K|$ must
+# also be read as the key size $d_k$ per head, not the size of the matrix $K$.)
 
 # %%
 d_k = 64
@@ -141,8 +141,8 @@ assert peak_dim < 0.2 < peak_sqrt                    # dividing by d_k: close to
 
 # %% [markdown]
 # ## E5. An extra ReLU around the feed-forward layer (notes 2024 and 2025, §1)
-# The notes write the position-wise layer as max(0, max(0, x W_1 + b_1) W_2 + b_2). The paper (and the
-# Si Wu slides, "FFN(x) = ReLU(x W_1 + b_1) W_2 + b_2") have only the inner ReLU: the second linear map
+# The notes write the position-wise layer as $\max(0, \max(0, x W_1 + b_1) W_2 + b_2)$. The paper (and the
+# Si Wu slides, "$\mathrm{FFN}(x) = \mathrm{ReLU}(x W_1 + b_1) W_2 + b_2$") have only the inner ReLU: the second linear map
 # writes into the residual stream, and it must be able to *subtract* as well as add. With the outer
 # ReLU every feed-forward update would be non-negative.
 
@@ -217,10 +217,10 @@ assert not any(printed_pattern.search(word) for word in ["n e w e s t </w>", "e 
 # %% [markdown]
 # ## E8. The softmax numbers on the Kumar slides ("Step 3")
 # The slides compute the scores 92, 124, 22, 8 of one query against four keys, divide them by 8
-# (= √64) and print the weights a_2 = .91, a_3 = .01, a_4 = 0 (so a_1 would be about .08). The actual
+# ($= \sqrt{64}$) and print the weights $a_2 = .91$, $a_3 = .01$, $a_4 = 0$ (so $a_1$ would be about .08). The actual
 # softmax of [11.5, 15.5, 2.75, 1] is about [.018, .982, .000003, .0000005]: a 4-point gap in the
-# scaled scores is a factor e^4 ≈ 55 in weight, and a gap of 12.75 is a factor of about 340,000.
-# No other divisor reproduces the printed pair either: the one that makes a_2 = .91 makes a_3 about
+# scaled scores is a factor $e^4 \approx 55$ in weight, and a gap of 12.75 is a factor of about 340,000.
+# No other divisor reproduces the printed pair either: the one that makes $a_2 = .91$ makes $a_3$ about
 # .0006, not .01 (the plot).
 
 # %%
@@ -246,7 +246,7 @@ plt.show()
 
 # %% [markdown]
 # ## E9. The position-embedding matrix of shape [1 × N] (Si Wu slides, "Position Embeddings")
-# The slides ask to learn E_pos "of shape [1 × N]". A learned table holds one d-dimensional vector per
+# The slides ask to learn $E_\mathrm{pos}$ "of shape [1 × N]". A learned table holds one d-dimensional vector per
 # position, [N × d] (N positions up to the maximum length), so that it can be added row by row to the
 # [N × d] token embeddings X, as the same slides do two pages earlier. A [1 × N] row cannot be added
 # to X at all unless N = d, and then it would add the same row to every position.
@@ -304,8 +304,8 @@ print([name for name, _ in decoder.named_children()])
 # "continued to use the masked language modeling". Its own eq. (18) is the left-to-right objective:
 # each token is predicted from the k tokens *before* it, and the decoder's attention is causal. A
 # masked LM (BERT, Strabel §8) hides some tokens and predicts them from both sides. (Eq. (22) also
-# lost its parentheses: L_3(C) = L_2(C) + λ L_1(C); and eq. (21) calls the last layer's state h_l^m
-# where eq. (19) numbers the layers 1 … n, so it is h_n^m.)
+# lost its parentheses: $L_3(C) = L_2(C) + \lambda L_1(C)$; and eq. (21) calls the last layer's state $h_l^m$
+# where eq. (19) numbers the layers $1 \dots n$, so it is $h_n^m$.)
 #
 # The computation: in a GPT the prediction at position t cannot depend on any later token. Changing
 # the tokens after t leaves every logit up to t unchanged, to the last bit; in the package's masked LM
@@ -327,16 +327,16 @@ assert not np.allclose(bert(ids)[:, :6], bert(changed)[:, :6])
 # %% [markdown]
 # ## E12. The BLEU definitions (Strabel §1.3)
 # **Definition 1.3, the substring count.** The note counts the positions i with i + M ≤ K and
-# y_i … y_{i+M} = s, where s has M symbols. But y_i … y_{i+M} has M + 1 symbols, so it never equals s and
+# $y_i \dots y_{i+M} = s$, where $s$ has $M$ symbols. But $y_i \dots y_{i+M}$ has $M + 1$ symbols, so it never equals $s$ and
 # every count is 0; the modified precision of Definition 1.4 then divides 0 by 0. Reading the window as
-# the M symbols y_i … y_{i+M−1} but keeping the bound i + M ≤ K is still wrong: it stops one start early
+# the $M$ symbols $y_i \dots y_{i+M-1}$ but keeping the bound $i + M \le K$ is still wrong: it stops one start early
 # and never counts the n-gram that ends the sentence. Right:
-# i = 1 … K − M + 1 with the window y_i … y_{i+M−1}. The two functions below write the two wrong readings
+# $i = 1 \dots K - M + 1$ with the window $y_i \dots y_{i+M-1}$. The two functions below write the two wrong readings
 # literally, with 1-based i; the package's `ngram_counts` (in `minitransformer.generation.bleu`) is the right one.
 # (Definitions 1.4 and 1.5 also reuse M for the number of sentences.)
 #
 # **§1.3.1 and eq. (10).** The heading "Bilingual Evaluation Understudy (BLEU)" has no formula under it:
-# BLEU = BP · exp(Σ_n w_n log p_n), with w_n = 1/4 for n = 1 … 4. And eq. (10) picks, per sentence, the
+# $\mathrm{BLEU} = \mathrm{BP} \cdot \exp\left(\sum_n w_n \log p_n\right)$, with $w_n = 1/4$ for $n = 1 \dots 4$. And eq. (10) picks, per sentence, the
 # reference length closest to the candidate's without saying what to do on a tie; Papineni et al.'s
 # script takes the shorter (so does `minitransformer.generation.bleu`), and the choice changes the brevity penalty
 # of eq. (8). (And the plural of corpus, in Definitions 1.4 and 1.5, is corpora.)
@@ -368,22 +368,22 @@ assert r == 2 and brevity_penalty(c, 2) == 1 and np.isclose(brevity_penalty(c, 6
 # %% [markdown]
 # ## E13. The relative-position "skewing" listing (Strabel §11, Algorithm 1)
 # Algorithm 1 computes relative-position logits with the skewing trick of the Music Transformer
-# (Huang et al. 2018): multiply by the table of relative embeddings E^r, pad a zero column on the left,
-# reshape the (L × (L+1)) result to ((L+1) × L), drop the first row. Row r of E^r embeds the relative
+# (Huang et al. 2018): multiply by the table of relative embeddings $E^r$, pad a zero column on the left,
+# reshape the $(L \times (L+1))$ result to $((L+1) \times L)$, drop the first row. Row $r$ of $E^r$ embeds the relative
 # distance r − (L − 1), from −(L − 1) up to 0 (the paper's order; the note does not say). After
-# skewing, entry (i, j) is q_i · e_{j−i}, which is what a causal query i needs for every key j ≤ i.
+# skewing, entry $(i, j)$ is $q_i \cdot e_{j-i}$, which is what a causal query $i$ needs for every key $j \le i$.
 # Three slips (see also `tests/test_relative_position.py`):
 #
 # 1. **The mask covers the wrong triangle.** Before skewing the listing multiplies by the
-#    lower-triangular "m_ij = 1 if i ≥ j". The entries that the skew moves into the causal (lower)
+#    lower-triangular "$m_{ij} = 1$ if $i \ge j$". The entries that the skew moves into the causal (lower)
 #    triangle are those on or below the anti-diagonal (0-based j ≥ L − 1 − i); the printed mask zeroes
 #    some of them, including every query's score with itself except the last. With the anti-diagonal
 #    mask, or with no mask at all (attention's causal mask removes the upper triangle later anyway, which
 #    is why the package's `skew` has no mask step), the result is right.
 # 2. **Step 6's index range contradicts its shape:** C is declared (L + 1) × L but i runs only to L,
 #    and step 7 then reads row L + 1.
-# 3. **Step 1 uses the input X, not the queries.** In the paper the skewed product is Q E^rᵀ per head,
-#    with Q = X W_Q and E^r of the head's width, added to Q Kᵀ before the scaling and the softmax.
+# 3. **Step 1 uses the input X, not the queries.** In the paper the skewed product is $Q {E^r}^\top$ per head,
+#    with $Q = X W_Q$ and $E^r$ of the head's width, added to $Q K^\top$ before the scaling and the softmax.
 #
 # The function below follows the seven printed steps literally (with the queries, per point 3), the
 # mask as a parameter.
@@ -422,15 +422,15 @@ for ax, (matrix, title) in zip(axes, [(wanted, "q_i · e_(j−i), j ≤ i"), (as
 plt.tight_layout(); plt.show()
 
 # %% [markdown]
-# ## E14. Wu's block takes keys and values from an undefined x¹ ("Putting together a single transformer block")
-# The slide writes the attention step as t²ᵢ = MultiHeadAttention(t¹ᵢ, [x¹₁, …, x¹_N]): the query is the
-# normalised t¹ᵢ = LayerNorm(xᵢ), but the keys and values come from vectors x¹ⱼ that the slide never
-# defines. In the pre-norm block the slide is describing (and in the package's `TransformerBlock`), keys and
-# values come from the same normalised vectors as the queries: [t¹₁, …, t¹_N]. Reading x¹ as the raw
-# input x gives a different block. Both are computed below with one block's own sublayers (`attn` with
+# ## E14. Wu's block takes keys and values from an undefined vector ("Putting together a single transformer block")
+# The slide writes the attention step as $t^2_i = \mathrm{MultiHeadAttention}(t^1_i, [x^1_1, \dots, x^1_N])$: the
+# query is the normalised $t^1_i = \mathrm{LayerNorm}(x_i)$, but the keys and values come from vectors $x^1_j$
+# that the slide never defines. In the pre-norm block the slide is describing (and in the package's
+# `TransformerBlock`), keys and values come from the same normalised vectors as the queries:
+# $[t^1_1, \dots, t^1_N]$. Reading $x^1$ as the raw input $x$ gives a different block. Both are computed below with one block's own sublayers (`attn` with
 # `context=` for the keys and values), on residual streams of several scales: the gap is smallest when x is
 # already of unit scale and grows as its scale moves away from 1, because LayerNorm removes the scale from
-# t¹ but not from x (the printed numbers below: about 0.8 at scale 1, 2.6 at scale 2, 6.6 at scale 4).
+# $t^1$ but not from $x$ (the printed numbers below: about 0.8 at scale 1, 2.6 at scale 2, 6.6 at scale 4).
 
 # %%
 from minitransformer import MultiHeadAttention, noam_rate
@@ -453,8 +453,9 @@ assert gaps[4.0] > gaps[2.0] > gaps[1.0] < gaps[0.5]        # larger as the scal
 # %% [markdown]
 # ## E15. Wu's "Parallelizing Multi-head Attention" block is post-norm; the deck says pre-norm
 # The same deck announces "we are using the pre-norm version" and writes the per-token equations that way
-# (t¹ = LayerNorm(x), …, h = t⁵ + t³), but the matrix form on the parallelising slide is
-# O = LayerNorm(X + MultiHeadAttention(X)), H = LayerNorm(O + FFN(O)), and the list T¹ … H below it: the
+# ($t^1 = \mathrm{LayerNorm}(x), \dots, h = t^5 + t^3$), but the matrix form on the parallelising slide is
+# $O = \mathrm{LayerNorm}(X + \mathrm{MultiHeadAttention}(X))$, $H = \mathrm{LayerNorm}(O + \mathrm{FFN}(O))$, and
+# the list $T^1 \dots H$ below it: the
 # post-norm block of Vaswani et al. (2017). The two are different functions of the same weights. Two
 # package blocks built with one seed share every weight; their outputs differ (notebook 11 compares the
 # two in depth).
@@ -474,10 +475,10 @@ assert norm_gaps[1.0] > 1 and norm_gaps[2.0] > 3
 
 # %% [markdown]
 # ## E16. "96 layers: GPT-3-large" (Wu, "LLMs and transformer blocks")
-# In the GPT-3 paper (Brown et al. 2020, Table 2.1) the model called GPT-3 Large has 24 layers, d_model =
-# 1536, 760 M parameters; the 96-layer model is the largest one, GPT-3 175B (d_model = 12288, 96 heads). The
+# In the GPT-3 paper (Brown et al. 2020, Table 2.1) the model called GPT-3 Large has 24 layers,
+# $d_\mathrm{model} = 1536$, 760 M parameters; the 96-layer model is the largest one, GPT-3 175B ($d_\mathrm{model} = 12288$, 96 heads). The
 # layer count and width fix the parameter count: the package's `GPT` has V·C + T·C embedding weights, then
-# per layer 12·C² + 13·C, and 2·C for the final LayerNorm, which we first check against `num_parameters()` of
+# per layer $12 C^2 + 13 C$, and $2 C$ for the final LayerNorm, which we first check against `num_parameters()` of
 # a small GPT, then apply to GPT-3's sizes (V = 50257, T = 2048; GPT-3's feed-forward is 4·C wide, as here).
 # With 24 layers of 1536 the count is GPT-3 Large's 760 M; 96 layers of 1536 would be 2.8 B; 96 layers of
 # 12288 give the 175 B model.
@@ -500,11 +501,11 @@ assert abs(counts["96 layers, C = 12288 (GPT-3 175B)"] / 175e9 - 1) < 0.01
 assert counts["96 layers, C = 1536"] > 3 * 760e6
 
 # %% [markdown]
-# ## E17. One attention head's result is N × d_v, not "N × d" (Wu, "Parallelizing attention")
-# The slide multiplies softmax(QKᵀ/√d_k) by V "resulting in a matrix of shape N × d". V = X W^V is
-# N × d_v, and the product has V's width; the same deck says two slides earlier that the projections may
-# go to a lower dimension d_k. With h heads of width d/h each head's result is N × d/h; only after the
-# concatenation and W^O is it N × d again.
+# ## E17. One attention head's result has the values' width, not "N × d" (Wu, "Parallelizing attention")
+# The slide multiplies $\operatorname{softmax}(Q K^\top / \sqrt{d_k})$ by $V$ "resulting in a matrix of shape N × d". $V = X W^V$ is
+# $N \times d_v$, and the product has $V$'s width; the same deck says two slides earlier that the projections may
+# go to a lower dimension $d_k$. With $h$ heads of width $d/h$ each head's result is $N \times d/h$; only after the
+# concatenation and $W^O$ is it $N \times d$ again.
 
 # %%
 N, d, d_k, d_v = 5, 12, 4, 3
@@ -520,11 +521,11 @@ assert out.shape == (1, N, d)                                           # N x d 
 
 # %% [markdown]
 # ## E18. Wu's attention-head slides write i where j is meant ("Attention head", "An Actual Attention Head")
-# Printed: score(xᵢ, xᵢ) = xᵢ · xᵢ; aᵢ = Σ_{i≤i} αᵢⱼ xⱼ; "key and value of preceding word xᵢ"; "dot
-# product between qᵢ and kᵢ"; "similarity of current element xᵢ with some prior element xᵢ". Each should
-# pair the current position i with a preceding position j: score(xᵢ, xⱼ) = xᵢ · xⱼ, Σ_{j≤i}, the key of xⱼ,
-# qᵢ · kⱼ (as the deck's own "Final equations for one attention head" has it). Taken literally, score(xᵢ, xᵢ)
-# is the same number for every j, so the softmax over j is uniform and every position gets the plain
+# Printed: $\mathrm{score}(x_i, x_i) = x_i \cdot x_i$; $a_i = \sum_{i \le i} \alpha_{ij} x_j$; "key and value of preceding word $x_i$"; "dot
+# product between $q_i$ and $k_i$"; "similarity of current element $x_i$ with some prior element $x_i$". Each should
+# pair the current position $i$ with a preceding position $j$: $\mathrm{score}(x_i, x_j) = x_i \cdot x_j$, $\sum_{j \le i}$, the key of $x_j$,
+# $q_i \cdot k_j$ (as the deck's own "Final equations for one attention head" has it). Taken literally, $\mathrm{score}(x_i, x_i)$
+# is the same number for every $j$, so the softmax over $j$ is uniform and every position gets the plain
 # average of its prefix, whatever the words. We give the package's attention those row-constant scores as
 # a score bias (with zero queries) and compare.
 
@@ -544,9 +545,9 @@ print("weights of the last position, as printed:", literal.alpha[-1].round(3), "
 
 # %% [markdown]
 # ## E19. The warm-up rule does not "decay to 0" (the notes 2025, §1.6)
-# The notes summarise Vaswani et al.'s rule, rate = d_model^−0.5 · min(step^−0.5, step · warmup^−1.5), as
-# "warmup phase then decay to 0". After the warm-up it falls as 1/√step: never 0, and slowly; with the
-# paper's d_model = 512 and warmup = 4000 it is still a fifth of its peak at step 100,000 and a fiftieth at
+# The notes summarise Vaswani et al.'s rule, $\mathrm{rate} = d_\mathrm{model}^{-0.5} \cdot \min(s^{-0.5}, s \cdot w^{-1.5})$ at step $s$ after $w$ warm-up steps, as
+# "warmup phase then decay to 0". After the warm-up it falls as $1/\sqrt{s}$: never 0, and slowly; with the
+# paper's $d_\mathrm{model} = 512$ and $w = 4000$ it is still a fifth of its peak at step 100,000 and a fiftieth at
 # ten million. A schedule that does reach 0 is the cosine with floor 0 (notebook 12 plots them side by side).
 
 # %%
@@ -581,9 +582,9 @@ assert len(edits) == 1 and edits[0][0] == "insert" and printed_2025[edits[0][3]:
 
 # %% [markdown]
 # ## E22. The worked example's inputs are a reconstruction (the notes 2024 and 2025, §1.1)
-# The notes print the matrices K, Q, V (4 × 3), the weights α₁ = softmax([2, 4, 4]) = [.06, .47, .47] and
-# the result [1.9, 6.7, 1.6], but not the three inputs. Notebook 1 uses x₁ = [1, 0, 1, 0], x₂ = [0, 2, 0, 2],
-# x₃ = [1, 1, 1, 1]: our reconstruction, consistent with every printed number (checked here again). It is
+# The notes print the matrices $K$, $Q$, $V$ ($4 \times 3$), the weights
+# $\alpha_1 = \operatorname{softmax}([2, 4, 4]) = [.06, .47, .47]$ and the result $[1.9, 6.7, 1.6]$, but not the three
+# inputs. Notebook 1 uses $x_1 = [1, 0, 1, 0]$, $x_2 = [0, 2, 0, 2]$, $x_3 = [1, 1, 1, 1]$: our reconstruction, consistent with every printed number (checked here again). It is
 # not the only one: the three matrices have equal first and third rows, so adding any multiple of
 # [1, 0, −1, 0] to an input changes none of its projections and none of the printed numbers.
 

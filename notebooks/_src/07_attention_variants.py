@@ -17,6 +17,10 @@
 # 5. the skewed relative-position computation equals the direct one;
 # 6. the sparse patterns look like the survey note's figures; LoRA merges exactly.
 #
+# **Exercise** (2 points): ALiBi's bias, after claim 3. Its cells carry nbgrader's metadata: in a student copy
+# (`python -m minitransformer exercises make --only distance_bias --notebooks`, or an nbgrader release) the
+# answer is blank and a locked check cell, with hidden tests of the numbers, grades it.
+#
 # Everything is imported from the package; the cells only train, measure and draw.
 
 # %%
@@ -42,9 +46,9 @@ from minitransformer import (
 # %% [markdown]
 # ## The task: predict the token two places back, permuted
 #
-# Each sequence starts with two random tokens out of 8; after that x[t+1] = perm[x[t−1]] for a fixed
-# permutation. The next token is decided by the token *two* back, so attention has to find the
-# position t − 1, not just any earlier token: a model without any sense of order cannot do it
+# Each sequence starts with two random tokens out of 8; after that $x_{t+1} = \pi(x_{t-1})$ for a fixed
+# permutation $\pi$. The next token is decided by the token *two* back, so attention has to find the
+# position $t - 1$, not just any earlier token: a model without any sense of order cannot do it
 # reliably. The first prediction of each sequence is a coin toss over 8 tokens.
 
 # %%
@@ -86,7 +90,7 @@ def train_briefly(model, lr=2e-2, seed=1):
 # %% [markdown]
 # ## Claim 1: loss curves, one per position scheme
 #
-# The same one-layer GPT (C = 16, H = 4), the same data and the same 200 steps; only `positional` changes.
+# The same one-layer GPT ($C = 16$, $H = 4$), the same data and the same 200 steps; only `positional` changes.
 
 # %%
 SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
@@ -146,17 +150,17 @@ assert long_loss["alibi"][2] < 1.0 < min(long_loss["rope"][2], long_loss["none"]
 
 # %% [markdown]
 # ALiBi keeps its accuracy at four times the training length. RoPE runs (it has no table) but
-# degrades sharply: at T = 16 and 32 it meets offsets, and so rotation angles, it never saw in
+# degrades sharply: at $T = 16$ and 32 it meets offsets, and so rotation angles, it never saw in
 # training. Sinusoidal positions have no length limit either (the package computes rows past its table
 # on demand, with the same formula), and fail the same way: "no limit to the number of tokens that can
 # be read", as the notes put it (§1.4), is true of the formula, not of what a model trained on 8 positions
 # makes of position 20. Without positions the model also falls apart. In this run both end near or beyond
-# uniform guessing (log 8 ≈ 2.08) at T = 32, which of the two is worse depends on the seed. This is
+# uniform guessing ($\log 8 \approx 2.08$) at $T = 32$, which of the two is worse depends on the seed. This is
 # Press et al.'s "train short, test long" result in miniature.
 #
 # ## Claim 3: a RoPE score depends only on the offset
 #
-# Put the same query vector at position m and the same key vector at position n, for every m and n.
+# Put the same query vector at position $m$ and the same key vector at position $n$, for every $m$ and $n$.
 # The score matrix must be constant along every diagonal (a Toeplitz matrix).
 
 # %%
@@ -173,13 +177,45 @@ for offset in range(-23, 24):
     assert np.allclose(diagonal, diagonal[0])
 
 # %% [markdown]
-# And ALiBi's bias for 4 heads, the steepest head first: a straight penalty on distance, nothing learned.
-# All four panels share one colour scale, so the slopes can be compared: the first head's penalty reaches
-# −7 · 2⁻² = −1.75 at distance 7, the last head's only −7 · 2⁻⁸ ≈ −0.03.
+# And ALiBi's bias: a straight penalty on distance, nothing learned. Head $h = 1, \dots, H$ adds to the score of
+# query $i$ and key $j$
+#
+# $$b_{h,i,j} = -m_h\,|i - j|, \qquad m_h = 2^{-8h/H},$$
+#
+# a geometric sequence of slopes from $2^{-8/H}$ down to $2^{-8}$ (Press et al. 2022, §3, for $H$ a power of 2).
+#
+# **Exercise** (2 points). Write `distance_bias(n_heads, T)`: the $(H, T, T)$ array $b$ for $H$ = `n_heads`
+# (a power of 2) and $T$ queries against the same $T$ keys, the steepest head first. The check tests 4 heads
+# against the numbers below; its hidden tests compare other sizes with the package's `alibi_bias`.
+
+# %% [solution] distance_bias_by_hand
+def distance_bias(n_heads, T):
+    """-m_h |i - j| for head h, query i, key j: (H, T, T), m_h = 2^(-8 h / H), h = 1..H."""
+    ### BEGIN SOLUTION
+    slopes = 2.0 ** (-8 * np.arange(1, n_heads + 1) / n_heads)                 # (H,)
+    distance = np.abs(np.arange(T)[:, None] - np.arange(T)[None, :])           # (T, T)
+    return -slopes[:, None, None] * distance
+    ### END SOLUTION
+
+# %% [check 2] check_distance_bias_by_hand
+mine = distance_bias(4, 8)
+assert np.shape(mine) == (4, 8, 8), f"the bias has shape {np.shape(mine)}, expected (H, T, T) = (4, 8, 8)"
+assert np.allclose(mine[:, 7, 0], [-1.75, -0.4375, -0.109375, -0.02734375]), "head slopes 2^-2, 2^-4, 2^-6, 2^-8"
+### BEGIN HIDDEN TESTS
+for n_heads, T in ((1, 3), (2, 5), (8, 6), (16, 9)):
+    assert np.allclose(distance_bias(n_heads, T), alibi_bias(n_heads, T, T), rtol=1e-12, atol=0), (n_heads, T)
+assert np.array_equal(distance_bias(4, 8), np.transpose(distance_bias(4, 8), (0, 2, 1)))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The picture for 4 heads: all four panels share one colour scale, so the slopes can be compared: the first
+# head's penalty reaches $-7 \cdot 2^{-2} = -1.75$ at distance 7, the last head's only
+# $-7 \cdot 2^{-8} \approx -0.03$.
 
 # %%
 biases = alibi_bias(4, 8, 8)                                       # (H, Tq, Tk)
 assert np.allclose(biases[:, 7, 0], [-7 * 2.0 ** -(2 * (head + 1)) for head in range(4)])
+assert np.allclose(biases, distance_bias(4, 8))
 lowest = biases[:, band_mask(8, 8, 8)].min()
 fig, axes = plt.subplots(1, 4, figsize=(13, 3.2), layout="constrained")
 for head, axis in enumerate(axes):
@@ -213,8 +249,8 @@ assert np.array_equal(standard(x), grouped(x))
 # %% [markdown]
 # ## Claim 5: relative positions, direct and skewed
 #
-# The direct form builds a (T, T, hs) array of relative vectors; Huang et al.'s skew gets the same
-# scores from a (T, hs) array with one pad and one reshape. The survey note's listing of the skew
+# The direct form builds a $(T, T, hs)$ array of relative vectors; Huang et al.'s skew gets the same
+# scores from a $(T, hs)$ array with one pad and one reshape. The survey note's listing of the skew
 # masks the wrong triangle first (see `errata_variants.md`).
 
 # %%

@@ -32,7 +32,7 @@ print(model, f"{model.num_parameters():,} parameters; vocabulary: pad, bos, eos 
 
 # %% [markdown]
 # ## Training (teacher forcing)
-# The decoder reads [BOS] y₁ … y_{T−1} and is scored on y₁ … y_T [EOS], all positions at once. We train in
+# The decoder reads [BOS] $y_1 \dots y_{T-1}$ and is scored on $y_1 \dots y_T$ [EOS], all positions at once. We train in
 # two runs of 150 steps of 32 random strings (none of them a test string): after the first the model is
 # half-trained, which is where decoding strategies differ most; after the second it reverses nearly everything.
 
@@ -103,7 +103,7 @@ plt.show()
 # %% [markdown]
 # ## Trained further: where each output position reads the source
 # A second run of 150 steps, from the weights the first left. Then we run the trained model on test strings with teacher forcing and read the weights of the second
-# decoder block's cross-attention, `cross_attn.attention.alpha` (B, H, T_target, S_source), averaged over
+# decoder block's cross-attention, `cross_attn.attention.alpha` $(B, H, T_\mathrm{target}, S_\mathrm{source})$, averaged over
 # the two heads. Output position t of a string of length n should look at source position n − 1 − t;
 # position n (where EOS is due) has no source symbol of its own.
 

@@ -3,9 +3,9 @@
 #
 # **Source.** Greg Strabel, "Transformers" (2023), §4 "Improving Language Understanding by Generative
 # Pre-Training" (Radford et al. 2018, §3.1–3.2): pre-train a decoder on the left-to-right language-model
-# objective L1 (eq. 18); fine-tune on labelled data with L2 = the log-likelihood of the label given by a
-# linear layer W_y on the last position's final hidden state (eqs. 20–21); and keep language modelling as
-# an auxiliary objective during fine-tuning, L3 = L2 + λ·L1 (eq. 22; printed there as "L_2 C + λ L_1(C)",
+# objective $L_1$ (eq. 18); fine-tune on labelled data with $L_2$ = the log-likelihood of the label given by a
+# linear layer $W_y$ on the last position's final hidden state (eqs. 20–21); and keep language modelling as
+# an auxiliary objective during fine-tuning, $L_3 = L_2 + \lambda L_1$ (eq. 22; printed there as "$L_2 C + \lambda L_1(C)$",
 # see notebook 6), which the paper says improves generalisation and speeds up convergence.
 #
 # The package writes the losses as quantities to *minimise* (means of negative log-likelihoods), so

@@ -7,10 +7,10 @@
 #   the **pre-norm** block (LayerNorm inside each residual branch).
 # * Si Wu, "Transformers" (CS 6120, Northeastern): the slide "Minor clarification: Pre-norm vs post-norm"
 #   names both (post-norm: the 2017 paper; pre-norm: GPT-2/3), the per-token equations ("Putting together a
-#   single transformer block", t¹ = LayerNorm(x), …) are pre-norm, but the slide "Parallelizing Multi-head
-#   Attention" writes O = LayerNorm(X + MultiHeadAttention(X)), H = LayerNorm(O + FFN(O)): **post-norm**
+#   single transformer block", $t^1 = \mathrm{LayerNorm}(x), \dots$) are pre-norm, but the slide "Parallelizing Multi-head
+#   Attention" writes $O = \mathrm{LayerNorm}(X + \mathrm{MultiHeadAttention}(X))$, $H = \mathrm{LayerNorm}(O + \mathrm{FFN}(O))$: **post-norm**
 #   (notebook 6 measures how far apart the two are).
-# * Greg Strabel, "Transformers" (2023), §2.4: "adds X_0 and X_1 and applies normalization": post-norm, the
+# * Greg Strabel, "Transformers" (2023), §2.4: "adds $X_0$ and $X_1$ and applies normalization": post-norm, the
 #   original block of Vaswani et al. (2017).
 # * Sachin Kumar, "Language Modeling III: Transformers" (CSE 5525, Ohio State, 2025): residual connections
 #   give "higher values of the gradient" and LayerNorm is "another way to prevent vanishing gradients".

@@ -1,20 +1,24 @@
 # %% [markdown]
-# # 14. What attention costs: n²·d against n·d², path lengths, restricted attention
+# # 14. What attention costs: quadratic in length against quadratic in width, path lengths, restricted attention
 #
 # **Source.** Sachin Kumar, "Language Modeling III: Transformers" (CSE 5525, Ohio State, 2025), the table
-# taken from Vaswani et al. (2017, Table 1): per layer, self-attention costs O(n²·d) operations, a
-# recurrent layer O(n·d²), restricted self-attention (each position sees r neighbours) O(r·n·d); the
-# maximum path length between two positions is O(1) for self-attention, O(n) for a recurrence and O(n/r)
-# for restricted attention. Si Wu's slides ("Another point: Attention is quadratic in length") make the
-# same point with the n × n table of q·k products; Greg Strabel, "Transformers" (2023), §9, opens the
-# long-sequence methods with it. The position-wise feed-forward layer, applied to each of the n
-# positions with a d × 4d and a 4d × d matrix, is the O(n·d²) part of a Transformer block.
+# taken from Vaswani et al. (2017, Table 1): per layer, self-attention costs $O(n^2 \cdot d)$ operations, a
+# recurrent layer $O(n \cdot d^2)$, restricted self-attention (each position sees $r$ neighbours)
+# $O(r \cdot n \cdot d)$; the maximum path length between two positions is $O(1)$ for self-attention, $O(n)$ for
+# a recurrence and $O(n/r)$ for restricted attention. Si Wu's slides ("Another point: Attention is quadratic in length") make the
+# same point with the $n \times n$ table of $q \cdot k$ products; Greg Strabel, "Transformers" (2023), §9, opens the
+# long-sequence methods with it. The position-wise feed-forward layer, applied to each of the $n$
+# positions with a $d \times 4d$ and a $4d \times d$ matrix, is the $O(n \cdot d^2)$ part of a Transformer block.
 #
 # **How we check it.** Wall-clock times on a shared machine are noisy, so the claims are asserted on
 # *counts*: the floating-point operations of the matrix products, read off the shapes of the arrays
-# the package's layers actually multiplied and kept (q, k, v, α, the feed-forward's inputs), and the
+# the package's layers actually multiplied and kept ($q$, $k$, $v$, $\alpha$, the feed-forward's inputs), and the
 # bytes of the arrays they hold (`.nbytes`). The times are measured too (median of three runs) and
 # plotted next to the counts, never asserted.
+#
+# **Exercise** (2 points): the two counts, derived before they are measured. Its cells carry nbgrader's
+# metadata: in a student copy (`python -m minitransformer exercises make --only operation_counts --notebooks`, or
+# an nbgrader release) the answer is blank and a locked check cell, with hidden tests of the numbers, grades it.
 
 # %%
 import time
@@ -56,10 +60,50 @@ def slope(xs, ys):
 
 # %% [markdown]
 # ## Attention and feed-forward, counted on what the layers computed
-# For one head of width d on n positions, attention forms q kᵀ (n × d times d × n) and α v (n × n times
-# n × d): 4 n² d operations, and it keeps the n × n table α. The feed-forward layer multiplies the
-# (n × d) input by a d × 4d matrix and the result by a 4d × d one: 16 n d², and it keeps an n × 4d hidden
-# layer. We run both layers of the package over a range of n (d = 64 fixed) and a range of d (n = 128 fixed).
+# For one head of width $d$ on $n$ positions, attention forms $q k^\top$ ($n \times d$ times $d \times n$) and
+# $\alpha v$ ($n \times n$ times $n \times d$), and it keeps the $n \times n$ table $\alpha$. The feed-forward
+# layer multiplies the $(n \times d)$ input by a $d \times 4d$ matrix and the result by a $4d \times d$ one, and it
+# keeps an $n \times 4d$ hidden layer. A product of an $(a \times b)$ by a $(b \times c)$ matrix costs $2abc$
+# operations: $ac$ entries, each $b$ multiplications and $b$ additions.
+#
+# **Exercise** (2 points). Write `attention_operations(n, d)` and `feed_forward_operations(n, d)`, the operations
+# of the two products of each layer, and `crossover(d)`, the length $n$ at which the two counts are equal. The
+# check tests one small case; its hidden tests compare your counts with those of the package's layers below, at
+# several sizes.
+
+# %% [solution] operation_counts_by_hand
+def attention_operations(n, d):
+    """Operations of q k^T and alpha v for one head of width d on n positions."""
+    ### BEGIN SOLUTION
+    return 2 * n * d * n + 2 * n * n * d
+    ### END SOLUTION
+
+
+def feed_forward_operations(n, d):
+    """Operations of the feed-forward layer's two products (d -> 4d -> d) on n positions."""
+    ### BEGIN SOLUTION
+    return 2 * n * d * 4 * d + 2 * n * 4 * d * d
+    ### END SOLUTION
+
+
+def crossover(d):
+    """The length n at which attention and the feed-forward count the same operations."""
+    ### BEGIN SOLUTION
+    return 4 * d                      # 4 n^2 d = 16 n d^2
+    ### END SOLUTION
+
+# %% [check 2] check_operation_counts_by_hand
+assert attention_operations(1, 1) == 4 and feed_forward_operations(1, 1) == 16, "one position of width 1"
+### BEGIN HIDDEN TESTS
+for n, d in ((3, 5), (16, 8), (40, 2)):
+    assert attention_operations(n, d) == 4 * n * n * d and feed_forward_operations(n, d) == 16 * n * d * d, (n, d)
+assert crossover(64) == 256 and crossover(768) == 3072
+assert attention_operations(crossover(10), 10) == feed_forward_operations(crossover(10), 10)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# We run both layers of the package over a range of $n$ ($d = 64$ fixed) and a range of $d$ ($n = 128$ fixed), and
+# count the operations of the products they computed, from the shapes of the arrays they kept.
 
 # %%
 def measure(n, d):
@@ -95,8 +139,8 @@ for (key, name), value in fitted.items():
     print(f"slope of {key:16s} in {name}: {value:5.2f}")
 
 # %% [markdown]
-# The counted exponents are exact: attention's operations grow as n² and d¹, the feed-forward's as n¹ and
-# d²; the memory attention keeps (the n × n table α) grows as n² and does not depend on d.
+# The counted exponents are exact: attention's operations grow as $n^2$ and $d^1$, the feed-forward's as $n^1$
+# and $d^2$; the memory attention keeps (the $n \times n$ table $\alpha$) grows as $n^2$ and does not depend on $d$.
 
 # %%
 assert np.isclose(fitted["attention flops", "n"], 2) and np.isclose(fitted["attention flops", "d"], 1)
@@ -105,17 +149,19 @@ assert np.isclose(fitted["attention bytes", "n"], 2) and np.isclose(fitted["atte
 assert np.isclose(fitted["ff bytes", "n"], 1) and np.isclose(fitted["ff bytes", "d"], 1)
 for n, row in by_length.items():                          # the exact formulas, not only their exponents
     assert row["attention flops"] == 4 * n * n * 64 and row["ff flops"] == 16 * n * 64 * 64
+    assert row["attention flops"] == attention_operations(n, 64) and row["ff flops"] == feed_forward_operations(n, 64)
     assert row["attention bytes"] == n * n * 8            # float64
 
 # %% [markdown]
-# **Which one dominates?** 4 n² d against 16 n d²: attention costs more exactly when n > 4d. At d = 64 the
-# crossover is n = 256; a GPT-2 small layer (d = 768, n = 1024) is still on the feed-forward side.
+# **Which one dominates?** $4 n^2 d$ against $16 n d^2$: attention costs more exactly when $n > 4d$, the
+# `crossover(d)` of the exercise. At $d = 64$ the
+# crossover is $n = 256$; a GPT-2 small layer ($d = 768$, $n = 1024$) is still on the feed-forward side.
 
 # %%
-crossover = [n for n in lengths if by_length[n]["attention flops"] > by_length[n]["ff flops"]]
+attention_heavier = [n for n in lengths if by_length[n]["attention flops"] > by_length[n]["ff flops"]]
 ties = [n for n in lengths if by_length[n]["attention flops"] == by_length[n]["ff flops"]]
-print("attention counts more than the feed-forward for n in", crossover, "| equal at n =", ties)
-assert ties == [256] and crossover == [512]
+print("attention counts more than the feed-forward for n in", attention_heavier, "| equal at n =", ties)
+assert ties == [256] == [crossover(64)] and attention_heavier == [512]
 
 fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
 for ax, (table, xs, label) in zip(axes[:2], ((by_length, lengths, "sequence length n (d = 64)"),
@@ -141,9 +187,9 @@ axes[2].set_title("memory the layers keep"); axes[2].legend(fontsize=8)
 plt.show()
 
 # %% [markdown]
-# ## Restricted attention: O(r·n·d)
-# With a window of r keys per query, the package's `BandedAttention` scores only the band: its α is n × r,
-# not n × n. Counted operations and bytes grow linearly in n (and in r); the dense form with a band mask
+# ## Restricted attention: linear in the length
+# With a window of $r$ keys per query, the package's `BandedAttention` scores only the band: its $\alpha$ is
+# $n \times r$, not $n \times n$. Counted operations and bytes grow linearly in $n$ (and in $r$); the dense form with a band mask
 # (`band_mask`) gives the same outputs but still builds the full table.
 
 # %%

@@ -1,23 +1,28 @@
 # %% [markdown]
-# # 15. Multi-head attention: concatenate then W_O, or add up one product per head
+# # 15. Multi-head attention: concatenate then $W_O$, or add up one product per head
 #
 # **Sources.** Jonathan May, "Transformer Language Models", lecture notes 2025, §1.2 "Multi-Head": each head
-# has its own d × d/n slices of Q, K, V, and "the results are concatenated to form a d-length vector and
+# has its own $d \times d/n$ slices of $Q$, $K$, $V$, and "the results are concatenated to form a d-length vector and
 # then multiplied by another d × d linear transform matrix". Si Wu, "Transformers" (CS 6120, Northeastern),
-# the slide "Parallelizing Multi-head Attention": MultiHeadAttention(X) = (head_1 ⊕ … ⊕ head_h) W^O.
-# Greg Strabel, "Transformers" (2023), §2.2, eq. (16): Multihead = concat(A_1, …, A_h) W_O with
-# W_O ∈ R^(h d_v × d_o).
+# the slide "Parallelizing Multi-head Attention":
+# $\mathrm{MultiHeadAttention}(X) = (\mathrm{head}_1 \oplus \dots \oplus \mathrm{head}_h)\, W^O$. Greg Strabel, "Transformers" (2023), §2.2, eq. (16):
+# $\mathrm{Multihead} = \mathrm{concat}(A_1, \dots, A_h)\, W_O$ with $W_O \in \mathbb{R}^{h d_v \times d_o}$.
 #
 # **The claim shown here.** A row vector split into blocks times a matrix split into the matching row
 # blocks is the sum of the block products:
 #
-#     [A_1  A_2  …  A_h] W_O  =  A_1 W_O[rows of head 1] + A_2 W_O[rows of head 2] + … + A_h W_O[rows of head h]
+# $$[A_1 \; A_2 \; \cdots \; A_h]\, W_O = A_1 W_O^{(1)} + A_2 W_O^{(2)} + \dots + A_h W_O^{(h)},$$
 #
-# So "concatenate, then mix" is the same as "each head writes its own (T × C) update into the residual
+# where $W_O^{(i)}$ is the block of rows of $W_O$ that head $i$'s output meets.
+# So "concatenate, then mix" is the same as "each head writes its own $(T \times C)$ update into the residual
 # stream, and the updates add up". That second reading is the one used by interpretability work (Elhage et
 # al. 2021, cited on Wu's "residual stream" slide): every head has its own output matrix, the row block.
 #
 # Everything below is the package's `MultiHeadAttention`; the notebook only reads what its forward pass kept.
+#
+# **Exercise** (2 points): the sum over heads, in its section. Its cells carry nbgrader's metadata: in a student
+# copy (`python -m minitransformer exercises make --only heads_as_a_sum --notebooks`, or an nbgrader release) the
+# answer is blank and a locked check cell, with hidden tests of the numbers, grades it.
 
 # %%
 import matplotlib.pyplot as plt
@@ -30,7 +35,7 @@ np.set_printoptions(precision=4, suppress=True)
 
 # %% [markdown]
 # ## One layer, three heads
-# C = 12, H = 3, so each head has hs = d_v = 4 columns of W_V, and W_O is (12 × 12): rows 0–3 read
+# $C = 12$, $H = 3$, so each head has $hs = d_v = 4$ columns of $W_V$, and $W_O$ is $(12 \times 12)$: rows 0–3 read
 # head 0's output, rows 4–7 head 1's, rows 8–11 head 2's. The biases are kept (they start at 0 in the
 # package, so we give them random values to make the check honest).
 
@@ -59,13 +64,31 @@ for h in range(H):
     assert np.allclose(v[:, h], x @ w_v[:, columns] + b_v[columns])
 
 # %% [markdown]
-# ## Concatenate-then-W_O against the sum over heads
-# `contribution[h]` is head h's output times its row block of W_O: a (B, T, C) update. Their sum plus the
-# bias b_O must be the layer's output, to rounding.
+# ## Concatenate-then-$W_O$ against the sum over heads
+# **Exercise** (2 points). Compute `contribution`, of shape $(H, B, T, C)$: `contribution[h]` is head $h$'s output
+# (`heads[:, h]`, $(B, T, hs)$) times its row block $W_O^{(h)}$ of `w_o`, a $(B, T, C)$ update. Their sum plus the
+# bias $b_O$ must be the layer's output, to rounding. The check tests the shape and that sum; its hidden tests
+# switch the heads off one at a time in the layer itself.
 
 # %%
 w_o, b_o = layer.w_o.data, layer.b_o.data
+
+# %% [solution] heads_as_a_sum_contributions
+### BEGIN SOLUTION
 contribution = np.stack([heads[:, h] @ w_o[h * hs:(h + 1) * hs, :] for h in range(H)])   # (H, B, T, C)
+### END SOLUTION
+
+# %% [check 2] check_heads_as_a_sum_contributions
+assert np.shape(contribution) == (H, B, T, C), f"contribution has shape {np.shape(contribution)}, expected (H, B, T, C)"
+assert np.allclose(np.sum(contribution, axis=0) + b_o, out), "the heads' updates plus b_O should give the layer's output"
+### BEGIN HIDDEN TESTS
+for h in range(H):                             # head h alone: every other head's columns of the concatenation zeroed
+    alone = np.zeros_like(concatenated)
+    alone[..., h * hs:(h + 1) * hs] = concatenated[..., h * hs:(h + 1) * hs]
+    assert np.allclose(contribution[h], layer.o_proj(alone) - b_o, rtol=1e-12, atol=1e-12), f"head {h}"
+### END HIDDEN TESTS
+
+# %%
 summed = contribution.sum(axis=0) + b_o
 print("largest difference, sum over heads vs the layer:", np.abs(summed - out).max())
 assert np.allclose(summed, out, rtol=1e-12, atol=1e-12)
@@ -89,8 +112,8 @@ print("norm of head 1's update:", np.linalg.norm(contribution[1]).round(3))
 
 # %% [markdown]
 # ## The picture
-# First batch row: each head's update (T × C), the sum of the three plus b_O, and the layer's output, all
-# on one colour scale; the last panel is the difference (×10¹² to be visible at all).
+# First batch row: each head's update ($T \times C$), the sum of the three plus $b_O$, and the layer's output, all
+# on one colour scale; the last panel is the difference ($\times 10^{12}$ to be visible at all).
 
 # %%
 panels = [(contribution[h, 0], f"head {h}:\nA_{h} W_O[rows {h * hs}–{(h + 1) * hs - 1}]") for h in range(H)]

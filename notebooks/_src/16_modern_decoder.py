@@ -102,10 +102,10 @@ plt.tight_layout(); plt.show()
 # %% [markdown]
 # ## Claim 3: SwiGLU's width 8C/3 keeps the parameter budget
 #
-# The GELU feed-forward has two matrices, C x 4C and 4C x C, and two biases. SwiGLU has three matrices
-# (gate W₁, value W₃, output W₂) of width d_ff: 3 C d_ff. With d_ff = 8C/3 that is 8 C², the two GELU
+# The GELU feed-forward has two matrices, $C \times 4C$ and $4C \times C$, and two biases. SwiGLU has three matrices
+# (gate $W_1$, value $W_3$, output $W_2$) of width $d_\mathrm{ff}$: $3 C d_\mathrm{ff}$. With $d_\mathrm{ff} = 8C/3$ that is $8 C^2$, the two GELU
 # matrices exactly; the Llama block saves only the biases. SiLU (right panel above) is GELU's close
-# cousin; the difference that matters is the gate: silu(x W₁) multiplies x W₃ entry by entry.
+# cousin; the difference that matters is the gate: $\mathrm{silu}(x W_1)$ multiplies $x W_3$ entry by entry.
 
 # %%
 gelu_ff, swiglu_ff = gpt2_block.ff.num_parameters(), llama_block.ff.num_parameters()

@@ -5,16 +5,18 @@
 # 1805.02867); Dao et al., *FlashAttention* (2022, arXiv 2205.14135), Algorithms 1 and 2. The
 # attention itself is the lecture notes' §1.1 (Jonathan May, *Transformer Language Models*, 2025).
 #
-# Plain attention builds the (T, T) matrix of weights softmax(q kᵀ · scale) and keeps it for the
-# backward pass, so its memory grows with T². The softmax needs a whole row (its maximum and its
+# Plain attention builds the $(T, T)$ matrix of weights $\operatorname{softmax}(s \, q k^\top)$ ($s$ the scale)
+# and keeps it for the backward pass, so its memory grows with $T^2$. The softmax needs a whole row (its maximum and its
 # sum) before it can give a single weight, which seems to force the whole row to exist at once.
 #
 # Claims checked here:
 # 1. a softmax row can be computed from blocks of keys that arrive one at a time, keeping only a
-#    running maximum m, a running sum l and a running output o (the *online softmax*);
+#    running maximum $m$, a running sum $\ell$ and a running output $o$ (the *online softmax*; an exercise,
+#    2 points: in a student copy, `exercises make --only online_softmax --notebooks`, or an nbgrader release,
+#    its answer is blank and a locked check cell, with hidden tests of the numbers, grades it);
 # 2. `TiledAttention` built on it gives plain attention's output and gradients, its backward
 #    recomputing each tile's weights from one saved number per row, the log-sum-exp;
-# 3. its memory grows linearly with T, plain attention's quadratically (measured, not estimated).
+# 3. its memory grows linearly with $T$, plain attention's quadratically (measured, not estimated).
 #
 # The derivation is in the docstring of `minitransformer/variants/tiled_attention.py`; every number
 # below is computed by the package.
@@ -32,11 +34,61 @@ from minitransformer.variants.tiled_attention import online_softmax_result, onli
 # %% [markdown]
 # ## One query row, three blocks of keys
 #
-# Twelve keys, scored against one query, arrive in blocks of four. After each block the running
-# state is updated by `online_softmax_step`: the new maximum m′ = max(m, block's max), and the old
-# sum and output are multiplied by exp(m − m′), which re-bases them from the old maximum to the new
-# one. The check after each block: l · exp(m) equals the plain sum Σ exp(sⱼ) over the keys seen so
-# far.
+# Twelve keys, scored against one query, arrive in blocks of four. A block brings scores $s_j$ and value rows
+# $v_j$; the running state $(m, \ell, o)$ becomes
+#
+# $$m' = \max\big(m, \max_j s_j\big), \qquad \ell' = \ell\, e^{m - m'} + \sum_j e^{s_j - m'}, \qquad
+# o' = o\, e^{m - m'} + \sum_j e^{s_j - m'} v_j .$$
+#
+# The factor $e^{m - m'}$ re-bases the old sum and output from the old maximum to the new one. Starting from
+# $m = -\infty$, $\ell = 0$, $o = 0$, after every block $\ell\, e^{m}$ is the plain sum $\sum_j e^{s_j}$ over
+# the keys seen so far and $o / \ell$ is the softmax-weighted average of their values.
+#
+# **Exercise** (2 points). Write `online_step(m, total, o, s, v)` for one query row: `m` and `total` ($\ell$) floats, `o` of
+# shape $(d_v,)$, a block of scores `s` $(b,)$ and its values `v` $(b, d_v)$; return the new `(m, total, o)`. The
+# check streams a row through it; its hidden tests compare it with the package's `online_softmax_step` and
+# feed it scores whose exponentials would overflow.
+
+# %% [solution] online_softmax_step_by_hand
+def online_step(m, total, o, s, v):
+    """One block of the online softmax for one row: m, total (the lecture's l) floats, o (dv,), s (b,), v (b, dv)
+    -> (m', total', o')."""
+    ### BEGIN SOLUTION
+    new_m = max(m, np.max(s))
+    rebase = np.exp(m - new_m)                  # 0 on the first block, where m = -inf
+    weights = np.exp(s - new_m)                 # (b,), each at most 1
+    return new_m, total * rebase + weights.sum(), o * rebase + weights @ v
+    ### END SOLUTION
+
+# %% [check 2] check_online_softmax_step_by_hand
+s_check, v_check = np.array([0.5, -1.0, 2.0, 0.0, 3.0, 1.0]), np.arange(12.0).reshape(6, 2)
+state = (-np.inf, 0.0, np.zeros(2))
+for start in (0, 2, 4):
+    state = online_step(*state, s_check[start:start + 2], v_check[start:start + 2])
+p_check = np.exp(s_check) / np.exp(s_check).sum()
+assert np.isclose(state[0], 3.0), "m is the largest score seen"
+assert np.allclose(state[2] / state[1], p_check @ v_check), "o / l should be softmax(s) @ v"
+### BEGIN HIDDEN TESTS
+hidden = np.random.default_rng(5)
+for block in (1, 3, 7):
+    s_h, v_h = hidden.standard_normal(21) * 3, hidden.standard_normal((21, 4))
+    mine, theirs = (-np.inf, 0.0, np.zeros(4)), (np.array([[-np.inf]]), np.zeros((1, 1)), np.zeros((1, 4)))
+    for start in range(0, 21, block):
+        mine = online_step(*mine, s_h[start:start + block], v_h[start:start + block])
+        theirs = online_softmax_step(*theirs, s_h[None, start:start + block], v_h[start:start + block])
+        assert np.isclose(mine[0], theirs[0][0, 0]) and np.isclose(mine[1], theirs[1][0, 0], rtol=1e-12)
+        assert np.allclose(mine[2], theirs[2][0], rtol=1e-12, atol=1e-12), (block, start)
+big = online_step(*online_step(-np.inf, 0.0, np.zeros(2), np.array([1000.0, 999.0]), np.eye(2)),
+                  np.array([1001.0]), np.ones((1, 2)))
+assert np.isfinite(big[1]) and np.all(np.isfinite(big[2])) and np.isclose(big[0], 1001.0)
+assert np.allclose(big[2] / big[1], np.array([np.exp(-1) + np.exp(0), np.exp(-2) + np.exp(0)]) /
+                   (np.exp(-1) + np.exp(-2) + 1))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The package's `online_softmax_step` does the same for a block of query rows at once (`m`, `l` of shape
+# $(\text{rows}, 1)$). Streaming the twelve keys through it, the check after each block is
+# $\ell\, e^{m} = \sum_j e^{s_j}$ over the keys seen so far, and your `online_step` gives the same $o / \ell$.
 
 # %%
 rng = np.random.default_rng(14)                     # a row whose maximum rises in every block
@@ -45,12 +97,15 @@ values = np.round(rng.standard_normal((12, 2)), 2)      # each key's value, dv =
 BLOCK = 4
 
 row_max, row_sum, acc = np.array([[-np.inf]]), np.zeros((1, 1)), np.zeros((1, 2))
+mine = (-np.inf, 0.0, np.zeros(2))                      # the same state for your online_step
 history = []
 print(" keys    block max    m        l        o / l (the output so far)")
 for start in range(0, 12, BLOCK):
     block = slice(start, start + BLOCK)
     rescale_from = row_max[0, 0]
     row_max, row_sum, acc = online_softmax_step(row_max, row_sum, acc, scores[None, block], values[block])
+    mine = online_step(*mine, scores[block], values[block])
+    assert np.allclose(mine[2] / mine[1], acc[0] / row_sum[0, 0])
     seen = scores[:start + BLOCK]
     assert np.isclose(row_sum[0, 0] * np.exp(row_max[0, 0]), np.exp(seen).sum(), rtol=1e-12)
     history.append((start + BLOCK, row_max[0, 0], row_sum[0, 0]))
@@ -65,9 +120,9 @@ print(f"log-sum-exp saved for backward: {lse[0, 0]:.4f}; exp(s - lse) gives the 
       f"{np.allclose(np.exp(scores - lse[0, 0]), weights)}")
 
 # %% [markdown]
-# The partial outputs o / l after the first blocks are not the final answer: they are the softmax
+# The partial outputs $o / \ell$ after the first blocks are not the final answer: they are the softmax
 # over the keys seen so far. Each new block shifts them, and when a block brings a larger score
-# (the maximum rises), the old sums are scaled down by exp(m − m′) < 1 before the new terms are
+# (the maximum rises), the old sums are scaled down by $e^{m - m'} < 1$ before the new terms are
 # added. Nothing overflows: every exponent is a score minus a maximum, at most 0.
 
 # %%
@@ -92,8 +147,9 @@ plt.show()
 #
 # `TiledAttention` runs this update for a block of queries against each block of keys (a tile), and
 # saves per row only the output and the log-sum-exp. Its backward pass recomputes each tile's weights
-# as exp(s − lse) and needs one more number per row, D = Σ dout · out (the softmax backward's row sum,
-# rewritten with the saved output). Here T = 50 in blocks of 16 (the last block is 2 long), causal.
+# as $e^{s - \mathrm{lse}}$ and needs one more number per row, $D = \sum \mathrm{dout} \cdot \mathrm{out}$ (the
+# softmax backward's row sum, rewritten with the saved output). Here $T = 50$ in blocks of 16 (the last block
+# is 2 long), causal.
 
 # %%
 q, k, v, dout = np.random.default_rng(1).standard_normal((4, 2, 3, 50, 8))
@@ -111,9 +167,9 @@ print("tiled keeps", {name: getattr(tiled, name).shape for name in ("lse", "out"
 #
 # The peak of NumPy's allocations during one forward and backward pass (Python's `tracemalloc`
 # sees every NumPy array), for one sequence with 2 heads of size 16, float64. Plain attention holds
-# (T, T) arrays; `TiledAttention` (blocks of 128) holds q, k, v, the output, their gradients and a few
+# $(T, T)$ arrays; `TiledAttention` (blocks of 128) holds q, k, v, the output, their gradients and a few
 # tiles. The fast tier's attention (what `GPT(kernels="fast")` runs) switches to tiling itself from
-# T = 256 on.
+# $T = 256$ on.
 
 # %%
 def peak_bytes(layer, T):
@@ -157,11 +213,12 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The plain layer's line has slope 2 on these axes: doubling T from 512 to 1024 multiplies its peak
+# The plain layer's line has slope 2 on these axes: doubling $T$ from 512 to 1024 multiplies its peak
 # by the printed ratio, close to 4. The tiled layer's peak grows by less than 2 per doubling: it is
-# a fixed part (a few 128 × 128 tiles per head) plus a part proportional to T (q, k, v, the output,
+# a fixed part (a few $128 \times 128$ tiles per head) plus a part proportional to $T$ ($q$, $k$, $v$, the output,
 # their gradients), and at these lengths the fixed part is still a good share of it, so its line
-# is flatter than the dashed ∝ T line through its last point, and approaches that slope as T grows. Below T = 256 the fast tier still runs the
-# dense form (faster there); from 256 on it tiles. In a whole GPT the other activations (T · C per
-# layer) grow linearly too, so with tiling the model's memory is linear in T:
+# is flatter than the dashed $\propto T$ line through its last point, and approaches that slope as $T$ grows.
+# Below $T = 256$ the fast tier still runs the dense form (faster there); from 256 on it tiles. In a whole GPT
+# the other activations ($T \cdot C$ per layer) grow linearly too, so with tiling the model's memory is linear
+# in $T$:
 # `benchmarks/bench_long_sequences.py` measures it against PyTorch.

@@ -12,6 +12,10 @@
 # demonstrators answer with four digits that count on from the prompt's last digit, but carelessly (each digit
 # right with probability 0.6). Labelers, shown two answers, prefer the one with more **even** digits; the reward
 # model has to discover that rule from the comparisons alone.
+#
+# **Exercise** (2 points): the reward PPO maximises, before step 3. Its cells carry nbgrader's metadata: in a
+# student copy (`python -m minitransformer exercises make --only penalised_reward --notebooks`, or an nbgrader
+# release) the answer is blank and a locked check cell, with hidden tests of the numbers, grades it.
 
 # %%
 import copy
@@ -58,7 +62,7 @@ sft = copy.deepcopy(policy)                      # the reference of the KL penal
 # %% [markdown]
 # ## Step 2: the reward model
 # A copy of the SFT GPT with a scalar head on the last position, trained with the pairwise ranking loss
-# −log σ(r_chosen − r_rejected) on pairs of demonstrations the labelers ranked.
+# $-\log \sigma(r_\mathrm{chosen} - r_\mathrm{rejected})$ on pairs of demonstrations the labelers ranked.
 
 # %%
 reward_model = RewardModel(copy.deepcopy(sft), rng=1)
@@ -73,9 +77,46 @@ assert held_out_accuracy > 0.9 and correlation > 0.9
 
 # %% [markdown]
 # ## Step 3: PPO against the reward model
-# Each iteration samples 32 answers, scores them (reward model, and the KL penalty −β(log π − log π_SFT) on every
-# token), estimates advantages with GAE, and takes four steps on the clipped surrogate plus the value loss. Two
-# runs from the same SFT model: a weak KL penalty (β = 0.02) and a strong one (β = 0.3).
+# The reward of an answer $y_1 \dots y_T$ to a prompt $x$ is the reward model's score $r(x, y)$ minus $\beta$ times
+# the log-ratio of the policy to the SFT model, token by token (Ouyang et al. 2022, eq. 2; Strabel §7):
+#
+# $$R(x, y) = r(x, y) - \beta \sum_{t=1}^{T} \big(\log \pi(y_t \mid x, y_{<t}) - \log \pi_\mathrm{SFT}(y_t \mid x, y_{<t})\big).$$
+#
+# PPO wants it per token: token $t$ gets $-\beta(\log \pi - \log \pi_\mathrm{SFT})$ of its own, and the last token
+# also gets the score $r(x, y)$, which only the whole answer has.
+#
+# **Exercise** (2 points). Write `penalised_rewards(scores, logp, logp_sft, beta)`: `scores` of shape $(B,)$,
+# the log-probabilities `logp` and `logp_sft` of each answer's tokens, $(B, T)$; return the per-token rewards,
+# $(B, T)$. The check tests one answer by hand; its hidden tests check the sums, the last token and a batch.
+
+# %% [solution] penalised_reward_per_token
+def penalised_rewards(scores, logp, logp_sft, beta):
+    """Per-token rewards (B, T): -beta (logp - logp_sft) on every token, plus the score (B,) on the last."""
+    ### BEGIN SOLUTION
+    rewards = -beta * (logp - logp_sft)         # (B, T)
+    rewards[:, -1] += scores
+    return rewards
+    ### END SOLUTION
+
+# %% [check 2] check_penalised_reward_per_token
+one = penalised_rewards(np.array([2.0]), np.log([[0.5, 0.25, 0.5]]), np.log([[0.5, 0.5, 0.25]]), 0.1)
+assert np.shape(one) == (1, 3), f"the rewards have shape {np.shape(one)}, expected (B, T) = (1, 3)"
+assert np.allclose(one, [[0.0, 0.1 * np.log(2), 2.0 - 0.1 * np.log(2)]]), "rewards of the answer by hand"
+### BEGIN HIDDEN TESTS
+hidden = np.random.default_rng(11)
+scores_h, logp_h, logp_sft_h = hidden.standard_normal(6), -hidden.random((6, 5)) * 3, -hidden.random((6, 5)) * 3
+rewards_h = penalised_rewards(scores_h, logp_h.copy(), logp_sft_h.copy(), 0.3)
+assert np.shape(rewards_h) == (6, 5)
+assert np.allclose(rewards_h.sum(axis=1), scores_h - 0.3 * (logp_h - logp_sft_h).sum(axis=1), rtol=1e-12)
+assert np.allclose(rewards_h[:, :-1], -0.3 * (logp_h - logp_sft_h)[:, :-1], rtol=1e-12)
+assert np.allclose(penalised_rewards(scores_h, logp_h.copy(), logp_h.copy(), 0.3)[:, -1], scores_h)
+assert np.allclose(penalised_rewards(np.zeros(6), logp_h.copy(), logp_sft_h.copy(), 0.0), 0)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Each PPO iteration samples 32 answers, scores them so, estimates advantages with GAE, and takes four steps on the
+# clipped surrogate plus the value loss. Two runs from the same SFT model: a weak KL penalty ($\beta = 0.02$) and
+# a strong one ($\beta = 0.3$).
 
 # %%
 runs, policies = {}, {}
@@ -114,7 +155,7 @@ plt.show()
 #
 # ## Samples before and after
 # The same four prompts (digits of the prompt | the answer), from the SFT model and from the policy after PPO
-# with β = 0.3.
+# with $\beta = 0.3$.
 
 # %%
 after_ppo = generate(policies[0.3], test_prompts, 4, rng=1)
