@@ -155,15 +155,26 @@ class TiledAttention(ScaledDotProductAttention):
         return online_softmax_result(row_max, row_sum, acc)                                # [1.12-13]
 
     def backward(self, dout):
-        """Algorithm 2: each block of keys against the blocks of queries that see it, the weights of every tile
-        recomputed from the saved lse; dk_j and dv_j summed in the block and written once.
+        r"""Algorithm 2: each block of keys against the blocks of queries that see it, the weights of every tile
+        recomputed from the saved lse; dk_j and dv_j summed in the block and written once. Per tile, with
+        $\hat q = \text{scale} \cdot q$ (the scale folded into q):
 
-            [2.11] p = exp(s - lse)            the tile's softmax weights (the row's denominator is exp(lse))
-            [2.12] out = p v                   ->  dv = p^T dout,   dp = dout v^T   [2.13]
-            [2.14] p = softmax(s)              ->  ds = p (dp - D),  D = rowsum(dout * out)   [2.4]
-                   (D = sum_j p_j dp_j = dout . sum_j p_j v_j = dout . out, the whole row's sum)
-                   masked entries have p = 0, so ds = 0 there; the bias is a constant
-            [2.15-16] s = (scale q) k^T        ->  d(scale q) = ds k,  dk = ds^T (scale q);  dq = scale d(scale q)
+        $$
+        \begin{aligned}
+        &[2.11] \quad p = \exp(s - \text{lse}) && \text{the weights: each row's softmax denominator is } e^{\text{lse}} \\
+        &[2.12\text{-}13] \quad \text{out} = p\, v \;\Rightarrow\; dv \mathrel{+}= p^\top \text{dout}, \quad
+            dp = \text{dout}\, v^\top \\
+        &[2.14] \quad p = \operatorname{softmax}(s) \;\Rightarrow\; ds = p \circ (dp - D), \quad
+            D = \operatorname{rowsum}(\text{dout} \circ \text{out}) \;\; [2.4] \\
+        &[2.15\text{-}16] \quad s = \hat q\, k^\top \;\Rightarrow\; d\hat q \mathrel{+}= ds\, k, \quad
+            dk \mathrel{+}= ds^\top \hat q; \qquad \text{at the end } dq = \text{scale} \cdot d\hat q
+        \end{aligned}
+        $$
+
+        The softmax backward's row sum $\sum_j p_j\, dp_j = \text{dout} \cdot \sum_j p_j v_j = \text{dout} \cdot
+        \text{out} = D$ covers the whole row, so each tile needs only its own p and dp. Masked entries have p = 0,
+        hence ds = 0 there; the bias is a constant.
+
         Args:
             dout: (..., Tq, dv).
         Returns:
@@ -230,13 +241,13 @@ class Tiling:
     def cut(cls, Tq, Tk, block_size, causal):
         """The tiling of Tq queries against Tk keys; query i sits at position Tk - Tq + i (the end of the keys)."""
         if not causal:
-            query_blocks, key_blocks = blocks(0, Tq, block_size), blocks(0, Tk, block_size)
+            query_blocks, key_blocks = blocks(Tq, block_size), blocks(Tk, block_size)
             every_query, every_key = range(len(query_blocks)), range(len(key_blocks))
             return cls(query_blocks, key_blocks, [every_key] * len(query_blocks), [every_query] * len(key_blocks),
                        [None] * len(query_blocks))
         offset = Tk - Tq                                          # the first query's position
-        query_blocks = blocks(max(0, -offset), Tq, block_size)    # queries before position 0 see no key: left out
-        before = blocks(0, max(0, offset), block_size)            # keys before the first query: every query sees them
+        query_blocks = blocks(Tq, block_size, start=max(0, -offset))   # queries before position 0 see no key: left out
+        before = blocks(max(0, offset), block_size)                     # keys before the first query: every query sees them
         key_blocks = before + [slice(rows.start + offset, rows.stop + offset) for rows in query_blocks]
         n_before, n_rows = len(before), len(query_blocks)
         side = query_blocks[0].stop - query_blocks[0].start if query_blocks else 0     # the largest diagonal tile
@@ -285,7 +296,7 @@ def online_softmax_result(row_max, row_sum, acc):
     return out, lse
 
 
-def blocks(start, stop, block_size):
+def blocks(stop, block_size, start=0):
     """slice objects covering start .. stop in steps of block_size (the last may be shorter)."""
     return [slice(first, min(first + block_size, stop)) for first in range(start, stop, block_size)]
 
