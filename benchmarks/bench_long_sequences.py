@@ -8,7 +8,10 @@ configuration) at context length T with B = max(1, 768 // T) windows, so that ev
 tokens. One step is forward, backward and the optimizer's update. Sides:
 
 * `ours`: the fast tier (`kernels="fast"`), whose attention tiles from Tk >= `TILED_FROM` keys
-  (minitransformer/fast/attention.py);
+  (minitransformer/fast/attention.py), the tiles' blocks shared between --threads threads
+  (minitransformer/fast/tiled_attention.py);
+* `ours-serial`: the same with the tiled attention on one thread (`FastTiledAttention.workers = 1`; BLAS
+  keeps its --threads threads): the tiled attention before it used threads;
 * `ours-dense`: the same with tiling switched off (`FastScaledDotProductAttention.tiled_from` set past
   every T): the attention before tiling, which holds the (B, H, T, T) weights (run up to --dense-up-to);
 * `torch`: the same model in PyTorch eager (bench_train.torch_model) with
@@ -31,7 +34,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SIDES = ("ours", "ours-dense", "torch")
+SIDES = ("ours", "ours-serial", "ours-dense", "torch")
 
 
 def _one(side, T, steps, threads):
@@ -42,6 +45,7 @@ def _one(side, T, steps, threads):
     sys.path.insert(0, os.path.join(HERE, ".."))
     sys.path.insert(0, HERE)
     from minitransformer.fast.attention import FastScaledDotProductAttention
+    from minitransformer.fast.tiled_attention import FastTiledAttention
     from minitransformer.tokenizers import CharTokenizer
     from minitransformer.training.data import default_corpus, get_batch, train_val_split
     from minitransformer.training.trainer import TrainConfig, Trainer
@@ -60,6 +64,8 @@ def _one(side, T, steps, threads):
     else:
         if side == "ours-dense":
             FastScaledDotProductAttention.tiled_from = sys.maxsize
+        if side == "ours-serial":
+            FastTiledAttention.workers = 1
         trainer = Trainer(config, train_data, val_data, tokenizer.vocab_size, progress=False)
         step = trainer.step_on_next_batch
     times = []
@@ -104,7 +110,7 @@ def _table(results, lengths, sides):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048, 4096])
-    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=["ours", "ours-dense", "torch"])
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs every (T, side) once")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per process (after 2 untimed)")
     parser.add_argument("--threads", type=int, default=2, help="BLAS and PyTorch threads")

@@ -1,8 +1,10 @@
 """TiledAttention (variants/tiled_attention.py): gradient checks, equality with plain attention, the online
-softmax's invariants, fully masked rows, memory linear in T, PyTorch parity, bad input.
+softmax's invariants, FlashAttention-2's order of the tiles and its causal skipping, fully masked rows, memory
+linear in T, PyTorch parity, bad input; the fast form's threads.
 
-The fast tier's tiled path (fast/attention.py) is proven equal to the plain layers in tests/test_fast.py
-(`test_fast_attention_tiled_equals_plain`); its memory is checked here beside the plain layer's.
+The fast forms (fast/tiled_attention.py, and fast/attention.py's tiled path) are proven equal to the plain layers
+in tests/test_fast.py on the gradient checker's cases; here the fast form against the plain one with 1 to 3
+threads, its memory beside the plain layer's, and its threads' share of the cores.
 """
 
 import tracemalloc
@@ -15,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer import ScaledDotProductAttention, TiledAttention, rel_error
+from minitransformer.layers.attention import causal_mask
 from minitransformer.variants.tiled_attention import online_softmax_result, online_softmax_step
 
 TOLERANCE = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5}
@@ -50,13 +53,14 @@ def _assert_same(tiled, plain, inputs, dtype=np.float64, **options):
 
 
 @settings(max_examples=40, deadline=None)
-@given(Tq=st.integers(1, 11), extra=st.integers(0, 5), block_size=st.integers(1, 6), causal=st.booleans(),
+@given(Tq=st.integers(1, 11), extra=st.integers(-4, 5), block_size=st.integers(1, 6), causal=st.booleans(),
        batch=st.sampled_from([(), (2,), (2, 3)]), with_mask=st.booleans(), with_bias=st.booleans(),
        seed=st.integers(0, 2**31))
 def test_equals_plain_attention(Tq, extra, block_size, causal, batch, with_mask, with_bias, seed):
-    """Any T (also not a multiple of the block), Tq <= Tk, masks that may hide whole rows, a constant bias."""
+    """Any T (also not a multiple of the block), Tq <= Tk (a cache before the queries) and Tq > Tk (causal: the
+    first queries see no key), masks that may hide whole rows, a constant bias."""
     rng = np.random.default_rng(seed)
-    Tk = Tq + extra
+    Tk = max(1, Tq + extra)
     inputs = _inputs(rng, batch, Tq, Tk, 3, 2)
     options = {}
     if with_mask:
@@ -119,6 +123,112 @@ def test_keeps_one_number_per_row_not_the_weights():
     assert layer.lse.shape == (2, 3, 9, 1) and layer.out.shape == (2, 3, 9, 6)
     assert not hasattr(layer, "alpha")
     assert not any(isinstance(value, np.ndarray) and value.shape[-2:] == (9, 9) for value in vars(layer).values())
+
+
+class _RecordingTiles(TiledAttention):
+    """TiledAttention that records the tiles (i, j) whose scores it computes, in order."""
+
+    def _tile_scores(self, q_i, k_j, i, j):
+        self.visited.append((i, j))
+        return super()._tile_scores(q_i, k_j, i, j)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_tiles_run_in_flashattention2_order_and_causal_skips_those_after_the_diagonal(causal):
+    """Algorithm 1: query block i outside, key block j inside; Algorithm 2: j outside, i inside. With causal,
+    10 queries after 3 cached keys, blocks of 4: the key blocks are cut at the query blocks' positions (after one
+    block of the keys before them), and only tiles on or below the diagonal are computed."""
+    q, k, v, dout = _inputs(np.random.default_rng(6), (2,), 10, 13, 3, 2)
+    layer = _RecordingTiles(causal=causal, block_size=4)
+    layer.visited = []
+    layer(q, k, v)
+    forward, layer.visited = layer.visited, []
+    layer.backward(dout)
+    if causal:
+        assert layer.tiling.key_blocks == [slice(0, 3), slice(3, 7), slice(7, 11), slice(11, 13)]
+        expected = [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2), (2, 3)]
+    else:
+        assert layer.tiling.key_blocks == [slice(0, 4), slice(4, 8), slice(8, 12), slice(12, 13)]
+        expected = [(i, j) for i in range(3) for j in range(4)]
+    assert forward == expected
+    assert layer.visited == sorted(expected, key=lambda tile: (tile[1], tile[0]))
+    _assert_same(layer, ScaledDotProductAttention(causal=causal), (q, k, v, dout))
+
+
+def test_the_diagonal_mask_is_built_once_per_forward(monkeypatch):
+    from minitransformer.variants import tiled_attention
+    built = []
+
+    def counting_causal_mask(Tq, Tk):
+        built.append((Tq, Tk))
+        return causal_mask(Tq, Tk)
+    monkeypatch.setattr(tiled_attention, "causal_mask", counting_causal_mask)
+    q, k, v, dout = _inputs(np.random.default_rng(7), (2,), 11, 11, 3, 2)
+    layer = TiledAttention(causal=True, block_size=3)       # 4 diagonal tiles, the last 2 x 2
+    layer(q, k, v)
+    layer.backward(dout)
+    assert built == [(3, 3)]
+
+
+def _fast_module():
+    return pytest.importorskip("minitransformer.fast.tiled_attention", reason="the fast tiled attention is left out")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_fast_form_equals_plain_with_any_number_of_threads(workers, dtype, monkeypatch):
+    """The fast form's blocks shared between 1 to 3 threads (each thread its own terms of dq): forward and every
+    gradient equal the plain TiledAttention's; the same threads give the same bits twice."""
+    fast = _fast_module()
+    monkeypatch.setattr(fast.FastTiledAttention, "workers", workers)
+    rng = np.random.default_rng(9)
+    for causal, Tq, Tk, with_options in [(True, 13, 13, False), (True, 7, 12, True), (True, 9, 5, False),
+                                         (False, 8, 11, True)]:
+        inputs = _inputs(rng, (2, 2), Tq, Tk, 4, 3, dtype)
+        options = {"mask": rng.random((2, 1, Tq, Tk)) > 0.3, "bias": rng.standard_normal((Tq, Tk))} if with_options else {}
+        _assert_same(fast.FastTiledAttention(causal=causal, block_size=3), TiledAttention(causal=causal, block_size=3),
+                     inputs, dtype=dtype, **options)
+        runs = []
+        for _ in range(2):
+            layer = fast.FastTiledAttention(causal=causal, block_size=3)
+            runs.append((layer(*inputs[:3], **options), *layer.backward(inputs[3])))
+        assert all(np.array_equal(a, b) for a, b in zip(*runs)), "two runs with the same threads differ"
+
+
+def test_threads_stay_within_the_process_share_of_cores(monkeypatch):
+    """As many threads as BLAS may use (threadpoolctl's limit), BLAS at one thread each while they run and
+    set back after, also when a thread raises; the blocks shared out evenly."""
+    import threading
+
+    from threadpoolctl import threadpool_limits
+    fast = _fast_module()
+    seen = []
+
+    def work(part):
+        seen.append((threading.get_ident(), fast.blas_threads()))
+        if part == ["raise"]:
+            raise ValueError("a block failed")
+        return part
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert fast.in_threads(work, [[0], [1]]) == [[0], [1]]
+        assert [n for _, n in seen] == [1, 1] and len({thread for thread, _ in seen}) == 2
+        with pytest.raises(ValueError, match="a block failed"):
+            fast.in_threads(work, [[0], ["raise"]])
+        assert fast.blas_threads() == 2
+    parts_used = []
+    monkeypatch.setattr(fast, "in_threads", lambda work, parts: parts_used.append(len(parts)) or [work(p) for p in parts])
+    q, k, v, dout = _inputs(np.random.default_rng(10), (2,), 12, 12, 3, 2)
+    for limit in (1, 2):
+        with threadpool_limits(limits=limit, user_api="blas"):
+            layer = fast.FastTiledAttention(causal=True, block_size=2)
+            layer(q, k, v)
+            layer.backward(dout)
+    assert parts_used == [1, 1, 2, 2]
+    costs = list(range(1, 17))                       # a causal layer's 16 query blocks
+    parts = fast.share(costs, 3)
+    loads = [sum(costs[index] for index in part) for part in parts]
+    assert sorted(index for part in parts for index in part) == list(range(16))
+    assert max(loads) - min(loads) <= 1, f"blocks shared unevenly: {loads}"
 
 
 def _peak_bytes(layer, T, causal=True):

@@ -23,7 +23,7 @@ KERNELS = ("plain", "fast")
 # Measured and deleted in 0.3 (benchmarks/bench_fast_forms.py, three runs of 7-9 rounds: a step with every
 # fast form but that one, against all fast): Embedding -0.8, +0.6, +0.7 % and MultiHeadAttention (the fused
 # QKV product) -7.0, -1.6, +1.2 %, inside the rounds' spread every time. The Softmax layer had no user.
-FORM_MODULES = ("linear", "activations", "softmax", "layernorm", "attention")
+FORM_MODULES = ("linear", "activations", "softmax", "layernorm", "tiled_attention", "attention")
 
 
 def fast_forms():

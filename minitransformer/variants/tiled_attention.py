@@ -1,14 +1,19 @@
-"""Tiled attention: softmax(q k^T * scale + mask) v without ever holding the (Tq, Tk) weights
-(online softmax, Milakov & Gimelshein 2018, arXiv 1805.02867; FlashAttention, Dao et al. 2022,
-arXiv 2205.14135, Algorithms 1 and 2).
+"""Tiled attention: softmax(q k^T * scale + mask) v without ever holding the (Tq, Tk) weights.
 
-Plain attention (`layers/attention.py`) builds the whole (..., Tq, Tk) score matrix, and keeps
-the weights alpha for its backward pass: memory grows with T^2. This layer computes the same
-numbers one tile at a time: a block of queries against a block of keys, (..., Bq, Bk), and keeps
-only q, k, v, out and one number per query row for backward: memory grows with T.
+Sources: FlashAttention-2 (Dao 2023, "FlashAttention-2: Faster Attention with Better Parallelism and Work
+Partitioning", arXiv 2307.08691): Algorithm 1 is the forward pass, Algorithm 2 the backward pass, section 3.1.1
+the causal mask; both rest on the online softmax (Milakov & Gimelshein 2018, "Online normalizer calculation for
+softmax", arXiv 1805.02867). The first FlashAttention (Dao et al. 2022, arXiv 2205.14135) divided its output by
+the running sum after every block and saved the maximum and the sum for backward; its second version, followed
+here, keeps the output unnormalised until the last block and saves one number per row, the log-sum-exp.
 
-Online softmax, for one query row whose scores s_1 .. s_Tk arrive in blocks of keys. After the
-blocks seen so far, keep three numbers per row (a vector o for the output):
+Plain attention (`layers/attention.py`) builds the whole (..., Tq, Tk) score matrix, and keeps the weights alpha
+for its backward pass: memory grows with T^2. This layer computes the same numbers one tile at a time: a block of
+queries against a block of keys, (..., Bq, Bk), and keeps only q, k, v, out and one number per query row for
+backward: memory grows with T.
+
+Online softmax, for one query row whose scores s_1 .. s_Tk arrive in blocks of keys. After the blocks seen so
+far, keep three numbers per row (a vector o for the output):
 
     m = max of the scores seen                      the running maximum
     l = sum over seen keys of exp(s_j - m)          the running sum, relative to m
@@ -20,41 +25,64 @@ When the next block arrives, with scores s_j, j in the block:
     l' = exp(m - m') l + sum_j exp(s_j - m')        the old sum re-based: exp(s - m) exp(m - m') = exp(s - m')
     o' = exp(m - m') o + sum_j exp(s_j - m') v_j    the same correction for the output
 
-so the three invariants hold again, with the block added. After the last block, l is the
-softmax's denominator relative to m, so
+so the three invariants hold again, with the block added. After the last block, l is the softmax's
+denominator relative to m, so
 
     out = o / l = sum_j softmax(s)_j v_j            exactly plain attention's row
     lse = m + log l = log sum_j exp(s_j)            the row's log-sum-exp, saved for backward
 
 Each exp(s - m') is at most 1, so nothing overflows, as in `layers/softmax.py`.
 
-Backward, with the weights recomputed instead of stored: p_j = exp(s_j - lse) is softmax(s)_j
-exactly (the denominator is exp(lse)). The softmax backward needs, per row,
-sum_j p_j dp_j with dp_j = dout . v_j; that sum is dout . (sum_j p_j v_j) = dout . out = D,
-one number per row computed once from the saved output (FlashAttention's D_i = rowsum(dO_i * O_i)).
-So every tile's gradients follow from the tile alone:
+Backward, with the weights recomputed instead of stored: p_j = exp(s_j - lse) is softmax(s)_j exactly (the
+denominator is exp(lse)). The softmax backward needs, per row, sum_j p_j dp_j with dp_j = dout . v_j; that sum
+is dout . (sum_j p_j v_j) = dout . out = D, one number per row computed once from the saved output. So every
+tile's gradients follow from the tile alone, and the backward can take the tiles in any order. Algorithm 2
+takes a block of keys outside and the blocks of queries inside: dk and dv of that key block are sums over the
+query blocks, kept in the block (dk_j, dv_j) and written once; dq's rows receive one term per key block.
 
-    p   = exp(s - lse)                    the tile's weights, (Bq, Bk)
-    dv += p^T dout                        out = p v
-    dp  = dout v^T                        (Bq, Bk)
-    ds  = p (dp - D)                      softmax backward, with D in place of the row sum
-    dq += scale ds k                      s = scale q k^T
-    dk += scale ds^T q
+The paper's lines, as this file's comments number them ([1.8] is Algorithm 1's line 8, [2.14] Algorithm 2's
+line 14). The paper leaves out the scale (its S = Q K^T); here q is multiplied by it once, before the loops,
+so every tile's scores are (scale q) k^T, and dq = scale * (the gradient of scale q) once, after them.
 
-A query row that sees no key (fully masked) never gets a finite score: l stays 0, and this
-layer gives it out = 0 and no gradient, as plain attention does; its lse is stored as +inf so
-that the recomputed weights exp(-inf - inf) are 0.
+    forward, Algorithm 1                             backward, Algorithm 2
+    [1.1-2] cut q into query blocks, k and v into     [2.1-3] the same blocks; dq starts at 0
+            key blocks; out and lse into row blocks   [2.4]   D = rowsum(dout * out), once
+    [1.3]   for each query block i:                   [2.5]   for each key block j:
+    [1.4]     q_i                                     [2.6]     k_j, v_j
+    [1.5]     m = -inf, l = 0, o = 0                  [2.7]     dk_j = 0, dv_j = 0
+    [1.6]     for each key block j it sees:           [2.8]     for each query block i that sees it:
+    [1.7]       k_j, v_j                              [2.9]       q_i, dout_i, lse_i, D_i
+    [1.8]       s = q_i k_j^T (+ bias, mask)          [2.10]      s = q_i k_j^T (+ bias, mask), recomputed
+    [1.9]       m', p~ = exp(s - m'), l'              [2.11]      p = exp(s - lse_i)
+    [1.10]      o' = exp(m - m') o + p~ v_j           [2.12]      dv_j += p^T dout_i
+    [1.12]    out_i = o / l                           [2.13]      dp = dout_i v_j^T
+    [1.13]    lse_i = m + log l                       [2.14]      ds = p (dp - D_i)
+    [1.14-15] write out_i and lse_i                   [2.15]      dq_i += ds k_j
+                                                      [2.16]      dk_j += ds^T q_i
+                                                      [2.18]    write dk_j and dv_j
 
-This file is the plain form: one line per step, every tile computed (masked tiles add exp(-inf) =
-0). The fast tier (`fast/attention.py`) runs the same algorithm with large blocks and skips
-the tiles above a causal diagonal. Notebook 17 walks one row through the online softmax.
+Causal attention (the paper's section 3.1.1): a tile whose keys all lie after its queries is skipped, and only
+the tile on the diagonal needs the mask. The key blocks are cut at the query blocks' positions (after the keys
+before the first query, which every query sees: the cache, in decoding), so that every diagonal tile is a square
+that holds the same lower-triangular mask: built once per forward, a slice of it for a shorter last block.
 
-Left out: dropout on the weights, and a learned score bias (the bias is a constant, as ALiBi's).
+A query row that sees no key (fully masked) never gets a finite score: l stays 0, and this layer gives it
+out = 0 and no gradient, as plain attention does; its lse is stored as +inf so that the recomputed weights
+exp(-inf - inf) are 0.
+
+This file is the plain form: one line per step. The fast tier's form (`fast/tiled_attention.py`) runs the same
+algorithm with large tiles, in place, its blocks shared between threads; the fast dense attention
+(`fast/attention.py`) hands long sequences to it. Notebook 17 walks one row through the online softmax.
+
+Left out: dropout on the weights, a learned score bias (the bias is a constant, as ALiBi's), and everything the
+paper does for the GPU (its on-chip memory, its warps).
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..layers.attention import ScaledDotProductAttention
+from ..layers.attention import ScaledDotProductAttention, causal_mask
 
 
 class TiledAttention(ScaledDotProductAttention):
@@ -68,6 +96,8 @@ class TiledAttention(ScaledDotProductAttention):
     Attributes after forward:
         lse: (..., Tq, 1) each query row's log-sum-exp of its scores (+inf for a row that sees no key).
         out: (..., Tq, dv) the output, kept for D = rowsum(dout * out) in backward.
+        q_scaled: (..., Tq, dk) scale * q, the queries every tile multiplies.
+        tiling: the blocks and which tiles are computed (`Tiling`).
         There is no `alpha`: the weights are never stored.
     """
 
@@ -78,7 +108,7 @@ class TiledAttention(ScaledDotProductAttention):
         self.block_size = int(block_size)
 
     def forward(self, q, k, v, mask=None, bias=None):
-        """Attend from each query to the keys, one block of keys at a time.
+        """Algorithm 1: each block of queries against the blocks of keys it sees, one tile at a time.
 
         Args:
             q: (..., Tq, dk) queries.
@@ -90,89 +120,149 @@ class TiledAttention(ScaledDotProductAttention):
         Returns:
             out: (..., Tq, dv).
         """
+        out, lse = self._start(q, k, v, mask, bias)                            # [1.1-2]
+        for i, rows in enumerate(self.tiling.query_blocks):                    # [1.3]
+            out[..., rows, :], lse[..., rows, :] = self._forward_query_block(i)    # [1.14-15]
+        self.out, self.lse = out, lse
+        return out
+
+    def _start(self, q, k, v, mask, bias):
+        """Check and keep the inputs, cut the blocks, fold the scale into q; the empty out (..., Tq, dv) and lse
+        (..., Tq, 1) (0 and +inf: the values of a row that sees no key). The fast form starts the same way."""
         q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
         self._check_shapes(q, k, v)
+        Tq, Tk = q.shape[-2], k.shape[-2]
         self.used_scale = q.shape[-1] ** -0.5 if self.scale is None else self.scale
         self.q, self.k, self.v = q, k, v
-        self.mask, self.bias = tile_views(self, mask, bias, (*q.shape[:-1], k.shape[-2]))
-        outs, lses = [], []
-        for rows in blocks(q.shape[-2], self.block_size):
-            out_block, lse_block = self._forward_rows(rows)
-            outs.append(out_block)
-            lses.append(lse_block)
-        self.out = np.concatenate(outs, axis=-2)                   # (..., Tq, dv)
-        self.lse = np.concatenate(lses, axis=-2)                   # (..., Tq, 1)
-        return self.out
+        self.mask, self.bias = tile_views(self, mask, bias, (*q.shape[:-1], Tk))
+        self.tiling = Tiling.cut(Tq, Tk, self.block_size, self.causal)
+        self.q_scaled = self.used_scale * q                                    # (..., Tq, dk): S = (scale q) k^T
+        out = np.zeros((*q.shape[:-1], v.shape[-1]), np.result_type(self.q_scaled, v))     # (..., Tq, dv)
+        lse = np.full((*q.shape[:-1], 1), np.inf, self.q_scaled.dtype)                      # (..., Tq, 1)
+        return out, lse
 
-    def _forward_rows(self, rows):
-        """One block of queries against every block of keys (online softmax): (out, lse) of those rows."""
-        q_block = self.q[..., rows, :]                                        # (..., Bq, dk)
-        row_max = np.full((*q_block.shape[:-1], 1), -np.inf, dtype=q_block.dtype)   # m (..., Bq, 1)
-        row_sum = np.zeros_like(row_max)                                      # l (..., Bq, 1)
-        acc = np.zeros((*q_block.shape[:-1], self.v.shape[-1]), np.result_type(self.q, self.v))  # o
-        for cols in blocks(self.k.shape[-2], self.block_size):
-            scores = self._tile_scores(q_block, rows, cols)                    # 1-3. (..., Bq, Bk)
-            row_max, row_sum, acc = online_softmax_step(row_max, row_sum, acc, scores, self.v[..., cols, :])  # 4-5.
-        return online_softmax_result(row_max, row_sum, acc)                    # 6-7.
+    def _forward_query_block(self, i):
+        """[1.4-13] Query block i through the online softmax over the key blocks it sees: (out_i, lse_i)."""
+        q_i = self.q_scaled[..., self.tiling.query_blocks[i], :]                           # [1.4] (..., Bq, dk)
+        row_max = np.full((*q_i.shape[:-1], 1), -np.inf, dtype=q_i.dtype)                  # [1.5] m (..., Bq, 1)
+        row_sum = np.zeros_like(row_max)                                                   #       l (..., Bq, 1)
+        acc = np.zeros((*q_i.shape[:-1], self.v.shape[-1]), np.result_type(q_i, self.v))   #       o (..., Bq, dv)
+        for j in self.tiling.keys_seen_by[i]:                                              # [1.6]
+            cols = self.tiling.key_blocks[j]
+            k_j, v_j = self.k[..., cols, :], self.v[..., cols, :]                          # [1.7] (..., Bk, d)
+            scores = self._tile_scores(q_i, k_j, i, j)                                     # [1.8] (..., Bq, Bk)
+            row_max, row_sum, acc = online_softmax_step(row_max, row_sum, acc, scores, v_j)     # [1.9-10]
+        return online_softmax_result(row_max, row_sum, acc)                                # [1.12-13]
 
     def backward(self, dout):
-        """Reverse the forward tile by tile, recomputing each tile's weights from the saved lse.
+        r"""Algorithm 2: each block of keys against the blocks of queries that see it, the weights of every tile
+        recomputed from the saved lse; dk_j and dv_j summed in the block and written once. Per tile, with
+        $\hat q = \text{scale} \cdot q$ (the scale folded into q):
 
-            7-4. p = exp(s - lse)             the tile's softmax weights, recomputed (not stored)
-            5.   out = p v                    ->  dv += p^T dout,   dp = dout v^T
-            4.   softmax                      ->  ds = p (dp - D),  D = rowsum(dout * out)
-                 (D = sum_j p_j dp_j = dout . sum_j p_j v_j = dout . out, the whole row's sum)
-            3.   masked entries have p = 0, so ds = 0 there; 2b. the bias is a constant
-            2-1. s = scale q k^T              ->  dq += scale ds k,   dk += scale ds^T q
+        $$
+        \begin{aligned}
+        &[2.11] \quad p = \exp(s - \text{lse}) && \text{the weights: each row's softmax denominator is } e^{\text{lse}} \\
+        &[2.12\text{-}13] \quad \text{out} = p\, v \;\Rightarrow\; dv \mathrel{+}= p^\top \text{dout}, \quad
+            dp = \text{dout}\, v^\top \\
+        &[2.14] \quad p = \operatorname{softmax}(s) \;\Rightarrow\; ds = p \circ (dp - D), \quad
+            D = \operatorname{rowsum}(\text{dout} \circ \text{out}) \;\; [2.4] \\
+        &[2.15\text{-}16] \quad s = \hat q\, k^\top \;\Rightarrow\; d\hat q \mathrel{+}= ds\, k, \quad
+            dk \mathrel{+}= ds^\top \hat q; \qquad \text{at the end } dq = \text{scale} \cdot d\hat q
+        \end{aligned}
+        $$
+
+        The softmax backward's row sum $\sum_j p_j\, dp_j = \text{dout} \cdot \sum_j p_j v_j = \text{dout} \cdot
+        \text{out} = D$ covers the whole row, so each tile needs only its own p and dp. Masked entries have p = 0,
+        hence ds = 0 there; the bias is a constant.
+
         Args:
             dout: (..., Tq, dv).
         Returns:
             (dq, dk, dv) with the shapes of q, k, v.
         """
-        D = (dout * self.out).sum(axis=-1, keepdims=True)                      # (..., Tq, 1)
-        dq = np.zeros(self.q.shape, np.result_type(self.q, dout))
-        dk = np.zeros(self.k.shape, np.result_type(self.k, dout))
-        dv = np.zeros(self.v.shape, np.result_type(self.v, dout))
-        for rows in blocks(self.q.shape[-2], self.block_size):
-            q_block, dout_block = self.q[..., rows, :], dout[..., rows, :]     # (..., Bq, dk), (..., Bq, dv)
-            for cols in blocks(self.k.shape[-2], self.block_size):
-                scores = self._tile_scores(q_block, rows, cols)                # 1-3. recomputed (..., Bq, Bk)
-                weights = np.exp(scores - self.lse[..., rows, :])              # 7-4. p, exactly softmax's weights
-                dv[..., cols, :] += np.swapaxes(weights, -1, -2) @ dout_block  # 5. (..., Bk, dv)
-                dweights = dout_block @ np.swapaxes(self.v[..., cols, :], -1, -2)   # 5. dp (..., Bq, Bk)
-                dtile = weights * (dweights - D[..., rows, :])                 # 4. ds (..., Bq, Bk)
-                dtile = self.used_scale * dtile                                # 2. d(q k^T) = scale ds
-                dq[..., rows, :] += dtile @ self.k[..., cols, :]               # 1. (..., Bq, dk)
-                dk[..., cols, :] += np.swapaxes(dtile, -1, -2) @ q_block       # 1. (..., Bk, dk)
+        D = (dout * self.out).sum(axis=-1, keepdims=True)                      # [2.4] (..., Tq, 1)
+        dq_scaled = np.zeros(self.q.shape, np.result_type(self.q_scaled, dout))   # [2.3] (..., Tq, dk)
+        dk = np.zeros(self.k.shape, np.result_type(self.k, self.q_scaled, dout))  # (..., Tk, dk)
+        dv = np.zeros(self.v.shape, np.result_type(self.v, dout))                 # (..., Tk, dv)
+        for j, cols in enumerate(self.tiling.key_blocks):                      # [2.5]
+            k_j, v_j = self.k[..., cols, :], self.v[..., cols, :]              # [2.6] (..., Bk, dk), (..., Bk, dv)
+            dk_j, dv_j = np.zeros_like(dk[..., cols, :]), np.zeros_like(dv[..., cols, :])   # [2.7]
+            for i in self.tiling.queries_seeing[j]:                            # [2.8]
+                rows = self.tiling.query_blocks[i]
+                q_i, dout_i = self.q_scaled[..., rows, :], dout[..., rows, :]  # [2.9] (..., Bq, dk), (..., Bq, dv)
+                scores = self._tile_scores(q_i, k_j, i, j)                     # [2.10] recomputed (..., Bq, Bk)
+                weights = np.exp(scores - self.lse[..., rows, :])              # [2.11] p, exactly softmax's weights
+                dv_j = dv_j + np.swapaxes(weights, -1, -2) @ dout_i            # [2.12] (..., Bk, dv)
+                dweights = dout_i @ np.swapaxes(v_j, -1, -2)                   # [2.13] dp (..., Bq, Bk)
+                dscores = weights * (dweights - D[..., rows, :])               # [2.14] ds (..., Bq, Bk)
+                dq_scaled[..., rows, :] += dscores @ k_j                       # [2.15] (..., Bq, dk)
+                dk_j = dk_j + np.swapaxes(dscores, -1, -2) @ q_i               # [2.16] (..., Bk, dk)
+            dk[..., cols, :], dv[..., cols, :] = dk_j, dv_j                    # [2.18]
+        dq = self.used_scale * dq_scaled                                       # q_scaled = scale q
         return dq, dk, dv
 
-    def _tile_scores(self, q_block, rows, cols):
-        """Steps 1-3 for one tile: scale q k^T, plus the bias, -inf where a key is masked; (..., Bq, Bk)."""
-        tile = q_block @ np.swapaxes(self.k[..., cols, :], -1, -2) * self.used_scale     # 1-2.
+    def _tile_scores(self, q_i, k_j, i, j):
+        """[1.8] = [2.10] on tile (i, j): (scale q_i) k_j^T, plus the bias, -inf where a key is masked; (..., Bq, Bk)."""
+        rows, cols = self.tiling.query_blocks[i], self.tiling.key_blocks[j]
+        scores = q_i @ np.swapaxes(k_j, -1, -2)                                # the scale is in q_i
         if self.bias is not None:
-            tile = tile + self.bias[..., rows, cols]                           # 2b. constant score bias
-        allowed = self._tile_allowed(rows, cols)
-        if allowed is not None:
-            tile = np.where(allowed, tile, -np.inf)                            # 3. masked keys get -inf
-        return tile
-
-    def _tile_allowed(self, rows, cols):
-        """The causal rule and the user's mask on one tile (bool, broadcastable to it), or None."""
-        Tq, Tk = self.q.shape[-2], self.k.shape[-2]
-        allowed = None
-        if self.causal:                                                        # key j <= query's position
-            allowed = np.arange(cols.start, cols.stop)[None, :] <= np.arange(rows.start, rows.stop)[:, None] + Tk - Tq
+            scores = scores + self.bias[..., rows, cols]                       # a constant score bias
+        if self.tiling.is_diagonal(i, j):
+            size = rows.stop - rows.start
+            scores = np.where(self.tiling.diagonal_mask[:size, :size], scores, -np.inf)   # causal: keys after -inf
         if self.mask is not None:
-            tile_mask = self.mask[..., rows, cols]
-            allowed = tile_mask if allowed is None else allowed & tile_mask
-        return allowed
+            scores = np.where(self.mask[..., rows, cols], scores, -np.inf)     # the user's mask
+        return scores
 
     def __repr__(self):
         return f"TiledAttention(causal={self.causal}, scale={self.scale}, block_size={self.block_size})"
 
 
+@dataclass
+class Tiling:
+    """The blocks of one forward, and which tiles are computed (with causal: none wholly after the diagonal).
+
+    query_blocks, key_blocks: lists of slices over the queries' and the keys' axis.
+    keys_seen_by[i]: the indices of the key blocks query block i sees (Algorithm 1's inner loop).
+    queries_seeing[j]: the indices of the query blocks that see key block j (Algorithm 2's inner loop).
+    diagonal_of[i]: the key block on query block i's diagonal (None without causal); only that tile is masked.
+    diagonal_mask: (Bq, Bq) bool, True on and below the diagonal, Bq the first query block's length (None
+        without causal): every diagonal tile's mask, a shorter last tile's its top-left corner.
+    """
+
+    query_blocks: list
+    key_blocks: list
+    keys_seen_by: list
+    queries_seeing: list
+    diagonal_of: list
+    diagonal_mask: object = None
+
+    @classmethod
+    def cut(cls, Tq, Tk, block_size, causal):
+        """The tiling of Tq queries against Tk keys; query i sits at position Tk - Tq + i (the end of the keys)."""
+        if not causal:
+            query_blocks, key_blocks = blocks(Tq, block_size), blocks(Tk, block_size)
+            every_query, every_key = range(len(query_blocks)), range(len(key_blocks))
+            return cls(query_blocks, key_blocks, [every_key] * len(query_blocks), [every_query] * len(key_blocks),
+                       [None] * len(query_blocks))
+        offset = Tk - Tq                                          # the first query's position
+        query_blocks = blocks(Tq, block_size, start=max(0, -offset))   # queries before position 0 see no key: left out
+        before = blocks(max(0, offset), block_size)                     # keys before the first query: every query sees them
+        key_blocks = before + [slice(rows.start + offset, rows.stop + offset) for rows in query_blocks]
+        n_before, n_rows = len(before), len(query_blocks)
+        side = query_blocks[0].stop - query_blocks[0].start if query_blocks else 0     # the largest diagonal tile
+        return cls(query_blocks, key_blocks,
+                   keys_seen_by=[range(n_before + i + 1) for i in range(n_rows)],           # up to the diagonal
+                   queries_seeing=[range(max(0, j - n_before), n_rows) for j in range(len(key_blocks))],
+                   diagonal_of=[n_before + i for i in range(n_rows)],
+                   diagonal_mask=causal_mask(side, side))
+
+    def is_diagonal(self, i, j):
+        return self.diagonal_of[i] == j
+
+
 def online_softmax_step(row_max, row_sum, acc, scores, values):
-    """Fold one block of keys into the running maximum m, sum l and output o (steps 4-5).
+    """Fold one block of keys into the running maximum m, sum l and output o ([1.9-10]).
 
     Args:
         row_max: (..., Bq, 1) m, the largest score seen so far (-inf before any).
@@ -183,17 +273,17 @@ def online_softmax_step(row_max, row_sum, acc, scores, values):
     Returns:
         (m', l', o') after the block, the same shapes.
     """
-    new_max = np.maximum(row_max, scores.max(axis=-1, keepdims=True))   # 4a. m' = max(m, max_j s_j)
-    shift = np.where(np.isfinite(new_max), new_max, 0)                  # 4b. no finite score yet: shift by 0
-    weights = np.exp(scores - shift)                                    # 4c. exp(s_j - m'), each <= 1
-    rescale = np.exp(row_max - shift)                                   # 4d. exp(m - m'), 0 while m = -inf
-    row_sum = rescale * row_sum + weights.sum(axis=-1, keepdims=True)   # 4e. l' = exp(m - m') l + sum_j
-    acc = rescale * acc + weights @ values                              # 5.  o' = exp(m - m') o + sum_j .. v_j
+    new_max = np.maximum(row_max, scores.max(axis=-1, keepdims=True))   # [1.9] m' = max(m, max_j s_j)
+    shift = np.where(np.isfinite(new_max), new_max, 0)                  #       no finite score yet: shift by 0
+    weights = np.exp(scores - shift)                                    # [1.9] p~ = exp(s_j - m'), each <= 1
+    rescale = np.exp(row_max - shift)                                   #       exp(m - m'), 0 while m = -inf
+    row_sum = rescale * row_sum + weights.sum(axis=-1, keepdims=True)   # [1.9] l' = exp(m - m') l + sum_j p~_j
+    acc = rescale * acc + weights @ values                              # [1.10] o' = exp(m - m') o + p~ v
     return new_max, row_sum, acc
 
 
 def online_softmax_result(row_max, row_sum, acc):
-    """(out, lse) from the final m, l, o (steps 6-7): out = o / l, lse = m + log l.
+    """(out, lse) from the final m, l, o ([1.12-13]): out = o / l, lse = m + log l.
 
     A row that saw no finite score (l = 0) gets out = 0 and lse = +inf, so that the backward's
     recomputed weights exp(s - lse) are 0 there. Shapes: out (..., Bq, dv), lse (..., Bq, 1).
@@ -201,19 +291,19 @@ def online_softmax_result(row_max, row_sum, acc):
     seen = row_sum > 0                                                  # False: the row saw no key
     safe_sum = np.where(seen, row_sum, 1)                               # (..., Bq, 1)
     shift = np.where(row_max > -np.inf, row_max, 0)                     # m, or 0 for a row with no key
-    out = acc / safe_sum                                                # 6. out = o / l (0 if no key)
-    lse = np.where(seen, shift + np.log(safe_sum), np.inf)              # 7. lse = m + log l
+    out = acc / safe_sum                                                # [1.12] out = o / l (0 if no key)
+    lse = np.where(seen, shift + np.log(safe_sum), np.inf)              # [1.13] lse = m + log l
     return out, lse
 
 
-def blocks(length, block_size):
-    """slice objects covering 0 .. length in steps of block_size (the last may be shorter)."""
-    return [slice(start, min(start + block_size, length)) for start in range(0, length, block_size)]
+def blocks(stop, block_size, start=0):
+    """slice objects covering start .. stop in steps of block_size (the last may be shorter)."""
+    return [slice(first, min(first + block_size, stop)) for first in range(start, stop, block_size)]
 
 
 def tile_views(layer, mask, bias, scores_shape):
     """The mask and the bias as read-only broadcast views of scores_shape (no T^2 copy), checked;
-    errors name `layer`. The fast tier's tiled attention calls this too."""
+    errors name `layer`. The fast tier's tiled attention starts from these too."""
     mask = layer._check_mask(mask, scores_shape)
     mask = None if mask is None else np.broadcast_to(mask, scores_shape)
     if bias is not None:

@@ -2,8 +2,10 @@
 # # 17. Tiled attention: the same output, memory linear in the length
 #
 # **Sources.** Milakov & Gimelshein, *Online normalizer calculation for softmax* (2018, arXiv
-# 1805.02867); Dao et al., *FlashAttention* (2022, arXiv 2205.14135), Algorithms 1 and 2. The
-# attention itself is the lecture notes' §1.1 (Jonathan May, *Transformer Language Models*, 2025).
+# 1805.02867); Dao, *FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning*
+# (2023, arXiv 2307.08691), Algorithm 1 (forward) and Algorithm 2 (backward), after Dao et al.,
+# *FlashAttention* (2022, arXiv 2205.14135). The attention itself is the lecture notes' §1.1
+# (Jonathan May, *Transformer Language Models*, 2025).
 #
 # Plain attention builds the $(T, T)$ matrix of weights $\operatorname{softmax}(s \, q k^\top)$ ($s$ the scale)
 # and keeps it for the backward pass, so its memory grows with $T^2$. The softmax needs a whole row (its maximum and its
@@ -18,8 +20,8 @@
 #    recomputing each tile's weights from one saved number per row, the log-sum-exp;
 # 3. its memory grows linearly with $T$, plain attention's quadratically (measured, not estimated).
 #
-# The derivation is in the docstring of `minitransformer/variants/tiled_attention.py`; every number
-# below is computed by the package.
+# The derivation is in the docstring of `minitransformer/variants/tiled_attention.py`, with a table
+# that maps each of its lines to the paper's algorithms; every number below is computed by the package.
 
 # %%
 import tracemalloc
@@ -146,10 +148,11 @@ plt.show()
 # ## The whole layer equals plain attention
 #
 # `TiledAttention` runs this update for a block of queries against each block of keys (a tile), and
-# saves per row only the output and the log-sum-exp. Its backward pass recomputes each tile's weights
-# as $e^{s - \mathrm{lse}}$ and needs one more number per row, $D = \sum \mathrm{dout} \cdot \mathrm{out}$ (the
-# softmax backward's row sum, rewritten with the saved output). Here $T = 50$ in blocks of 16 (the last block
-# is 2 long), causal.
+# saves per row only the output and the log-sum-exp (Algorithm 1). Its backward pass (Algorithm 2)
+# takes one block of keys at a time against the blocks of queries that see it, recomputes each tile's
+# weights as $e^{s - \mathrm{lse}}$, and needs one more number per row, $D = \sum \mathrm{dout} \cdot \mathrm{out}$
+# (the softmax backward's row sum, rewritten with the saved output). With causal attention the tiles wholly above
+# the diagonal are skipped. Here $T = 50$ in blocks of 16 (the last block is 2 long), causal.
 
 # %%
 q, k, v, dout = np.random.default_rng(1).standard_normal((4, 2, 3, 50, 8))
@@ -169,7 +172,7 @@ print("tiled keeps", {name: getattr(tiled, name).shape for name in ("lse", "out"
 # sees every NumPy array), for one sequence with 2 heads of size 16, float64. Plain attention holds
 # $(T, T)$ arrays; `TiledAttention` (blocks of 128) holds q, k, v, the output, their gradients and a few
 # tiles. The fast tier's attention (what `GPT(kernels="fast")` runs) switches to tiling itself from
-# $T = 256$ on.
+# a threshold on (`tiled_from`, printed in the legend).
 
 # %%
 def peak_bytes(layer, T):
@@ -184,19 +187,21 @@ def peak_bytes(layer, T):
 
 
 lengths = [64, 128, 256, 512, 1024]
+tiled_from = getattr(use_kernels(ScaledDotProductAttention(causal=True), "fast"), "tiled_from", None)   # None: no fast form
+FAST = f"fast tier (tiles from T = {tiled_from})"
 makers = {"plain ScaledDotProductAttention": lambda: ScaledDotProductAttention(causal=True),
           "TiledAttention (blocks of 128)": lambda: TiledAttention(causal=True, block_size=128),
-          "fast tier (tiles from T = 256)": lambda: use_kernels(ScaledDotProductAttention(causal=True), "fast")}
+          FAST: lambda: use_kernels(ScaledDotProductAttention(causal=True), "fast")}
 peaks = {name: [peak_bytes(make(), T) for T in lengths] for name, make in makers.items()}
 print("T     " + "".join(f"{name[:30]:>33}" for name in peaks))
 for index, T in enumerate(lengths):
     print(f"{T:<6d}" + "".join(f"{peaks[name][index] / 2**20:30.2f} MB" for name in peaks))
 plain_growth = peaks["plain ScaledDotProductAttention"][-1] / peaks["plain ScaledDotProductAttention"][-2]
 tiled_growth = peaks["TiledAttention (blocks of 128)"][-1] / peaks["TiledAttention (blocks of 128)"][-2]
-fast_growth = peaks["fast tier (tiles from T = 256)"][-1] / peaks["fast tier (tiles from T = 256)"][-2]
+fast_growth = peaks[FAST][-1] / peaks[FAST][-2]
 print(f"from T = 512 to 1024: plain x{plain_growth:.2f}, tiled x{tiled_growth:.2f}, fast tier x{fast_growth:.2f}")
 assert plain_growth > 3.5 and tiled_growth < 2.3
-assert fast_growth < 2.3 or kernels_of(makers["fast tier (tiles from T = 256)"]()) == "plain"   # a copy without it
+assert fast_growth < 2.3 or kernels_of(makers[FAST]()) == "plain"   # a copy without it
 
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -218,7 +223,7 @@ plt.show()
 # a fixed part (a few $128 \times 128$ tiles per head) plus a part proportional to $T$ ($q$, $k$, $v$, the output,
 # their gradients), and at these lengths the fixed part is still a good share of it, so its line
 # is flatter than the dashed $\propto T$ line through its last point, and approaches that slope as $T$ grows.
-# Below $T = 256$ the fast tier still runs the dense form (faster there); from 256 on it tiles. In a whole GPT
+# Below its threshold the fast tier still runs the dense form (faster there); from it on it tiles. In a whole GPT
 # the other activations ($T \cdot C$ per layer) grow linearly too, so with tiling the model's memory is linear
 # in $T$:
 # `benchmarks/bench_long_sequences.py` measures it against PyTorch.

@@ -1,0 +1,106 @@
+"""Benchmark: from which length on the fast attention's tiled form beats its dense form, and with which tiles.
+
+    python benchmarks/bench_tiled_threshold.py                                # T = 64 ... 1024, tiles 64, 128, 256
+    python benchmarks/bench_tiled_threshold.py --lengths 128 256 512 --tiles 128 --rounds 15 --threads 1
+
+The benchmark model's attention alone (bench_train.py's configuration: H = 4 heads of hs = 32, float32, causal) at
+length T with B = max(1, 768 // T) windows, one forward and one backward pass, in two forms of the fast tier:
+
+* `dense`: `FastScaledDotProductAttention` with its threshold set past every T: it holds the (B, H, T, T) weights;
+* `tiled-N`: `FastTiledAttention` (fast/tiled_attention.py) in N x N tiles, its blocks shared between as many
+  threads as BLAS may use (--threads).
+
+Everything runs in this one process, in rounds: round r times every (T, form) once, in turn, so that every form
+sees the same load; the table gives per T the median time over rounds and the median over rounds of each tiled
+form's time divided by the dense form's in the same round (below 1: tiling pays). The machine is shared: quote
+the ratios, with the load printed before and after.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def forms(tiles):
+    """{name: a function building a fresh layer of that form}."""
+    from minitransformer.fast.attention import FastScaledDotProductAttention
+    from minitransformer.fast.tiled_attention import FastTiledAttention
+
+    def dense():
+        layer = FastScaledDotProductAttention(causal=True)
+        layer.tiled_from = sys.maxsize
+        return layer
+    made = {"dense": dense}
+    for tile in tiles:
+        made[f"tiled-{tile}"] = lambda tile=tile: FastTiledAttention(causal=True, block_size=tile)
+    return made
+
+
+def time_once(make, inputs):
+    """Seconds for one forward and one backward pass of a fresh layer."""
+    q, k, v, dout = inputs
+    layer = make()
+    started = time.perf_counter()
+    layer(q, k, v)
+    layer.backward(dout)
+    return time.perf_counter() - started
+
+
+def run(lengths, tiles, rounds, seed=0):
+    """{(T, form): [seconds per round]}, the forms of each round interleaved."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    inputs = {T: [rng.standard_normal((max(1, 768 // T), 4, T, 32)).astype(np.float32) for _ in range(4)]
+              for T in lengths}
+    made = forms(tiles)
+    for T in lengths:                                   # one untimed pass each: caches, the threads' pool
+        for make in made.values():
+            time_once(make, inputs[T])
+    times = {(T, name): [] for T in lengths for name in made}
+    for _ in range(rounds):
+        for T in lengths:
+            for name, make in made.items():
+                times[T, name].append(time_once(make, inputs[T]))
+    return times
+
+
+def table(times, lengths, names):
+    """Markdown: per T the median ms of each form and the median per-round ratio of each tiled form to dense."""
+    tiled = [name for name in names if name != "dense"]
+    head = ["T", "B"] + [f"{name} ms" for name in names] + [f"{name} / dense" for name in tiled]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for T in lengths:
+        cells = [str(T), str(max(1, 768 // T))]
+        cells += [f"{statistics.median(times[T, name]) * 1e3:.1f}" for name in names]
+        cells += [f"{statistics.median(a / b for a, b in zip(times[T, name], times[T, 'dense'])):.2f}" for name in tiled]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 192, 256, 384, 512, 1024])
+    parser.add_argument("--tiles", type=int, nargs="+", default=[64, 128, 256])
+    parser.add_argument("--rounds", type=int, default=9, help="rounds; each times every (T, form) once")
+    parser.add_argument("--threads", type=int, default=2, help="BLAS threads, and the tiled form's threads")
+    args = parser.parse_args(argv)
+    if min(args.lengths) < 1 or min(args.tiles) < 1 or args.rounds < 1 or args.threads < 1:
+        parser.error("--lengths, --tiles, --rounds and --threads must be at least 1")
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    import numpy  # noqa: F401  (loads BLAS, so that the limit below finds it)
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=args.threads, user_api="blas"):
+        print(f"load average before: {os.getloadavg()[0]:.1f}; {args.threads} threads; {args.rounds} rounds",
+              flush=True)
+        times = run(args.lengths, args.tiles, args.rounds)
+        print(f"load average after: {os.getloadavg()[0]:.1f}\n")
+    print(table(times, args.lengths, ["dense"] + [f"tiled-{tile}" for tile in args.tiles]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
