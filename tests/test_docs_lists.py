@@ -59,6 +59,14 @@ def test_every_public_class_of_the_room_has_a_row_and_every_row_names_real_code(
     assert not absent, f"{page} names {absent}, which no file of the package defines"
 
 
+
+def test_the_benchmarks_table_names_every_script_and_no_other():
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    listed = set(re.findall(r"^\| `(bench_\w+\.py)` \|", text, re.M))
+    scripts = {path.name for path in (ROOT / "benchmarks").glob("bench_*.py")}
+    assert listed == scripts, (f"benchmarks/README.md's table of scripts: missing {sorted(scripts - listed)}, "
+                               f"naming absent {sorted(listed - scripts)}")
+
 # ----------------------------------------------------------------------------------------------- the checks can fail
 @pytest.fixture
 def copy(tmp_path):
