@@ -1,7 +1,8 @@
 """The guide's lists that name the code cannot drift: the map of rooms, the exercises and the commands are
 written by docs/gen_lists.py from the package, and each committed list must equal what it writes now; the tables
 of layers and variants, written by hand, must name every public class of `layers/` and `variants/`, and every
-name in a table of names must be defined in the files its row gives. The breakages each check must catch
+name in a table of names must be defined in the files its row gives; the benchmarks README's table of
+scripts must name every `benchmarks/bench_*.py`. The breakages each check must catch
 (a file, an exercise or a command added or taken away; a row edited) are made in a copy of the repository.
 """
 
