@@ -63,15 +63,21 @@ def test_every_python_block_runs(page, tmp_path, monkeypatch):
 
 
 def command_lines(path):
-    """(line number, program, argv) of every `python -m minitransformer ...` and `python benchmarks/...` shown."""
-    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
-    for number, line in enumerate(text.splitlines(), 1):
-        line = re.sub(r"\s#\s.*$", "", line) if not line.lstrip().startswith("|") else line
-        for pattern, program in ((PROGRAM, None), (BENCHMARK, "script")):
-            for match in pattern.finditer(line):
-                argv = match["argv"].replace("[", " ").replace("]", " ").replace("...", " ").replace("…", " ")
-                if argv.strip() or program:          # the program's bare name is a name, not a command line
-                    yield number, (match[program] if program else "minitransformer"), shlex.split(argv)
+    """(line number, program, argv) of every `python -m minitransformer ...` and `python benchmarks/...` shown.
+
+    A command may run over two lines inside backquotes or after a backslash; a `# comment` is not part of it.
+    Each change below keeps the text's length, so that a match's offset still gives its line.
+    """
+    original = path.read_text(encoding="utf-8")
+    text = original.replace("\\\n", "  ")
+    text = re.sub(r"`python [^`\n]*\n[^`\n]*`", lambda match: match[0].replace("\n", " "), text)
+    text = re.sub(r"(?m)(?<=\S)[ \t]+#[ \t].*$", lambda match: " " * len(match[0]), text)
+    for pattern, program in ((PROGRAM, None), (BENCHMARK, "script")):
+        for match in pattern.finditer(text):
+            argv = match["argv"].replace("[", " ").replace("]", " ").replace("...", " ").replace("…", " ")
+            if argv.strip() or program:          # the program's bare name is a name, not a command line
+                number = original.count("\n", 0, match.start()) + 1
+                yield number, (match[program] if program else "minitransformer"), shlex.split(argv)
 
 
 ALL_COMMANDS = [(path, *shown) for path in COMMAND_PAGES for shown in command_lines(path)]

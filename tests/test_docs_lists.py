@@ -1,7 +1,8 @@
 """The guide's lists that name the code cannot drift: the map of rooms, the exercises and the commands are
 written by docs/gen_lists.py from the package, and each committed list must equal what it writes now; the tables
 of layers and variants, written by hand, must name every public class of `layers/` and `variants/`, and every
-name in a table of names must be defined in the files its row gives. The breakages each check must catch
+name in a table of names must be defined in the files its row gives; the benchmarks README's table of
+scripts must name every `benchmarks/bench_*.py`. The breakages each check must catch
 (a file, an exercise or a command added or taken away; a row edited) are made in a copy of the repository.
 """
 
@@ -58,6 +59,14 @@ def test_every_public_class_of_the_room_has_a_row_and_every_row_names_real_code(
     absent = sorted(name for name, _ in named if name not in defined)
     assert not absent, f"{page} names {absent}, which no file of the package defines"
 
+
+
+def test_the_benchmarks_table_names_every_script_and_no_other():
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    listed = set(re.findall(r"^\| `(bench_\w+\.py)` \|", text, re.M))
+    scripts = {path.name for path in (ROOT / "benchmarks").glob("bench_*.py")}
+    assert listed == scripts, (f"benchmarks/README.md's table of scripts: missing {sorted(scripts - listed)}, "
+                               f"naming absent {sorted(listed - scripts)}")
 
 # ----------------------------------------------------------------------------------------------- the checks can fail
 @pytest.fixture

@@ -114,6 +114,8 @@ def test_every_layer_variant_and_notebook_has_its_page(site):
                 assert (site / room / f"{path.stem}.html").is_file(), f"no page for {room}/{path.name}"
     for name in NOTEBOOKS:
         assert (site / "notebooks" / f"{name}.html").is_file(), f"no page for notebook {name}"
+    for path in (REPO / "docs" / "guide").glob("*.md"):          # the guide: one page per file, as in the repository
+        assert (site / "guide" / f"{path.stem}.html").is_file(), f"no page for docs/guide/{path.name}"
     for page in ("index.html", "errata/index.html", "benchmarks.html", "guide/for-instructors.html",
                  "reference/index.html", "reference/training.html"):
         assert (site / page).is_file(), f"no {page}"
