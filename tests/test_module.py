@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer import GPT, Linear, Parameter
@@ -376,6 +376,27 @@ def test_a_change_to_whole_rows_columns_slices_or_the_array_is_refused_for_every
                 _assert_edit_is_refused(name, shape, dtype, kernels, which, EDITS[edit], _times_three)
 
 
+@pytest.mark.parametrize("kernels", ["plain", "fast"])
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_a_change_to_heads_that_multi_head_attention_hands_over_as_views_is_refused(edit, kernels):
+    """q, k, v as MultiHeadAttention gives them to attention: (B, H, T, hs) views of one (B, T, 3, H, hs) buffer,
+    not contiguous; their fingerprint reads them in memory order."""
+    from minitransformer import ScaledDotProductAttention
+    from minitransformer.core.module import InputChangedError
+    from minitransformer.fast import use_kernels
+
+    qkv = np.random.default_rng(0).standard_normal((12, 64, 3, 4, 32)).astype(np.float32)
+    heads = [qkv[:, :, part].transpose(0, 2, 1, 3) for part in range(3)]           # (B, H, T, hs) each
+    for which in range(3):
+        attention = use_kernels(ScaledDotProductAttention(causal=True), kernels)
+        out = attention(*heads)
+        _times_three(heads[which][EDITS[edit]])
+        with pytest.raises(InputChangedError, match=rf"input {which} of forward"):
+            attention.backward(np.ones_like(out))
+            pytest.fail(f"{kernels} attention: input {which} changed at {edit}, and backward raised nothing")
+
+
+@settings(max_examples=100)
 @given(data=st.data(), dtype=st.sampled_from([np.float32, np.float64]), kernels=st.sampled_from(["plain", "fast"]),
        name=st.sampled_from(WATCHED_LAYERS), change=st.sampled_from(["*= 3", "+= 1", "= 0"]))
 def test_any_strided_slice_along_any_axis_changed_in_place_is_refused(data, dtype, kernels, name, change):
