@@ -396,6 +396,9 @@ def test_a_change_to_heads_that_multi_head_attention_hands_over_as_views_is_refu
             pytest.fail(f"{kernels} attention: input {which} changed at {edit}, and backward raised nothing")
 
 
+CHANGES = {"*= 3": _times_three, "+= 1": lambda view: view.__iadd__(1), "= 0": lambda view: view.fill(0)}
+
+
 @settings(max_examples=100)
 @given(data=st.data(), dtype=st.sampled_from([np.float32, np.float64]), kernels=st.sampled_from(["plain", "fast"]),
        name=st.sampled_from(WATCHED_LAYERS), change=st.sampled_from(["*= 3", "+= 1", "= 0"]))
@@ -411,6 +414,3 @@ def test_any_strided_slice_along_any_axis_changed_in_place_is_refused(data, dtyp
     which = data.draw(st.integers(0, 2), label="input") if name == "ScaledDotProductAttention" else 0
     edit = (slice(None),) * axis + (slice(start, None, stride),)
     _assert_edit_is_refused(name, tuple(shape), dtype, kernels, which, edit, CHANGES[change])
-
-
-CHANGES = {"*= 3": _times_three, "+= 1": lambda view: view.__iadd__(1), "= 0": lambda view: view.fill(0)}
