@@ -24,12 +24,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from minitransformer.commands.threads import cores_available
 from minitransformer.training.checkpoint import read_checkpoint
 from minitransformer.training.distributed import mpi_world, shares
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "_distributed_run.py"
 INSTALL = 'pip install "minitransformer[mpi]" (mpi4py and an MPI: pip install mpi4py mpich)'
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def mpiexec():
@@ -233,12 +235,34 @@ def test_workers_n_runs_the_command_under_mpiexec_and_trains_as_one_process(tmp_
     result = subprocess.run([sys.executable, "-m", "minitransformer", *argv, "--workers", "2", "--out",
                              str(tmp_path / "two")], capture_output=True, text=True, timeout=600, cwd=HERE.parent)
     assert result.returncode == 0, result.stderr
-    assert result.stderr.startswith("running: ") and " -n 2 " in result.stderr.splitlines()[0]
+    running = result.stderr.splitlines()[0]
+    threads = max(1, cores_available() // 2)
+    assert running.startswith(f"running: OPENBLAS_NUM_THREADS={threads} OMP_NUM_THREADS={threads} ") \
+        and " -n 2 " in running, running
+    assert result.stdout.startswith(f"one job of 2 MPI ranks, replicated, {threads} BLAS thread"), result.stdout
     assert result.stdout.count("corpus: ") == 1                          # rank 0 alone prints
     one, two = history(tmp_path / "one"), history(tmp_path / "two")
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-12, atol=0)
     np.testing.assert_allclose(np.array(two["eval"]), np.array(one["eval"]), rtol=1e-12, atol=0)
     assert read_checkpoint(tmp_path / "two")[0]["train_config"]["workers"] == 2
+
+
+@pytest.mark.parametrize("options, threads, why", [
+    ([], max(1, cores_available() // 2), f"({cores_available()} cores on this host / 2 ranks on it;"),
+    (["--threads-per-rank", "1", "--parallel", "sharded"], 1, "(--threads-per-rank)")], ids=["by-default", "as-chosen"])
+def test_each_rank_limits_its_blas_threads_to_its_share_of_the_cores(tmp_path, options, threads, why):
+    """Started by mpiexec itself, with no thread variable set: OpenBLAS starts one thread per core in every
+    rank (4 threads on 2 cores for 2 ranks) until the rank limits them. The first line reports the pools as
+    threadpoolctl's threadpool_info() finds them in every rank."""
+    environment = {name: value for name, value in os.environ.items() if name not in THREAD_VARIABLES}
+    result = subprocess.run(mpi_command(2, "-m", "minitransformer", *TRAIN, "--max-steps", "1", *options,
+                                        "--out", str(tmp_path / "run")),
+                            capture_output=True, text=True, timeout=600, cwd=HERE.parent, env=environment)
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    mode = "sharded" if "sharded" in options else "replicated"
+    assert first.startswith(f"one job of 2 MPI ranks, {mode}, {threads} BLAS thread{'s' if threads > 1 else ''} "
+                            f"per rank {why}"), first
 
 
 def test_workers_n_without_mpi_is_one_error_line_naming_the_extra(tmp_path, capsys, monkeypatch):

@@ -12,6 +12,7 @@ import shutil
 import socket
 import tempfile
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import new_assignment, write_assignment
 from minitransformer.exercises.catalogue import exercise_named
 from minitransformer.exercises.grade import OutputRefused, _build_package, grade_copy, read_arrays, read_records
-from minitransformer.exercises.isolation import Limits, choose_isolation, scratch
+from minitransformer.exercises.isolation import Limits, _others_can_read, choose_isolation, scratch
 from minitransformer.exercises.leaks import leaks_in, package_secrets
 
 try:
@@ -57,6 +58,26 @@ def spy(copy, level, *lines, **limits):
     return json.loads(found.group(1))
 
 
+@pytest.fixture
+def places():
+    """{"public": a folder anyone may read, "private": one only its owner may enter (0700, as root's home)}, each
+    a copy of the reference package, in a directory others may enter (where the grader puts its own jobs)."""
+    base = Path(tempfile.mkdtemp(prefix="places-", dir=scratch()))
+    base.chmod(0o755)
+    found = {}
+    for name, mode in (("public", 0o755), ("private", 0o700)):
+        found[name] = base / name / "minitransformer"
+        shutil.copytree(REFERENCE, found[name], ignore=shutil.ignore_patterns("__pycache__"))
+        for path in [found[name], *found[name].rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (base / name).chmod(mode)
+    if not _others_can_read(found["public"] / "__init__.py"):
+        shutil.rmtree(base)
+        pytest.skip(f"{base.parent} cannot be entered by others (the grader needs such a place too: set TMPDIR)")
+    yield found
+    shutil.rmtree(base)
+
+
 def _can(action):
     return (f"def can(path):\n    try:\n        {action}\n        return True\n    except OSError:\n        return False")
 
@@ -65,16 +86,18 @@ def _can(action):
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_the_student_process_has_a_scrubbed_environment_and_none_of_the_graders_places(student, level, tmp_path,
-                                                                                        monkeypatch):
+                                                                                        monkeypatch, places):
     secret = tmp_path / "instructor" / "assignment.json"
     write_assignment(secret, new_assignment(["relu.backward"], REFERENCE, seed=7))
     monkeypatch.setenv("GRADER_SECRET", "s3cret")
     monkeypatch.chdir(REFERENCE.parent)
+    layernorm = {name: str(package / "layers" / "layernorm.py") for name, package in places.items()}
     seen = spy(student, level, *_can("open(path).close()").splitlines(),
                "seen = {'env': sorted(os.environ), 'cwd': os.getcwd(), 'uid': os.getuid(),",
                f"        'assignment': can({str(secret)!r}),",
                "        'parent environ': can(f'/proc/{os.getppid()}/environ'),",
                f"        'reference': can({str(REFERENCE / 'layers' / 'layernorm.py')!r}),",
+               f"        'public': can({layernorm['public']!r}), 'private': can({layernorm['private']!r}),",
                "        'path': [p for p in sys.path if 'site-packages' in p or 'main' in p]}",
                "raise RuntimeError(json.dumps(seen))")
     assert "GRADER_SECRET" not in seen["env"] and "PYTHONPATH" not in seen["env"]
@@ -86,10 +109,12 @@ def test_the_student_process_has_a_scrubbed_environment_and_none_of_the_graders_
     if os.geteuid() == 0:
         assert seen["uid"] == 65534                              # nobody: limits hold, /proc of the grader is closed
     if level == "bubblewrap":
-        assert not seen["reference"], "the reference is out of sight"
+        assert not seen["reference"] and not seen["public"], "the reference and the machine's files are out of sight"
         assert seen["path"] == []                                # no site-packages, no checkout on sys.path
-    else:
-        assert seen["reference"], "the fallback does not hide world-readable files; its guarantee line says so"
+    else:               # the fallback hides nothing: the answer reads what its user may (its guarantee line says so)
+        assert seen["public"], "a world-readable copy of the reference"
+        assert seen["private"] == (os.geteuid() != 0), "a private folder: nobody (under root) cannot enter it"
+        assert seen["reference"] == (os.geteuid() != 0 or _others_can_read(REFERENCE / "layers" / "layernorm.py"))
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -167,9 +192,28 @@ def test_every_level_says_which_guarantees_are_in_force(student, level, tmp_path
     else:
         assert first.startswith("isolation: process (as --isolation process asked; bubblewrap not used)"), first
         assert "none available" not in first and "process group + rlimits only" in first
-        if os.geteuid() == 0:                   # this reference is world-readable: said (the bundle's is not)
-            assert "runs as nobody" in first and "the installed reference among them" in first
+        if os.geteuid() == 0:                   # what nobody may read of this checkout: said
+            assert "runs as nobody" in first
+            assert READS_THE_REFERENCE[_others_can_read(REFERENCE / "__init__.py")] in first, first
     assert "2048 MB of memory" in first and "60 s" in first
+
+
+READS_THE_REFERENCE = {True: "can read world-readable files, the installed reference among them",
+                       False: "nor read or write the reference (only its owner may), but can read world-readable files"}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_the_grader_works_from_a_private_checkout_and_says_what_the_student_can_read(student, level, places):
+    """An instructor's checkout in a private home (0700, as root's): the student's process, nobody under root,
+    cannot enter it, yet gets all it needs (copied to the job directory); the process level's line says which."""
+    put_bodies(student, {"relu.backward": reference_body("relu.backward")})
+    for where, package in places.items():
+        (result,) = grade_copy(student, new_assignment(["relu.backward"], package, seed=7), isolation=level,
+                               reference=package)
+        assert (result.status, result.problems) == ("ok", []), (where, result.problems)
+        line = choose_isolation(level, reference=package).describe(Limits())
+        if level == "process" and os.geteuid() == 0:
+            assert READS_THE_REFERENCE[where == "public"] in line, (where, line)
 
 
 def test_asking_for_bubblewrap_where_it_does_not_work_is_one_error_line(student, tmp_path, monkeypatch, capsys):

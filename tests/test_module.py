@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from minitransformer import GPT, Linear, Parameter
 
@@ -239,6 +241,22 @@ def test_backward_needs_a_forward_that_returned_and_a_dout_shaped_like_its_outpu
         layer.backward(np.ones(3))                                        # the caches are the earlier forward's
 
 
+def test_dout_given_by_keyword_is_checked_as_dout_given_by_position():
+    """0.4 checked only a positional dout: LayerNorm(5) after a (4, 5) forward took `dout=` of shape (1, 5),
+    broadcast it, and beta.grad came out 4 times too small."""
+    from minitransformer import LayerNorm
+
+    layer = LayerNorm(5)
+    x = np.random.default_rng(0).standard_normal((4, 5))
+    layer(x)
+    for dout in (np.ones((1, 5)), np.ones(5), 1.0):
+        with pytest.raises(ValueError, match=r"LayerNorm\(5\).backward expected dout of shape \(4, 5\), got"):
+            layer.backward(dout=dout)
+    with pytest.raises(TypeError, match=r"LayerNorm\(5\) expected dout of a real floating-point dtype"):
+        layer.backward(dout=np.ones((4, 5), dtype=int))
+    dx = layer.backward(dout=np.ones((4, 5)))
+    assert dx.shape == (4, 5) and np.array_equal(layer.beta.grad, np.full(5, 4.0))
+
 def test_a_forward_that_returns_no_array_leaves_the_gradient_to_its_backward_and_super_calls_are_the_subclass_own():
     """A loss returns a scalar and takes a multiplier; a subclass may hand its parent's backward another dout."""
     from minitransformer.core.module import Module
@@ -298,3 +316,101 @@ def test_a_layer_that_hands_an_input_back_stops_watching_it():
     y = drop(x)
     y += 1                                                    # the caller's array: allowed
     assert y is x and np.array_equal(drop.backward(np.ones((2, 3))), np.ones((2, 3)))
+
+
+# ---------------------------------------------------------------- which in-place changes are seen, for every shape
+
+def _watched_layer(name, shape, dtype, kernels):
+    """(layer, its inputs: standard normal arrays of `shape` and `dtype`) for one of the layers whose
+    backward reads its inputs; kernels "fast" swaps in the fast tier's subclasses (use_kernels)."""
+    from minitransformer import GELU, LayerNorm, MultiHeadAttention, ScaledDotProductAttention
+    from minitransformer.fast import use_kernels
+
+    rng = np.random.default_rng(sum(shape))
+    C = shape[-1]
+    layer = {"Linear": lambda: Linear(C, 3, dtype=dtype, rng=rng),
+             "GELU": GELU,
+             "LayerNorm": lambda: LayerNorm(C, dtype=dtype),
+             "ScaledDotProductAttention": lambda: ScaledDotProductAttention(causal=True),
+             "MultiHeadAttention": lambda: MultiHeadAttention(C, 2 if C % 2 == 0 else 1, causal=True, dtype=dtype,
+                                                              rng=rng)}[name]()
+    n_inputs = 3 if name == "ScaledDotProductAttention" else 1
+    return use_kernels(layer, kernels), [rng.standard_normal(shape).astype(dtype) for _ in range(n_inputs)]
+
+
+WATCHED_LAYERS = ["Linear", "GELU", "LayerNorm", "ScaledDotProductAttention", "MultiHeadAttention"]
+EDITS = {                                          # name: the part of x changed in place, as an index
+    "one row": (-1, 1), "the rows of one sequence": (1,), "one column": (..., 5), "x[..., 1::2]": (..., slice(1, None, 2)),
+    "x[::2]": (slice(None, None, 2),), "x[..., 1:]": (..., slice(1, None)), "x[:, 1::2]": (slice(None), slice(1, None, 2)),
+    "x[:, 1::2, ::2]": (slice(None), slice(1, None, 2), slice(None, None, 2)), "the whole array": (...,),
+}
+
+
+def _assert_edit_is_refused(name, shape, dtype, kernels, which, edit, change):
+    """Forward, change `edit` of input `which` by `change` (an in-place function of the selected view), and
+    expect backward to raise InputChangedError naming the input."""
+    from minitransformer.core.module import InputChangedError
+
+    layer, inputs = _watched_layer(name, shape, dtype, kernels)
+    out = layer(*inputs)
+    change(inputs[which][edit])
+    with pytest.raises(InputChangedError, match=rf"\.backward: input {which} of forward \(shape"):
+        layer.backward(np.ones_like(out))
+        pytest.fail(f"{type(layer).__name__} ({kernels}, {np.dtype(dtype)}): input {which} of shape {shape} changed "
+                    f"at {edit} after forward, and backward raised nothing")
+
+
+def _times_three(view):
+    view *= 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("edit", list(EDITS))
+@pytest.mark.parametrize("shape", [(4, 8, 128), (12, 64, 128), (2, 64, 64), (3, 7, 20)])
+def test_a_change_to_whole_rows_columns_slices_or_the_array_is_refused_for_every_shape(shape, edit, dtype):
+    """Powers of two included: 0.4 read 16 elements at a stride of size // 16, all in column 0 for (4, 8, 128),
+    so `x[..., 1::2] *= 3` passed unseen and Linear and GELU returned the gradient of another input."""
+    for name in WATCHED_LAYERS:
+        for kernels in ("plain", "fast"):
+            for which in range(3 if name == "ScaledDotProductAttention" else 1):
+                _assert_edit_is_refused(name, shape, dtype, kernels, which, EDITS[edit], _times_three)
+
+
+@pytest.mark.parametrize("kernels", ["plain", "fast"])
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_a_change_to_heads_that_multi_head_attention_hands_over_as_views_is_refused(edit, kernels):
+    """q, k, v as MultiHeadAttention gives them to attention: (B, H, T, hs) views of one (B, T, 3, H, hs) buffer,
+    not contiguous; their fingerprint reads them in memory order."""
+    from minitransformer import ScaledDotProductAttention
+    from minitransformer.core.module import InputChangedError
+    from minitransformer.fast import use_kernels
+
+    qkv = np.random.default_rng(0).standard_normal((12, 64, 3, 4, 32)).astype(np.float32)
+    heads = [qkv[:, :, part].transpose(0, 2, 1, 3) for part in range(3)]           # (B, H, T, hs) each
+    for which in range(3):
+        attention = use_kernels(ScaledDotProductAttention(causal=True), kernels)
+        out = attention(*heads)
+        _times_three(heads[which][EDITS[edit]])
+        with pytest.raises(InputChangedError, match=rf"input {which} of forward"):
+            attention.backward(np.ones_like(out))
+            pytest.fail(f"{kernels} attention: input {which} changed at {edit}, and backward raised nothing")
+
+
+CHANGES = {"*= 3": _times_three, "+= 1": lambda view: view.__iadd__(1), "= 0": lambda view: view.fill(0)}
+
+
+@settings(max_examples=100)
+@given(data=st.data(), dtype=st.sampled_from([np.float32, np.float64]), kernels=st.sampled_from(["plain", "fast"]),
+       name=st.sampled_from(WATCHED_LAYERS), change=st.sampled_from(["*= 3", "+= 1", "= 0"]))
+def test_any_strided_slice_along_any_axis_changed_in_place_is_refused(data, dtype, kernels, name, change):
+    """Random shapes (sides of 1 to 80 or a power of two up to 128; up to 2**18 elements, so that both the
+    small arrays copied whole and the larger ones sampled are met), an axis, a start and a stride of 2 to 8."""
+    sides = st.one_of(st.integers(1, 80), st.sampled_from([2, 4, 8, 16, 32, 64, 128]))
+    n_axes = 3 if name == "MultiHeadAttention" else data.draw(st.integers(2 if "Attention" in name else 1, 4))
+    shape = data.draw(st.lists(sides, min_size=n_axes, max_size=n_axes).filter(lambda s: np.prod(s) <= 2**18))
+    axis = data.draw(st.integers(0, n_axes - 1), label="axis")
+    start = data.draw(st.integers(0, shape[axis] - 1), label="start")
+    stride = data.draw(st.integers(2, 8), label="stride")
+    which = data.draw(st.integers(0, 2), label="input") if name == "ScaledDotProductAttention" else 0
+    edit = (slice(None),) * axis + (slice(start, None, stride),)
+    _assert_edit_is_refused(name, tuple(shape), dtype, kernels, which, edit, CHANGES[change])

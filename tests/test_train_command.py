@@ -11,6 +11,7 @@ from test_checkpoint_safety import MALFORMED, _files, _finite_weights
 import minitransformer.training.config
 import minitransformer.training.trainer
 from minitransformer.__main__ import main
+from minitransformer.commands.threads import cores_available
 from minitransformer.training.checkpoint import read_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -194,6 +195,11 @@ USER_ERRORS = {
     "seed negative": (_options("--seed", "-1"), "error: --seed"),
     "workers 0": (_options("--workers", "0"), "error: --workers"),
     "workers above the batch": (_options("--workers", "5"), "--workers 5 must be at most the batch size 4"),
+    "threads per rank 0": (_options("--threads-per-rank", "0"), "error: --threads-per-rank: expected a positive whole"),
+    "threads per rank not a number": (_options("--threads-per-rank", "two"), "error: --threads-per-rank"),
+    "threads per rank above the cores": (_options("--threads-per-rank", str(cores_available() + 1)),
+                                         f"--threads-per-rank {cores_available() + 1} is more than the "
+                                         f"{cores_available()} cores"),
     "heads do not divide": (_options("--n-heads", "3"), "--d-model 16 must be divisible by --n-heads 3"),
     "vocab size 0": (_options("--tokenizer", "bpe", "--vocab-size", "0"), "error: --vocab-size"),
     "out a file": (_out_is_a_file, "is a file, expected a directory"),

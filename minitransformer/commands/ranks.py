@@ -7,6 +7,8 @@
   very same command line, printed first, so a user sees and can reuse it. It stays because the README's
   commands must work for a user who has never heard of MPI, and because an `exec` keeps Ctrl-C working: the
   terminal's Ctrl-C reaches mpiexec, which forwards it to every rank.
+* Each rank limits its BLAS and OpenMP threads to its share of its host's cores, and rank 0's first line says
+  so, with the number of ranks and the mode (commands/threads.py).
 * Rank 0 alone prints: the others' stdout and stderr go to os.devnull (their one-line failures excepted).
 * Agreement before training: a user's mistake is found on every rank alike, or on rank 0 alone (its --out,
   its run directory); every rank reports its outcome and every rank stops if any failed, rank 0 printing the
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from ..training.distributed import INSTALL
 from .errors import UsageError
+from .threads import VARIABLES
 
 
 def find_mpiexec():
@@ -31,8 +34,9 @@ def find_mpiexec():
     return str(beside) if beside.is_file() else shutil.which("mpiexec")
 
 
-def launch(workers, argv):
-    """Replace this process by `mpiexec -n workers python -m minitransformer <argv>` (never returns)."""
+def launch(workers, argv, environment):
+    """Replace this process by `mpiexec -n workers python -m minitransformer <argv>` run in `environment`, whose
+    thread variables (commands/threads.py) are printed before the command (never returns)."""
     mpiexec = find_mpiexec()
     try:
         import mpi4py  # noqa: F401
@@ -42,8 +46,9 @@ def launch(workers, argv):
         raise UsageError(f"--workers {workers} runs the command under mpiexec, which needs mpi4py and an MPI: "
                          f"{INSTALL}")
     command = [mpiexec, "-n", str(workers), sys.executable, "-m", "minitransformer", *argv]
-    print(f"running: {shlex.join(command)}", file=sys.stderr, flush=True)
-    os.execv(mpiexec, command)
+    variables = [f"{name}={environment[name]}" for name in VARIABLES]
+    print(f"running: {shlex.join(variables + command)}", file=sys.stderr, flush=True)
+    os.execve(mpiexec, command, environment)
 
 
 def quiet_unless_rank_0(rank):

@@ -28,7 +28,8 @@ from .errors import UsageError
 # dests of the parsed command line that are not options of the run itself
 NOT_STORED = ("command", "out", "resume", "force", "given", "text", "argv")
 # options a resumed run may change (announced); every other one is refused
-CHANGEABLE = ("max_steps", "eval_interval", "eval_batches", "workers", "parallel", "worker_timeout", "kernels",
+CHANGEABLE = ("max_steps", "eval_interval", "eval_batches", "workers", "parallel", "threads_per_rank", "worker_timeout",
+              "kernels",
               "no_progress", "prompt", "sample_tokens", "temperature", "top_k")
 
 

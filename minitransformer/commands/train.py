@@ -30,7 +30,7 @@ import os
 import sys
 import types
 
-from . import ranks, resume
+from . import ranks, resume, threads
 from .errors import UsageError, non_negative_float, non_negative_int, positive_float, positive_int, read_text_file
 
 HELP = "train a GPT language model on a text (default: CPython's pydoc help topics) and print samples"
@@ -114,6 +114,9 @@ def _add_parallel_arguments(parser, defaults):
     group.add_argument("--parallel", choices=("replicated", "sharded"), default=defaults.parallel,
                        help="with several ranks: replicated (the gradient all-reduced, as PyTorch's DDP) or "
                             "sharded (AdamW's state split over the ranks, as ZeRO-1)")
+    group.add_argument("--threads-per-rank", type=positive_int, default=None, metavar="N",
+                       help="BLAS and OpenMP threads of each rank (default: the cores of each host divided among "
+                            "its ranks; one process: the libraries' own choice)")
     group.add_argument("--worker-timeout", type=positive_float, default=defaults.worker_timeout, metavar="SECONDS",
                        help="with several ranks: the least a step waits for a rank before the job stops "
                             "(or 20 x the slowest step, if longer)")
@@ -139,8 +142,16 @@ def _check_options(args):
     if not args.resume and args.workers > args.batch_size:
         raise UsageError(f"--workers {args.workers} must be at most the batch size {args.batch_size} "
                          "(each rank takes at least one window of the batch)")
+    _check_threads(args)
     if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out} is a file, expected a directory")
+
+
+def _check_threads(args):
+    """--threads-per-rank, given or (resumed) stored, at most the cores this process may run on."""
+    message = threads.check(args.threads_per_rank)
+    if message:
+        raise UsageError(message)
 
 
 def _run_directory(args):
@@ -351,7 +362,7 @@ def _ranks(args):
     rank, size = mpi_world()
     if size == 1 and args.workers > 1:
         _check_options(args)                    # a mistake found here is not worth starting mpiexec for
-        ranks.launch(args.workers, args.argv)
+        ranks.launch(args.workers, args.argv, threads.launch_environment(args.workers, args.threads_per_rank))
     if size == 1:
         return None, 0
     ranks.quiet_unless_rank_0(rank)
@@ -377,6 +388,7 @@ def _prepare(args, rank):
     _check_options(args)
     out = _run_directory(args)
     setup = _resume(args, out) if args.resume else _start(args)
+    _check_threads(args)                                       # a resumed run's stored value too
     _split(args, setup)
     saves = args.resume or setup.config.max_steps > 0          # --max-steps 0 trains nothing, saves nothing
     out, created, note = _make_directory(args, out, saves) if rank == 0 else (out, False, None)
@@ -398,6 +410,9 @@ def run(args):
         ranks.agree(comm, failure)                  # every rank stops if one failed, rank 0 saying why
     elif failure is not None:
         raise UsageError(str(failure)) from None
+    job = threads.limit(comm, args.threads_per_rank, setup.config.parallel)
+    if job and rank == 0:
+        print(job, flush=True)                      # the run's first line
     trainer = None
     try:
         try:
