@@ -166,7 +166,7 @@ def test_every_level_says_which_guarantees_are_in_force(student, level, tmp_path
         assert first.startswith("isolation: bubblewrap (pid/net/mount namespaces, read-only reference hidden)")
     else:
         assert first.startswith("isolation: process (as --isolation process asked; bubblewrap not used)"), first
-        assert "none available" not in first and "process group + rlimits only" in first
+        assert "none available" not in first and "no namespaces: a new session, an empty environment" in first
         if os.geteuid() == 0:                   # this reference is world-readable: said (the bundle's is not)
             assert "runs as nobody" in first and "the installed reference among them" in first
     assert "2048 MB of memory" in first and "60 s" in first

@@ -13,7 +13,7 @@ from ..exercises.assignment import check_writable, default_path, new_assignment,
 from ..exercises.catalogue import EXERCISES
 from ..exercises.check import run_check
 from ..exercises.gradescope import build_bundle, failed_results, gradescope_results, write_results
-from ..exercises.isolation import Limits, choose_isolation
+from ..exercises.isolation import BubblewrapIsolation, Limits, ProcessIsolation, choose_isolation
 from ..exercises.make import make_student_copy, reference_package
 from .errors import UsageError, check_output_file
 
@@ -47,8 +47,9 @@ def add_arguments(parser):
     grade.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json to FILE (replaced)")
     grade.add_argument("--timeout", type=float, default=Limits.timeout, help="seconds allowed per exercise")
     grade.add_argument("--memory", type=int, default=Limits.memory_mb, metavar="MB", help="the student's address space")
-    grade.add_argument("--isolation", default="auto", choices=("auto", "bubblewrap", "process"), help="bubblewrap "
-                       "(Linux namespaces), process (process group and limits only), or auto: bubblewrap where it works")
+    grade.add_argument("--isolation", default="auto", choices=("auto", "bubblewrap", "process"), help=f"bubblewrap "
+                       f"({BubblewrapIsolation.SUMMARY}), process ({ProcessIsolation.SUMMARY}; the answer can read what "
+                       f"its user can), or auto: bubblewrap where it works")
     bundle = add_action("gradescope-bundle", help="write the Gradescope autograder zip that grades by an assignment")
     bundle.add_argument("--assignment", required=True, metavar="FILE", help="the assignment exercises make wrote")
     bundle.add_argument("--out", default="autograder.zip", metavar="ZIP", help="the zip to write")

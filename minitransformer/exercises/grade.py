@@ -361,6 +361,7 @@ def grade_exercise(exercise, points, student_pkg, reference, reference_regions, 
         handed_back = _handed_back(grade, isolation, workdir, cases, limits)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    verify_reference(reference, assignment)                 # and after: what it ran left the reference as it was
     if handed_back is not None:
         records, arrays = handed_back
         _score(grade, [judge(case, records.get(case.key), arrays, assignment.tolerance) for case in cases], points)
@@ -429,9 +430,12 @@ def grade_copy(directory, assignment, only=None, limits=None, isolation="auto", 
 def score_table(grades):
     """The score table as text: one row per exercise, a total, then every problem found."""
     rows = [("exercise", "layer", "forward ok", "backward rel. error", "points")]
-    rows += [(g.exercise, ", ".join(g.layers), "yes" if g.forward_ok else "no",
-              "-" if g.backward_error is None else f"{g.backward_error:.1e}", f"{g.points:g}/{g.max_points:g}")
-             for g in grades]
+    def judged(g, part, verdict):                       # an ungraded part reads "not assigned", never as a pass
+        return verdict if f"{g.exercise}.{part}" in g.regions else "not assigned"
+
+    rows += [(g.exercise, ", ".join(g.layers), judged(g, "forward", "yes" if g.forward_ok else "no"),
+              judged(g, "backward", "-" if g.backward_error is None else f"{g.backward_error:.1e}"),
+              f"{g.points:g}/{g.max_points:g}") for g in grades]
     rows += [("", "", "", "", ""), ("total", "", "", "", f"{sum(g.points for g in grades):g}/"
                                                         f"{sum(g.max_points for g in grades):g}")]
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
