@@ -153,8 +153,8 @@ def foreign_code(package):
     """Files of `package` that this Python would import instead of, or besides, its .py sources: an extension module,
     a .pyc outside __pycache__, or a byte-code cache whose code is not that of its source (a submission run as the
     grader's own user can write one; every later import of the reference would run it)."""
-    package, found, tag = Path(package), [], sys.implementation.cache_tag
-    suffixes = tuple(s for s in importlib.machinery.all_suffixes() if s != ".py")
+    package, found, tag, machinery = Path(package), [], sys.implementation.cache_tag, importlib.machinery
+    suffixes = tuple(machinery.BYTECODE_SUFFIXES + machinery.EXTENSION_SUFFIXES)       # what imports but .py
     for path in sorted(p for p in package.rglob("*") if p.name.endswith(suffixes) and p.is_file()):
         cached = re.fullmatch(rf"(\w+)\.{re.escape(str(tag))}(?:\.opt-(\d))?\.pyc", path.name)
         if path.parent.name == "__pycache__" and not cached:

@@ -3,12 +3,11 @@ regions named after it (`layernorm.forward`, `layernorm.backward`), is graded on
 layers, and is a pytest marker of a student copy (`pytest -m layernorm`). An assigned layer's fast form would be an
 answer to call: a copy leaves its file out.
 
-Every class of layers/ and variants/ with a hand-written backward is one, but three. Compositions are exercises
-where their backward is itself a lecture's derivation: the feed-forward (the chain rule through three layers), the
-blocks (a residual passes dout on and adds its branch's gradient; the decoder block's memory gets only
-cross-attention's share; Transformer-XL's memory gets none, the stop-gradient). Not exercises: the models that
-only run their blocks in order (GPT, TransformerXL, LoRAModel: their backward is the blocks' backward in reverse,
-nothing derived), and TiledAttention (its tiles are being rewritten; it will be added with the new form).
+Every class of layers/ and variants/ with a hand-written backward is one, but three. Compositions are where their
+backward is a lecture's derivation: the feed-forward (the chain rule), the blocks (a residual passes dout on and adds
+its branch's gradient; a decoder's memory gets cross-attention's share only, Transformer-XL's none). Not exercises:
+the models that run their blocks in order (GPT, TransformerXL, LoRAModel: nothing derived), and TiledAttention (being
+rewritten; it will be added with its new form).
 """
 
 from dataclasses import dataclass

@@ -163,6 +163,7 @@ class CaseVerdict:
     raised: list = field(default_factory=list)      # messages of what the student's code raised
     forward_problems: list = field(default_factory=list)
     backward_problems: list = field(default_factory=list)
+    wrong: list = field(default_factory=list)       # what is missing or off: "forward output", "x", "parameter w"
 
 
 def judge(case, record, arrays, tolerance):
@@ -182,12 +183,14 @@ def judge(case, record, arrays, tolerance):
         for name in names:
             what, reference = case.expected[name]
             if name not in arrays:
+                verdict.wrong.append(what)
                 problems.append(f"{case.id}: " + (f"no {what}" if part == "forward" else
                                                   f"backward returned no gradient for {what}"))
                 continue
             comparison = compare(what, arrays[name], reference)
             errors.append(min(comparison.error, 1.0))
             if not comparison.error <= tolerance:
+                verdict.wrong.append(what)
                 gave = "yours" if part == "forward" else "backward gave"
                 problems.append(f"{case.id}: {comparison.describe(gave, 'expected')}")
         setattr(verdict, f"{part}_error", max(errors, default=None if part == "forward" else 0.0))

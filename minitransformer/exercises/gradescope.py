@@ -22,9 +22,8 @@ set -euo pipefail
 ROOT="${MINITRANSFORMER_AUTOGRADER_ROOT:-/autograder}"
 SOURCE="$ROOT/source"
 # apt-get changes the whole system: only on Gradescope (root, its /autograder: no ROOT given) or when APT=1 asks
-APT="${MINITRANSFORMER_AUTOGRADER_APT:-}"
-[ -z "${MINITRANSFORMER_AUTOGRADER_ROOT:-}" ] && [ "$(id -u)" = 0 ] && APT="${APT:-1}"
-if [ "$APT" = 1 ] && [ -z "${MINITRANSFORMER_AUTOGRADER_NO_APT:-}" ] && command -v apt-get >/dev/null; then
+[ -z "${MINITRANSFORMER_AUTOGRADER_ROOT:-}" ] && [ "$(id -u)" = 0 ] && APT="${MINITRANSFORMER_AUTOGRADER_APT:-1}"
+if [ "${APT:-${MINITRANSFORMER_AUTOGRADER_APT:-}}" = 1 ] && [ -z "${MINITRANSFORMER_AUTOGRADER_NO_APT:-}" ] && command -v apt-get >/dev/null; then
     # bubblewrap isolates each submission where the container allows namespaces; the grader falls back otherwise
     apt-get update && apt-get install -y python3 python3-venv python3-pip bubblewrap \
         || echo "setup.sh: apt-get failed, going on with what is installed"
