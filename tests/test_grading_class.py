@@ -76,7 +76,7 @@ def test_a_class_is_graded_into_a_canvas_gradebook_each_bad_folder_costing_its_o
     gradebook, _ = class_paths(folder)
     with open(gradebook, newline="") as handle:
         rows = list(csv.reader(handle))
-    assert rows[0] == ["Student", "ID", "SIS User ID", "Section", "relu", "gelu", "Total"]
+    assert rows[0] == ["Student", "ID", "SIS User ID", "Section", "relu", "gelu", "Final Points"]
     assert rows[1] == ["Points Possible", "", "", "", "1", "2", "3"]
     assert {row[0]: tuple(map(int, row[4:])) for row in rows[2:]} == {
         name: (*points, sum(points)) for name, (_, points) in CLASS.items()}

@@ -2,9 +2,10 @@
 processes (each keeps the reference's numbers from one student to the next), resumably: a student's grade is kept in
 `<gradebook>.grades/<student>.json` (written by a rename) the moment it is done, and a student whose file is there
 for this assignment and these files is not graded again. Then the gradebook, in Canvas's import layout (Student, ID,
-SIS User ID, Section, one column per exercise, Total; the second row, the points possible), and a summary per
-exercise. A folder without a copy, a broken or enormous copy, or one that kills its grading process costs that
-student's row (0 points and why), never the run. The instructor's guide: docs/guide/instructors-class-grading.md.
+SIS User ID, Section, a column per exercise, Final Points: the total; the second row, the points possible), and a
+summary per exercise. A folder without a copy, a broken or enormous copy, or one that kills its grading process
+costs that student's row (0 points and why), never the run. The instructor's guide:
+docs/guide/instructors-class-grading.md.
 """
 
 import csv
@@ -109,7 +110,7 @@ def grade_class(folder, assignment, regions, jobs, grades_dir, grade_args, say=p
 def write_gradebook(path, rows, assignment):
     """The gradebook CSV at `path` (replaced): Canvas's columns, the points possible, one row per student."""
     most = {exercise.name: sum(points.values()) for exercise, points in assignment.exercises()}
-    lines = [[*COLUMNS, *most, "Total"], ["Points Possible", "", "", "", *(f"{p:g}" for p in most.values()),
+    lines = [[*COLUMNS, *most, "Final Points"], ["Points Possible", "", "", "", *(f"{p:g}" for p in most.values()),
                                           f"{sum(most.values()):g}"]]
     for row in rows:
         points = {g["exercise"]: g["points"] for g in row.get("grades", [])}
