@@ -40,8 +40,7 @@ def add_arguments(parser):
     check.add_argument("names", nargs="?", metavar="NAMES", help="comma-separated exercises, or all "
                        "(default: those assigned in this copy's exercises.json)")
     grade = add_action("grade", help="grade a student copy by the instructor's assignment; exit code 1 below full marks")
-    grade.add_argument("directory", help="the student copy (the directory holding minitransformer/), or with "
-                       "--class the folder holding one sub-folder per student")
+    grade.add_argument("directory", help="the student copy (holding minitransformer/); with --class, a folder per student")
     grade.add_argument("--class", dest="whole_class", action="store_true", help="grade every sub-folder of DIRECTORY "
                        "in parallel, resumably (run it again to finish), into a gradebook CSV in Canvas's layout")
     grade.add_argument("-j", "--jobs", type=int, default=len(os.sched_getaffinity(0)), metavar="N",

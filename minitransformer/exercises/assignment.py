@@ -163,8 +163,7 @@ def foreign_code(package):
         if source is None or not source.is_file():
             found += [] if source else [path]           # a cache without its source is never loaded
             continue
-        data = path.read_bytes()
-        digest = hashlib.sha256(data).hexdigest()
+        digest = hashlib.sha256(data := path.read_bytes()).hexdigest()
         try:                # a 16-byte header, then the code; code objects compare by what they do, not where from
             sound = digest in _SOUND_CODE or marshal.loads(data[16:]) == compile(
                 source.read_bytes(), str(source), "exec", dont_inherit=True, optimize=int(cached[2] or 0))

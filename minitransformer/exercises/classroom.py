@@ -52,8 +52,7 @@ def fingerprint(student, assignment, regions):
 
 
 def grade_student(student, assignment, limits, isolation, reference):
-    """One student's row (a worker's task): {"student", "grades": [ExerciseGrade as dict], "error"}; the error of a
-    folder that cannot be graded (no copy in it, a link) instead of grades. A changed reference stops the class."""
+    """A worker's task: {"student", "grades": [ExerciseGrade as dict], "error": why it could not be graded, or None}."""
     try:
         grades = grade_copy(student, assignment, limits=limits, isolation=isolation, reference=reference)
         return {"student": Path(student).name, "grades": [asdict(grade) for grade in grades], "error": None}
@@ -85,8 +84,7 @@ def _run_pool(todo, workers, task, args, done):
 
 
 def grade_class(folder, assignment, regions, jobs, grades_dir, grade_args, say=print, task=grade_student):
-    """Grade every student of `folder` not graded before (see the module docstring) into `grades_dir`;
-    `grade_args`: (limits, isolation, reference). Returns the rows of every student, in order."""
+    """Grade the students of `folder` not graded before into `grades_dir`; grade_args: (limits, isolation, reference)."""
     everyone, grades_dir = students(folder), Path(grades_dir)
     grades_dir.mkdir(exist_ok=True)
     prints = {student: fingerprint(student, assignment, regions) for student in everyone}

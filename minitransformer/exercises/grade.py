@@ -54,6 +54,7 @@ class ReferenceCase:
     params: list                   # parameter values
     upstream: np.ndarray           # G, the output's shape
     expected: dict                 # array name -> (what it is, the reference's float64 array): the output first
+    rng: dict = None               # the generator's state it was built from: a frozen base, a memory built alike
 
 
 def _reference_case(case, index, key, seed, tolerance):
@@ -76,7 +77,8 @@ def _reference_case(case, index, key, seed, tolerance):
     expected = {f"{key}.out": ("forward output", output)}
     expected.update({f"{key}.dinput{i}": (names[i], input_grads[i]) for i in float_inputs(inputs)})
     expected.update({f"{key}.dparam{j}": (f"parameter {name}", param_grads[j]) for j, (name, _) in enumerate(params)})
-    return ReferenceCase(key, index, case.id, given[0], given[1], upstream, expected)
+    return ReferenceCase(key, index, case.id, given[0], given[1], upstream, expected,
+                         np.random.default_rng([seed, index]).bit_generator.state)
 
 
 @functools.cache
@@ -305,7 +307,7 @@ def _write_task(isolation, workdir, cases, limits):
         arrays.update({f"{case.key}.input{i}": value for i, value in enumerate(case.inputs)})
         arrays.update({f"{case.key}.param{j}": value for j, value in enumerate(case.params)})
         arrays[f"{case.key}.upstream"] = case.upstream
-        specs.append({"key": case.key, "index": case.index, "id": case.id, "inputs": len(case.inputs)})
+        specs.append({"key": case.key, "index": case.index, "id": case.id, "inputs": len(case.inputs), "rng": case.rng})
     np.savez(workdir / "task" / "inputs.npz", **arrays)
     paths = isolation.paths(workdir)
     (workdir / "task" / "task.json").write_text(json.dumps({
