@@ -65,7 +65,7 @@ def assignment(tmp_path):
 
 def grade(folder, assignment, *more):
     return main(["exercises", "grade", str(folder), "--class", "--assignment", str(assignment), "-j", "2",
-                 "--timeout", "4", "--isolation", "process", *more])
+                 "--timeout", "15", "--isolation", "process", *more])
 
 
 def test_a_class_is_graded_into_a_canvas_gradebook_each_bad_folder_costing_its_own_row(made, assignment, tmp_path,
