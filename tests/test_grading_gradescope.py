@@ -103,6 +103,31 @@ def test_the_bundle_holds_the_scripts_the_assignment_and_the_reference_and_is_ne
     assert main(["exercises", "gradescope-bundle", "--assignment", str(assignment), "--out", str(out), "--force"]) == 0
 
 
+def fake_apt_get(tmp_path):
+    """A PATH whose apt-get only notes its arguments in tmp_path/apt-get.log."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    fake = tmp_path / "bin" / "apt-get"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "apt-get.log"}\n')
+    fake.chmod(0o755)
+    return f"{fake.parent}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize("asked, called", [("APT=1", True), ("APT=1 NO_APT=1", False), ("", False)])
+def test_setup_runs_apt_get_only_when_asked_outside_gradescope(tmp_path, asked, called):
+    from minitransformer.exercises.gradescope import SETUP_SH
+
+    venv = '[ -x "$ROOT/venv/bin/python" ]'
+    assert venv in SETUP_SH                                     # what follows apt-get: stopped there
+    (tmp_path / "setup.sh").write_text(SETUP_SH.replace(venv, "exit 0", 1))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MINITRANSFORMER_AUTOGRADER_")}
+    env.update({"MINITRANSFORMER_AUTOGRADER_ROOT": str(tmp_path / "root"), "PATH": fake_apt_get(tmp_path)})
+    env.update({f"MINITRANSFORMER_AUTOGRADER_{word.split('=')[0]}": "1" for word in asked.split()})
+    subprocess.run(["bash", str(tmp_path / "setup.sh")], env=env, check=True, capture_output=True)
+    log = tmp_path / "apt-get.log"
+    assert log.exists() == called
+    assert not called or "install -y" in log.read_text() and "bubblewrap" in log.read_text()
+
+
 def test_the_bundle_grades_a_submission_end_to_end_offline(submission, assignment, tmp_path):
     root = tmp_path / "autograder"                          # stands in for Gradescope's /autograder
     bundle = tmp_path / "autograder.zip"
@@ -117,13 +142,14 @@ def test_the_bundle_grades_a_submission_end_to_end_offline(submission, assignmen
     site = next((root / "venv" / "lib").glob("python*/site-packages"))
     numpy_site = Path(__import__("numpy").__file__).resolve().parent.parent
     (site / "borrowed.pth").write_text(f"{numpy_site}\n")
-    env = {**os.environ, "MINITRANSFORMER_AUTOGRADER_ROOT": str(root), "MINITRANSFORMER_AUTOGRADER_NO_APT": "1",
+    env = {**os.environ, "MINITRANSFORMER_AUTOGRADER_ROOT": str(root), "PATH": fake_apt_get(tmp_path),
            "MINITRANSFORMER_AUTOGRADER_PIP": f"{sys.executable} -m pip --python {root / 'venv' / 'bin' / 'python'}",
            "MINITRANSFORMER_AUTOGRADER_PIP_OPTIONS": "--no-index --quiet",
            "MINITRANSFORMER_AUTOGRADER_ISOLATION": "process"}       # Gradescope's containers refuse namespaces
     env.pop("PYTHONPATH", None)
     setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True)
     assert setup.returncode == 0, setup.stderr
+    assert not (tmp_path / "apt-get.log").exists(), "a local run (ROOT given) installs nothing system-wide unasked"
     installed = root / "grader" / "minitransformer"
     assert (installed / "layers" / "layernorm.py").read_bytes() == (REFERENCE / "layers" / "layernorm.py").read_bytes()
     assert (root / "grader").stat().st_mode & 0o077 == 0, "only root reads the reference"

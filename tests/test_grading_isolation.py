@@ -191,7 +191,7 @@ def test_every_level_says_which_guarantees_are_in_force(student, level, tmp_path
         assert first.startswith("isolation: bubblewrap (pid/net/mount namespaces, read-only reference hidden)")
     else:
         assert first.startswith("isolation: process (as --isolation process asked; bubblewrap not used)"), first
-        assert "none available" not in first and "process group + rlimits only" in first
+        assert "none available" not in first and "no namespaces: a new session, an empty environment" in first
         if os.geteuid() == 0:                   # what nobody may read of this checkout: said
             assert "runs as nobody" in first
             assert READS_THE_REFERENCE[_others_can_read(REFERENCE / "__init__.py")] in first, first

@@ -12,12 +12,13 @@ from ..exercises import grade as grading
 from ..exercises.assignment import check_writable, default_path, new_assignment, read_assignment, write_assignment
 from ..exercises.catalogue import EXERCISES, NOTEBOOK_EXERCISES
 from ..exercises.check import run_check
+from ..exercises.classroom import class_paths, grade_class, summary, write_gradebook
 from ..exercises.gradescope import build_bundle, failed_results, gradescope_results, write_results
-from ..exercises.isolation import Limits, choose_isolation
+from ..exercises.isolation import BubblewrapIsolation, Limits, ProcessIsolation, choose_isolation
 from ..exercises.make import make_student_copy, reference_package
 from .errors import UsageError, check_output_file
 
-HELP = "for instructors: write a student copy with chosen backward/forward passes blanked, or grade one"
+HELP = "for instructors: write a student copy with chosen backward/forward passes blanked, grade one or a class"
 # a user's mistake, as the exercise machinery raises it (AssignmentError, ReferenceChanged, FileExistsError among them)
 _MISTAKES = (KeyError, OSError, ValueError, RuntimeError)
 
@@ -40,7 +41,13 @@ def add_arguments(parser):
     check.add_argument("names", nargs="?", metavar="NAMES", help="comma-separated exercises, or all "
                        "(default: those assigned in this copy's exercises.json)")
     grade = add_action("grade", help="grade a student copy by the instructor's assignment; exit code 1 below full marks")
-    grade.add_argument("directory", help="the student copy (the directory holding minitransformer/)")
+    grade.add_argument("directory", help="the student copy (holding minitransformer/); with --class, a folder per student")
+    grade.add_argument("--class", dest="whole_class", action="store_true", help="grade every sub-folder of DIRECTORY "
+                       "in parallel, resumably (run it again to finish), into a gradebook CSV in Canvas's layout")
+    grade.add_argument("-j", "--jobs", type=int, default=len(os.sched_getaffinity(0)), metavar="N",
+                       help="with --class: students graded at a time (the cores)")
+    grade.add_argument("--gradebook", metavar="FILE", help="with --class: the gradebook CSV, replaced (default: "
+                       "<DIRECTORY>.gradebook.csv beside it; each student's grade kept in <FILE stem>.grades/)")
     grade.add_argument("--assignment", metavar="FILE", help="the assignment exercises make wrote "
                        "(default: <directory>.assignment.json beside the copy)")
     grade.add_argument("--only", help="comma-separated exercises of the assignment to grade (default: all)")
@@ -48,8 +55,9 @@ def add_arguments(parser):
     grade.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json to FILE (replaced)")
     grade.add_argument("--timeout", type=float, default=Limits.timeout, help="seconds allowed per exercise")
     grade.add_argument("--memory", type=int, default=Limits.memory_mb, metavar="MB", help="the student's address space")
-    grade.add_argument("--isolation", default="auto", choices=("auto", "bubblewrap", "process"), help="bubblewrap "
-                       "(Linux namespaces), process (process group and limits only), or auto: bubblewrap where it works")
+    grade.add_argument("--isolation", default="auto", choices=("auto", "bubblewrap", "process"), help=f"bubblewrap "
+                       f"({BubblewrapIsolation.SUMMARY}), process ({ProcessIsolation.SUMMARY}; the answer can read what "
+                       f"its user can), or auto: bubblewrap where it works")
     bundle = add_action("gradescope-bundle", help="write the Gradescope autograder zip that grades by an assignment")
     bundle.add_argument("--assignment", required=True, metavar="FILE", help="the assignment exercises make wrote")
     bundle.add_argument("--out", default="autograder.zip", metavar="ZIP", help="the zip to write")
@@ -108,6 +116,10 @@ def _checked_assignment(path):
 
 def run_grade(args):
     limits = Limits(timeout=args.timeout, memory_mb=args.memory)
+    if args.whole_class:
+        return run_grade_class(args, limits)
+    if args.gradebook:
+        raise UsageError("exercises grade: --gradebook is for a class (--class)")
     if args.json:
         check_output_file(args.json, "--json")          # before grading: never replaced, never a late traceback
     if args.gradescope:
@@ -133,6 +145,29 @@ def run_grade(args):
     if args.gradescope:
         write_results(args.gradescope, gradescope_results(grades, header))
     return 0 if result["full_marks"] else 1
+
+
+def run_grade_class(args, limits):
+    if args.json or args.gradescope:                    # one copy's outputs
+        raise UsageError("exercises grade --class: --json and --gradescope are for one copy; a class's go to --gradebook")
+    if args.jobs < 1:
+        raise UsageError(f"exercises grade: -j expected a whole number >= 1, got {args.jobs}")
+    gradebook, grades_dir = class_paths(args.directory, args.gradebook)
+    check_output_file(gradebook, "--gradebook", force=True)
+    assignment = _checked_assignment(args.assignment or default_path(args.directory))
+    isolation = choose_isolation(args.isolation, reference_package())
+    print(isolation.describe(limits))
+    regions = grading.checked_reference(reference_package(), assignment)
+    try:
+        rows = grade_class(args.directory, assignment, regions, args.jobs, grades_dir,
+                           (limits, isolation, reference_package()))
+    except KeyboardInterrupt:
+        print(f"interrupted: the grades done are kept in {grades_dir}; run the same command again to finish",
+              file=sys.stderr)
+        return 130
+    write_gradebook(gradebook, rows, assignment)
+    print(f"\n{summary(rows, assignment)}\n\nwrote the gradebook {gradebook} ({len(rows)} students)")
+    return 0
 
 
 def run_bundle(args):

@@ -10,9 +10,13 @@ points may be edited (any number > 0 per region; a region left out is not graded
 """
 
 import hashlib
+import importlib.machinery
 import json
+import marshal
 import math
+import re
 import secrets
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,10 +146,45 @@ def read_assignment(path, known_regions=None):
     return assignment
 
 
+_SOUND_CODE = set()             # sha256 of byte-code files found to hold exactly their verified source's code
+
+
+def foreign_code(package):
+    """Files of `package` that this Python would import instead of, or besides, its .py sources: an extension module,
+    a .pyc outside __pycache__, or a byte-code cache whose code is not that of its source (a submission run as the
+    grader's own user can write one; every later import of the reference would run it)."""
+    package, found, tag, machinery = Path(package), [], sys.implementation.cache_tag, importlib.machinery
+    suffixes = tuple(machinery.BYTECODE_SUFFIXES + machinery.EXTENSION_SUFFIXES)       # what imports but .py
+    for path in sorted(p for p in package.rglob("*") if p.name.endswith(suffixes) and p.is_file()):
+        cached = re.fullmatch(rf"(\w+)\.{re.escape(str(tag))}(?:\.opt-(\d))?\.pyc", path.name)
+        if path.parent.name == "__pycache__" and not cached:
+            continue                                    # another Python's cache: never loaded by this one
+        source = path.parent.parent / f"{cached[1]}.py" if cached else None
+        if source is None or not source.is_file():
+            found += [] if source else [path]           # a cache without its source is never loaded
+            continue
+        digest = hashlib.sha256(data := path.read_bytes()).hexdigest()
+        try:                # a 16-byte header, then the code; code objects compare by what they do, not where from
+            sound = digest in _SOUND_CODE or marshal.loads(data[16:]) == compile(
+                source.read_bytes(), str(source), "exec", dont_inherit=True, optimize=int(cached[2] or 0))
+        except (ValueError, EOFError, TypeError, SyntaxError):
+            sound = False
+        _SOUND_CODE.update([digest] if sound else [])
+        found += [] if sound else [path]
+    return [path.relative_to(package).as_posix() for path in found]
+
+
 def verify_reference(package, assignment):
-    """Raise ReferenceChanged unless the .py files of `package` hash to the assignment's reference."""
+    """Raise ReferenceChanged unless the .py files of `package` hash to the assignment's reference and no other code
+    would be imported in their place (`foreign_code`)."""
     files, expected = reference_files(package), assignment.reference["files"]
     changed = sorted(name for name in set(files) | set(expected) if files.get(name) != expected.get(name))
+    foreign = foreign_code(package)
+    if foreign:
+        raise ReferenceChanged(f"the reference package {package} holds code that is not its sources' ({', '.join(foreign[:5])}"
+                               f"): a submission wrote it (under --isolation process as your own user), or another "
+                               f"install did; refusing to grade. Delete those files (byte-code caches are written "
+                               f"again) or reinstall the reference, then grade again")
     if not changed:
         return
     shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")

@@ -1,8 +1,13 @@
 """The exercises an instructor can assign. An exercise is named after a layer (`layernorm`), owns the solution
 regions named after it (`layernorm.forward`, `layernorm.backward`), is graded on the gradient-check cases of its
 layers, and is a pytest marker of a student copy (`pytest -m layernorm`). An assigned layer's fast form would be an
-answer to call: a copy leaves its file out. The composites (FeedForward, the block, GPT) only chain their
-children's backward passes: no exercises.
+answer to call: a copy leaves its file out.
+
+Every class of layers/ and variants/ with a hand-written backward is one, but three. Compositions are where their
+backward is a lecture's derivation: the feed-forward (the chain rule), the blocks (a residual passes dout on and adds
+its branch's gradient; a decoder's memory gets cross-attention's share only, Transformer-XL's none). Not exercises:
+the models that run their blocks in order (GPT, TransformerXL, LoRAModel: nothing derived), and TiledAttention (being
+rewritten; it will be added with its new form).
 """
 
 from dataclasses import dataclass
@@ -19,14 +24,30 @@ EXERCISES = [
     Exercise("linear", ("Linear",), ("linear",)),
     Exercise("relu", ("ReLU",)),
     Exercise("gelu", ("GELU",), ("activations",)),
+    Exercise("silu", ("SiLU",)),
     Exercise("softmax", ("Softmax",), ("softmax", "attention")),   # fast attention imports it, so it goes too
     Exercise("layernorm", ("LayerNorm",), ("layernorm",)),
+    Exercise("rmsnorm", ("RMSNorm",)),                              # the modern (Llama-style) decoder
+    Exercise("dropout", ("Dropout",)),                              # the backward of the training path
     Exercise("embedding", ("Embedding",)),
+    Exercise("positional", ("SinusoidalPositionalEncoding", "LearnedPositionalEmbedding")),  # the table; its gradient
     Exercise("attention", ("ScaledDotProductAttention",), ("attention",)),
     Exercise("multihead", ("MultiHeadAttention",)),
-    Exercise("crossentropy", ("CrossEntropyLoss",)),
-    Exercise("rmsnorm", ("RMSNorm",)),                              # the modern (Llama-style) decoder
+    Exercise("feedforward", ("FeedForward",)),
     Exercise("swiglu", ("SwiGLU",)),
+    Exercise("block", ("TransformerBlock",)),
+    Exercise("decoder_block", ("DecoderBlock",)),
+    Exercise("lm_head", ("TiedLMHead",)),                           # the tied head's share of the embedding's gradient
+    Exercise("crossentropy", ("CrossEntropyLoss",)),
+    Exercise("rope", ("RotaryEmbedding",)),
+    Exercise("alibi", ("ALiBi",)),
+    Exercise("relative_position", ("RelativePositionAttention",)),  # Shaw et al.'s relative keys
+    Exercise("skew", ("RelativePositionAttention",)),               # Music Transformer's skew and its adjoint
+    Exercise("relative_values", ("RelativeValueAttention",)),
+    Exercise("banded", ("BandedAttention",)),                       # sliding-window attention on the band
+    Exercise("transformer_xl", ("TransformerXLBlock",)),            # the memory's stop-gradient
+    Exercise("lora", ("LoRALinear",)),
+    Exercise("log_probs", ("TokenLogProbs",)),                      # per-token log-probabilities of RLHF
     Exercise("ranking_loss", ("PairwiseRankingLoss",)),             # InstructGPT's reward model
     Exercise("clipped_surrogate", ("ClippedSurrogateLoss",)),      # PPO's clipped objective
     Exercise("value_loss", ("ValueLoss",)),                         # PPO's value head

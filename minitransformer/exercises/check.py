@@ -126,7 +126,7 @@ def describe(result):
     """The verdict of an ExerciseCheck as text: one line per part, then every problem."""
     against = {"forward": "the expected outputs shipped with this copy" if MANIFEST.is_file() else
                "this package's own outputs", "backward": "finite differences of your forward (float64)"}
-    lines = [f"{result.exercise} ({', '.join(exercise_named(result.exercise).layers)}), {len(result.cases)} cases: "
+    lines = [f"{result.exercise} ({', '.join(exercise_named(result.exercise).layers)}), {len(result.cases)} case{'s' * (len(result.cases) != 1)}: "
              f"{'PASSED' if result.ok('forward') and result.ok('backward') else 'NOT YET'}"]
     for part in ("forward", "backward"):
         if result.ok(part):

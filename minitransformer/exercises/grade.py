@@ -54,6 +54,7 @@ class ReferenceCase:
     params: list                   # parameter values
     upstream: np.ndarray           # G, the output's shape
     expected: dict                 # array name -> (what it is, the reference's float64 array): the output first
+    rng: dict = None               # the generator's state it was built from: a frozen base, a memory built alike
 
 
 def _reference_case(case, index, key, seed, tolerance):
@@ -76,7 +77,8 @@ def _reference_case(case, index, key, seed, tolerance):
     expected = {f"{key}.out": ("forward output", output)}
     expected.update({f"{key}.dinput{i}": (names[i], input_grads[i]) for i in float_inputs(inputs)})
     expected.update({f"{key}.dparam{j}": (f"parameter {name}", param_grads[j]) for j, (name, _) in enumerate(params)})
-    return ReferenceCase(key, index, case.id, given[0], given[1], upstream, expected)
+    return ReferenceCase(key, index, case.id, given[0], given[1], upstream, expected,
+                         np.random.default_rng([seed, index]).bit_generator.state)
 
 
 @functools.cache
@@ -163,6 +165,7 @@ class CaseVerdict:
     raised: list = field(default_factory=list)      # messages of what the student's code raised
     forward_problems: list = field(default_factory=list)
     backward_problems: list = field(default_factory=list)
+    wrong: list = field(default_factory=list)       # what is missing or off: "forward output", "x", "parameter w"
 
 
 def judge(case, record, arrays, tolerance):
@@ -182,12 +185,14 @@ def judge(case, record, arrays, tolerance):
         for name in names:
             what, reference = case.expected[name]
             if name not in arrays:
+                verdict.wrong.append(what)
                 problems.append(f"{case.id}: " + (f"no {what}" if part == "forward" else
                                                   f"backward returned no gradient for {what}"))
                 continue
             comparison = compare(what, arrays[name], reference)
             errors.append(min(comparison.error, 1.0))
             if not comparison.error <= tolerance:
+                verdict.wrong.append(what)
                 gave = "yours" if part == "forward" else "backward gave"
                 problems.append(f"{case.id}: {comparison.describe(gave, 'expected')}")
         setattr(verdict, f"{part}_error", max(errors, default=None if part == "forward" else 0.0))
@@ -302,7 +307,7 @@ def _write_task(isolation, workdir, cases, limits):
         arrays.update({f"{case.key}.input{i}": value for i, value in enumerate(case.inputs)})
         arrays.update({f"{case.key}.param{j}": value for j, value in enumerate(case.params)})
         arrays[f"{case.key}.upstream"] = case.upstream
-        specs.append({"key": case.key, "index": case.index, "id": case.id, "inputs": len(case.inputs)})
+        specs.append({"key": case.key, "index": case.index, "id": case.id, "inputs": len(case.inputs), "rng": case.rng})
     np.savez(workdir / "task" / "inputs.npz", **arrays)
     paths = isolation.paths(workdir)
     (workdir / "task" / "task.json").write_text(json.dumps({
@@ -361,6 +366,7 @@ def grade_exercise(exercise, points, student_pkg, reference, reference_regions, 
         handed_back = _handed_back(grade, isolation, workdir, cases, limits)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    verify_reference(reference, assignment)                 # and after: what it ran left the reference as it was
     if handed_back is not None:
         records, arrays = handed_back
         _score(grade, [judge(case, records.get(case.key), arrays, assignment.tolerance) for case in cases], points)
@@ -429,9 +435,12 @@ def grade_copy(directory, assignment, only=None, limits=None, isolation="auto", 
 def score_table(grades):
     """The score table as text: one row per exercise, a total, then every problem found."""
     rows = [("exercise", "layer", "forward ok", "backward rel. error", "points")]
-    rows += [(g.exercise, ", ".join(g.layers), "yes" if g.forward_ok else "no",
-              "-" if g.backward_error is None else f"{g.backward_error:.1e}", f"{g.points:g}/{g.max_points:g}")
-             for g in grades]
+    def judged(g, part, verdict):                       # an ungraded part reads "not assigned", never as a pass
+        return verdict if f"{g.exercise}.{part}" in g.regions else "not assigned"
+
+    rows += [(g.exercise, ", ".join(g.layers), judged(g, "forward", "yes" if g.forward_ok else "no"),
+              judged(g, "backward", "-" if g.backward_error is None else f"{g.backward_error:.1e}"),
+              f"{g.points:g}/{g.max_points:g}") for g in grades]
     rows += [("", "", "", "", ""), ("total", "", "", "", f"{sum(g.points for g in grades):g}/"
                                                         f"{sum(g.max_points for g in grades):g}")]
     widths = [max(len(row[i]) for row in rows) for i in range(5)]

@@ -1,8 +1,9 @@
 """Gradescope: its results.json (a test per graded region: its score, and what was wrong and where), and the
 autograder zip: `setup.sh` (run once as root: a venv with `requirements.txt`, the reference from the zip's wheel where
 only root reads it), `run_autograder` (grades the submission by `assignment.json`), the assignment, the wheel and the
-requirements. The scripts read MINITRANSFORMER_AUTOGRADER_* variables (ROOT, PYTHON, PIP, PIP_OPTIONS, NO_APT,
-ISOLATION), so the bundle can be tried anywhere, offline.
+requirements. The scripts read MINITRANSFORMER_AUTOGRADER_* variables (ROOT, PYTHON, PIP, PIP_OPTIONS, APT, NO_APT,
+ISOLATION), so the bundle can be tried anywhere, offline; apt-get runs only on Gradescope (as root, ROOT not given)
+or when APT=1 asks (docs/guide/instructors-class-grading.md).
 """
 
 import base64
@@ -20,7 +21,9 @@ SETUP_SH = r"""#!/usr/bin/env bash
 set -euo pipefail
 ROOT="${MINITRANSFORMER_AUTOGRADER_ROOT:-/autograder}"
 SOURCE="$ROOT/source"
-if [ -z "${MINITRANSFORMER_AUTOGRADER_NO_APT:-}" ] && command -v apt-get >/dev/null; then
+# apt-get changes the whole system: only on Gradescope (root, its /autograder: no ROOT given) or when APT=1 asks
+[ -z "${MINITRANSFORMER_AUTOGRADER_ROOT:-}" ] && [ "$(id -u)" = 0 ] && APT="${MINITRANSFORMER_AUTOGRADER_APT:-1}"
+if [ "${APT:-${MINITRANSFORMER_AUTOGRADER_APT:-}}" = 1 ] && [ -z "${MINITRANSFORMER_AUTOGRADER_NO_APT:-}" ] && command -v apt-get >/dev/null; then
     # bubblewrap isolates each submission where the container allows namespaces; the grader falls back otherwise
     apt-get update && apt-get install -y python3 python3-venv python3-pip bubblewrap \
         || echo "setup.sh: apt-get failed, going on with what is installed"

@@ -62,6 +62,7 @@ class ProcessIsolation:
     directory's parts (None: where they are); `site`: where it finds NumPy."""
 
     name, SANDBOX, site = "process", None, str(NUMPY.parent)
+    SUMMARY = "no namespaces: a new session, an empty environment and limits only"    # also --isolation's help
 
     def __init__(self, reason="", reference=None):
         import pwd
@@ -103,15 +104,15 @@ class ProcessIsolation:
         """Why this level was chosen, and what the student's code, which `who`, can reach (for `describe`)."""
         why = (f"fallback, bubblewrap unavailable ({self.reason})" if self.reason
                else "(as --isolation process asked; bubblewrap not used)")
-        reach = ("can read and write what that user can, the reference's byte-code cache included (only its sources "
-                 "are checked against the assignment's hashes)" + ("; the process limit does not hold for root"
+        reach = ("can read and write what that user can (a change to the reference, its byte code included, stops the "
+                 "grading)" + ("; the process limit does not hold for root"
                                                                     if os.geteuid() == 0 else ""))
         if self.user:
             reach = "cannot read the grader's /proc entries, " + (
                 "nor write the reference, but can read world-readable files, the installed reference among them"
                 if _others_can_read(self.reference / "__init__.py") else
                 "nor read or write the reference (only its owner may), but can read world-readable files")
-        return (f"{why}: process group + rlimits only (grade untrusted submissions where bubblewrap works): the "
+        return (f"{why}: {self.SUMMARY} (grade untrusted submissions where bubblewrap works): the "
                 f"student's code {who}: it {reach}")
 
 
@@ -119,6 +120,7 @@ class BubblewrapIsolation(ProcessIsolation):
     """Linux namespaces through bubblewrap: the student's process sees only what it needs, read-only."""
 
     name, SANDBOX, site = "bubblewrap", Path("/sandbox"), "/sandbox/site"
+    SUMMARY = "pid/net/mount namespaces, read-only reference hidden"
 
     def __init__(self, bwrap, reference):
         super().__init__("", reference)
@@ -161,7 +163,7 @@ class BubblewrapIsolation(ProcessIsolation):
                        "/tmp", "--chdir", "/tmp", str(executable), "-I", "-S", *args]
 
     def _reach(self, who):
-        return (f"(pid/net/mount namespaces, read-only reference hidden): the student's code {who} and sees only "
+        return (f"({self.SUMMARY}): the student's code {who} and sees only "
                 f"Python, NumPy, its temporary package and inputs, read-only, and an empty /tmp; the reference, "
                 f"your files and the network are out of reach")
 

@@ -156,6 +156,9 @@ def _copy_beside_package(source_root, out, secrets):
             shutil.copy2(source_root / name, out / name)
     for path in sorted(p for name in _BESIDE_PACKAGE for p in (out / name).rglob("*") if p.is_file()):
         left_out += blank_file(path, path.relative_to(out).as_posix(), secrets)
+    if (out / "setup.cfg").is_file():               # `pip install -e .` brings the self-check's pytest
+        text = (out / "setup.cfg").read_text()
+        (out / "setup.cfg").write_text(text.replace("install_requires =\n", "install_requires =\n    pytest>=7\n", 1))
     return left_out
 
 
@@ -165,9 +168,9 @@ def student_readme(manifest, regions, reference_readme):
     reference_readme = reference_readme.read_text() if reference_readme.is_file() else ""
     lines = ["# minitransformer: exercises", "",
              "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy with",
-             "`pip install -e \".[test]\"`, then write each place below between its `### BEGIN SOLUTION` and",
-             "`### END SOLUTION` lines (keep them: the grader reads your answer there); the docstring above it gives",
-             "the shapes and the mathematics.", ""]
+             "`pip install -e .` (pytest, for the self-check, comes with it), then write each place below between its",
+             "`### BEGIN SOLUTION` and `### END SOLUTION` lines (keep them: the grader reads your answer there); the",
+             "docstring above it gives the shapes and the mathematics.", ""]
     lines += [f"- `{name}`: `minitransformer/{regions[name][0]}`, in `{regions[name][1].where}`" for name in manifest["regions"]]
     notebooks = ", ".join(f"`notebooks/{n['notebook']}`" for n in manifest["notebooks"] if n["exercise_cells"])
     lines += ["", f"Notebook exercises, in {notebooks}: run a notebook to check its exercise cells."] if notebooks else []

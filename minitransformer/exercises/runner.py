@@ -3,7 +3,7 @@ starts `python -I -S runner.py TASK RESULT_FD ARRAYS_FD` contained (`isolation.p
 NumPy, drops to `nobody` under root, sets the limits, and only then imports the temporary package holding the
 answer. Nothing after that is believed: the grader, which never imports student code, judges.
 TASK: task.json {"package_root", "site", "user", "limits", "nproc", "preload", "cases": [{"key", "index",
-"id", "inputs": n}]}; inputs.npz "<key>.input<i>", "<key>.param<j>", "<key>.upstream".
+"id", "inputs": n, "rng": the bit generator's state}]}; inputs.npz "<key>.input<i>", "<key>.param<j>", "<key>.upstream".
 RESULT_FD (opened by the grader): a JSON list of {"key", "forward_error", "backward_error"} (messages or
 null). ARRAYS_FD: an .npz of "<key>.out", "<key>.dinput<i>" (float input i), "<key>.dparam<j>".
 """
@@ -90,7 +90,9 @@ def run_cases(task, inputs, package):
         key, stage = spec["key"], "forward_error"
         try:                                               # the student's code raised: report it, go on
             case = catalogue[spec["index"]]
-            module, _, forward = case.build(np.random.default_rng(0))
+            rng = np.random.default_rng()
+            rng.bit_generator.state = spec["rng"]          # the grader's: what is no input nor parameter built alike
+            module, _, forward = case.build(rng)
             for j, (_, param) in enumerate(module.named_parameters()):
                 param.data[...] = inputs[f"{key}.param{j}"]
             given = [inputs[f"{key}.input{i}"].copy() for i in range(spec["inputs"])]

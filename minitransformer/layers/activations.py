@@ -88,8 +88,10 @@ class SiLU(Module):
         x = np.asarray(x)
         self._check_float(x)
         self.x = x
+        ### BEGIN SOLUTION silu.forward
         self.sigmoid = 0.5 * (1 + np.tanh(0.5 * x))             # 1. s = sigmoid(x) (...)
         return x * self.sigmoid                                 # 2. y = x s (...)
+        ### END SOLUTION
 
     def backward(self, dout):
         """Product rule on y = x s, s = sigmoid(x), with s' = s (1 - s):
@@ -97,7 +99,9 @@ class SiLU(Module):
             dy/dx = s + x s (1 - s) = s (1 + x (1 - s)),
             dx    = dout * dy/dx,                  dout and dx (...) shaped like x.
         """
+        ### BEGIN SOLUTION silu.backward
         dy_dx = self.sigmoid * (1 + self.x * (1 - self.sigmoid))               # undo 2 and 1. (...)
+        ### END SOLUTION
         return dout * dy_dx
 
     def __repr__(self):

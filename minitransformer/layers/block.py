@@ -115,6 +115,7 @@ class TransformerBlock(Module):
 
     def backward(self, dout):
         """Each residual `a + f(a)` passes da = dout + f'(a)^T dout. dout (B, T, C) -> dx (B, T, C)."""
+        ### BEGIN SOLUTION block.backward
         if self.norm == "pre":
             dh = dout + self.ln2.backward(self.ff.backward(self.drop2.backward(dout)))   # y = h + ff(ln2(h))
             return dh + self.ln1.backward(self.attn.backward(self.drop1.backward(dh)))  # h = x + attn(ln1(x))
@@ -122,6 +123,7 @@ class TransformerBlock(Module):
         dh = dsum2 + self.ff.backward(self.drop2.backward(dsum2))
         dsum1 = self.ln1.backward(dh)                                                  # h = ln1(x + attn(x))
         return dsum1 + self.attn.backward(self.drop1.backward(dsum1))
+        ### END SOLUTION
 
     def __repr__(self):
         return f"TransformerBlock(d_model={self.attn.d_model}, n_heads={self.attn.n_heads}, norm={self.norm!r})"

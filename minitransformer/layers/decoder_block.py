@@ -89,6 +89,7 @@ class DecoderBlock(Module):
         Returns:
             (dx (B, T, C), dmemory (B, S, C)).
         """
+        ### BEGIN SOLUTION decoder_block.backward
         if self.norm == "pre":
             # forward was y = h2 + ff(ln3(h2))
             dh2 = dout + self.ln3.backward(self.ff.backward(self.drop3.backward(dout)))
@@ -108,6 +109,7 @@ class DecoderBlock(Module):
         # forward was h1 = ln1(x + self(x))
         dsum1 = self.ln1.backward(dh1)
         return dsum1 + self.self_attn.backward(self.drop1.backward(dsum1)), dmemory
+        ### END SOLUTION
 
     def __repr__(self):
         return f"DecoderBlock(d_model={self.self_attn.d_model}, n_heads={self.self_attn.n_heads}, norm={self.norm!r})"

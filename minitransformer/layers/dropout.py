@@ -48,7 +48,9 @@ class Dropout(Module):
         """dy/dx is the same scaled mask: dx = dout * mask / (1 - p)."""
         if np.isscalar(self.scaled_mask):                       # identity in forward: pass dout through
             return dout
+        ### BEGIN SOLUTION dropout.backward
         return dout * self.scaled_mask
+        ### END SOLUTION
 
     def __repr__(self):
         return f"Dropout(p={self.p})"

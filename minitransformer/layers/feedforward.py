@@ -56,7 +56,9 @@ class FeedForward(Module):
 
     def backward(self, dout):
         """Chain rule through fc2, the activation and fc1, in that order. dout (..., C) -> dx (..., C)."""
+        ### BEGIN SOLUTION feedforward.backward
         return self.fc1.backward(self.act.backward(self.fc2.backward(dout)))
+        ### END SOLUTION
 
     def __repr__(self):
         return f"FeedForward({self.d_model} -> {self.d_ff} -> {self.d_model})"

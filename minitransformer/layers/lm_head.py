@@ -41,9 +41,11 @@ class TiedLMHead(Module):
         Returns:
             dh: (..., C).
         """
+        ### BEGIN SOLUTION lm_head.backward
         dlogits2d = dlogits.reshape(-1, self.vocab_size)             # (N, V)
         self.weight.grad += dlogits2d.T @ self.h.reshape(-1, self.d)
         return (dlogits2d @ self.weight.data).reshape(self.h.shape)
+        ### END SOLUTION
 
     def __repr__(self):
         return f"TiedLMHead(C={self.d} -> V={self.vocab_size})"

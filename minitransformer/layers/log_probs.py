@@ -33,9 +33,11 @@ class TokenLogProbs(Module):
 
     def backward(self, dlogp):
         """dlogits[b, t, v] = dlogp[b, t] * (onehot(y)[v] - softmax(logits[b, t])[v]); returns (dlogits, None)."""
+        ### BEGIN SOLUTION log_probs.backward
         onehot = np.zeros_like(self.probs)
         np.put_along_axis(onehot, self.tokens[..., None], 1.0, axis=-1)                # (B, T, V)
         return np.asarray(dlogp)[..., None] * (onehot - self.probs), None
+        ### END SOLUTION
 
     def __repr__(self):
         return "TokenLogProbs()"

@@ -33,10 +33,12 @@ def sinusoidal_table(max_len, d, start=0):
     if d % 2:
         raise ValueError(f"SinusoidalPositionalEncoding expected an even d, got d={d}")
     positions = np.arange(start, max_len)[:, None]             # (max_len - start, 1)
+    ### BEGIN SOLUTION positional.forward
     frequencies = 1.0 / 10000 ** (np.arange(0, d, 2) / d)      # (d/2,) w_k = 10000^(-2k/d)
     table = np.empty((len(positions), d))
     table[:, 0::2] = np.sin(positions * frequencies)
     table[:, 1::2] = np.cos(positions * frequencies)
+    ### END SOLUTION
     return table
 
 
@@ -111,8 +113,10 @@ class LearnedPositionalEmbedding(Module):
 
     def backward(self, dout):
         """dx = dout; dP[start + t] += sum over the batch axes of dout[..., t, :]."""
+        ### BEGIN SOLUTION positional.backward
         T = self.shape[-2]
         self.weight.grad[self.start:self.start + T] += dout.reshape(-1, T, self.d).sum(axis=0)
+        ### END SOLUTION
         return dout
 
     def __repr__(self):

@@ -49,8 +49,10 @@ def alibi_bias(n_heads, Tq, Tk, dtype=np.float64):
     for the same one, in the scores' dtype, at every step. Computed in float64, then rounded once.
     """
     query_positions = np.arange(Tk - Tq, Tk)[:, None]          # (Tq, 1)
+    ### BEGIN SOLUTION alibi.forward
     distance = np.abs(query_positions - np.arange(Tk)[None, :])  # (Tq, Tk)
     bias = (-alibi_slopes(n_heads)[:, None, None] * distance).astype(dtype, copy=False)   # (H, Tq, Tk)
+    ### END SOLUTION
     bias.flags.writeable = False
     return bias
 
@@ -79,7 +81,9 @@ class ALiBi(Module):
 
     def backward(self, dout):
         """The bias is constant: dscores = dout."""
+        ### BEGIN SOLUTION alibi.backward
         return dout
+        ### END SOLUTION
 
     # ---------------------------------------------------------------- the hook used by MultiHeadAttention
     def transform(self, q, k, offset=0):

@@ -74,11 +74,13 @@ class LoRALinear(Module):
         x = np.asarray(x)
         self._check_features(x, self.base.d_in)
         self.x2d = x.reshape(-1, self.base.d_in)                          # (N, d_in)
+        ### BEGIN SOLUTION lora.forward
         y = self.x2d @ self.base.weight.data                              # 1. frozen path (N, d_out)
         if self.base.bias is not None:
             y += self.base.bias.data
         self.xa = self.x2d @ self.lora_a.data                             # 2. (N, r)
         y += self.scale * (self.xa @ self.lora_b.data)                    # 3. low-rank path
+        ### END SOLUTION
         self.shape = x.shape
         return y.reshape(*x.shape[:-1], self.base.d_out)
 
@@ -91,6 +93,7 @@ class LoRALinear(Module):
         Returns:
             dx (..., d_in).
         """
+        ### BEGIN SOLUTION lora.backward
         g = dout.reshape(-1, self.base.d_out)                             # (N, d_out)
         self.lora_b.grad += self.scale * (self.xa.T @ g)                  # 3.
         dxa = self.scale * (g @ self.lora_b.data.T)                       # 3. (N, r)
@@ -98,6 +101,7 @@ class LoRALinear(Module):
         dx = dxa @ self.lora_a.data.T                                     # 2. (N, d_in)
         dx += g @ self.base.weight.data.T                                 # 1.
         return dx.reshape(self.shape)
+        ### END SOLUTION
 
     def merged(self):
         """A plain Linear with weight W0 + s A B (and the base's bias): the same outputs, no adapter."""

@@ -49,16 +49,20 @@ from ..layers.attention import ScaledDotProductAttention
 def skew(rel_logits):
     """(..., T, T) with column r = offset r - (T - 1)  ->  (..., T, T) with entry (i, j) = offset j - i, j <= i."""
     T = rel_logits.shape[-1]
+    ### BEGIN SOLUTION skew.forward
     padded = np.concatenate([np.zeros((*rel_logits.shape[:-1], 1), rel_logits.dtype), rel_logits], axis=-1)  # (..., T, T+1)
     return padded.reshape(*rel_logits.shape[:-2], T + 1, T)[..., 1:, :]                                     # (..., T, T)
+    ### END SOLUTION
 
 
 def skew_backward(dskewed):
     """The adjoint of `skew`: (..., T, T) -> (..., T, T)."""
     T = dskewed.shape[-1]
+    ### BEGIN SOLUTION skew.backward
     dpadded = np.zeros((*dskewed.shape[:-2], T + 1, T), dskewed.dtype)
     dpadded[..., 1:, :] = dskewed                                        # undo: drop the first row
     return dpadded.reshape(*dskewed.shape[:-2], T, T + 1)[..., :, 1:]    # undo: reshape; drop the pad column
+    ### END SOLUTION
 
 
 class RelativePositionAttention(Module):
@@ -95,6 +99,7 @@ class RelativePositionAttention(Module):
             raise ValueError(f"{self!r} expected q, k (..., T, {self.head_size}) and v (..., T, dv), "
                              f"got {q.shape}, {k.shape}, {v.shape}")
         T = q.shape[-2]
+        ### BEGIN SOLUTION relative_position.forward
         if self.skewed:
             self.rows = self._rows(np.arange(-(T - 1), 1))                       # (T,) offsets -(T-1) .. 0
             self.gathered = self.table.data[self.rows]                           # (T, hs) E
@@ -103,6 +108,7 @@ class RelativePositionAttention(Module):
             self.rows = self._rows(np.arange(T)[None, :] - np.arange(T)[:, None])  # (T, T) offset j - i
             self.gathered = self.table.data[self.rows]                           # (T, T, hs) R
             relative = (q[..., :, None, :] @ np.swapaxes(self.gathered, -1, -2))[..., 0, :]  # 1. q_i . R[i, j]
+        ### END SOLUTION
         one_hot = np.broadcast_to(np.eye(T, dtype=q.dtype), relative.shape)      # (..., T, T) e_i on query i
         self.attention = ScaledDotProductAttention(causal=self.causal, scale=self.head_size ** -0.5)
         self.q = q
@@ -129,6 +135,7 @@ class RelativePositionAttention(Module):
         dq_aug, dk_aug, dv = self.attention.backward(dout)                       # 2.
         hs = self.head_size
         drelative = np.swapaxes(dk_aug[..., hs:], -1, -2)                        # (..., T, T) dS_rel
+        ### BEGIN SOLUTION relative_position.backward
         q2d = self.q.reshape(-1, *self.q.shape[-2:])                             # (N, T, hs), N = batch axes
         if self.skewed:                                                          # 1.
             drel = skew_backward(drelative)                                      # (..., T, T) dA
@@ -140,6 +147,7 @@ class RelativePositionAttention(Module):
             ds2d = drelative.reshape(-1, *drelative.shape[-2:])                  # (N, T, T)
             # dR[i, j] = sum_n dS[n, i, j] q[n, i]: for each i a (T, N) @ (N, hs) product
             np.add.at(self.table.grad, self.rows, ds2d.transpose(1, 2, 0) @ q2d.transpose(1, 0, 2))  # (T, T, hs)
+        ### END SOLUTION
         return dq, dk_aug[..., :hs], dv
 
     def __repr__(self):

@@ -48,8 +48,10 @@ class RelativeValueAttention(RelativePositionAttention):
             raise ValueError(f"{self!r} expected v (..., T, {self.value_size}), got {v.shape}")
         identity = np.broadcast_to(np.eye(v.shape[-2], dtype=v.dtype), (*v.shape[:-1], v.shape[-2]))  # (..., T, T)
         read = super().forward(q, k, np.concatenate([v, identity], axis=-1))    # 1.-6. [alpha v, alpha] (..., T, dv + T)
+        ### BEGIN SOLUTION relative_values.forward
         self.values_rel = self.table_v.data[self.rows]                           # 7. (T, T, dv) a^V_(j-i)
         return read[..., :self.value_size] + (self.alpha[..., :, None, :] @ self.values_rel)[..., 0, :]  # 8.
+        ### END SOLUTION
 
     def backward(self, dout):
         """8. out += sum_j alpha_ij a^V_(j-i)  ->  dalpha_ij += dout_i . a^V_(j-i),
@@ -58,6 +60,7 @@ class RelativeValueAttention(RelativePositionAttention):
         Returns (dq, dk, dv).
         """
         dout = np.asarray(dout)
+        ### BEGIN SOLUTION relative_values.backward
         dalpha_rel = (dout[..., :, None, :] @ np.swapaxes(self.values_rel, -1, -2))[..., 0, :]   # (..., T, T)
         alpha2d = self.alpha.reshape(-1, *self.alpha.shape[-2:])                  # (N, T, T)
         dout2d = dout.reshape(-1, *dout.shape[-2:])                               # (N, T, dv)
@@ -65,6 +68,7 @@ class RelativeValueAttention(RelativePositionAttention):
         np.add.at(self.table_v.grad, self.rows, dvalues_rel)
         dq, dk, dv_extended = super().backward(np.concatenate([dout, dalpha_rel], axis=-1))   # 6.-1. through [v, I]
         return dq, dk, dv_extended[..., :self.value_size]
+        ### END SOLUTION
 
     def __repr__(self):
         return (f"RelativeValueAttention(head_size={self.head_size}, value_size={self.value_size}, "

@@ -16,7 +16,7 @@ itself; `tests/test_rope.py` checks exactly that. There is no table and no
 parameter, so nothing limits the sequence length.
 
 Backward: a rotation is orthogonal, R^T = R(-angle), so the gradient is the
-output gradient rotated back, `rotate(dout, cos, -sin)`.
+output gradient turned back by the opposite angle (`rotate_back`).
 
 Left out: the "rotate half" channel layout of GPT-NeoX/LLaMA (a permutation of
 the same thing), partial rotation of only some channels, and frequency scaling
@@ -53,11 +53,27 @@ def rotate(x, cos, sin):
         (..., T, hs), same dtype as x.
     """
     cos, sin = cos.astype(x.dtype), sin.astype(x.dtype)
+    ### BEGIN SOLUTION rope.forward
     even, odd = x[..., 0::2], x[..., 1::2]                   # (..., T, hs/2) each
     out = np.empty_like(x)
     out[..., 0::2] = even * cos - odd * sin
     out[..., 1::2] = even * sin + odd * cos
     return out
+    ### END SOLUTION
+
+
+def rotate_back(dout, cos, sin):
+    """The backward of `rotate(x, cos, sin)`: y = R x with R orthogonal, so dx = R^T dout, and R^T turns each pair
+    by the opposite angle.
+
+    Args:
+        dout: (..., T, hs).  cos, sin: (T, hs/2), those the forward used.
+    Returns:
+        dx: (..., T, hs).
+    """
+    ### BEGIN SOLUTION rope.backward
+    return rotate(dout, cos, -sin)
+    ### END SOLUTION
 
 
 class RotaryEmbedding(Module):
@@ -90,7 +106,7 @@ class RotaryEmbedding(Module):
 
     def backward(self, dout):
         """y = R x with R orthogonal  ->  dx = R^T dout = R(-angle) dout."""
-        return rotate(dout, self.cos, -self.sin)
+        return rotate_back(dout, self.cos, self.sin)
 
     # ---------------------------------------------------------------- the hook used by MultiHeadAttention
     def transform(self, q, k, offset=0):
@@ -107,7 +123,7 @@ class RotaryEmbedding(Module):
     def transform_backward(self, dq, dk):
         """Rotate both gradients back (see `backward`)."""
         self._require("cos_q")
-        return rotate(dq, self.cos_q, -self.sin_q), rotate(dk, self.cos_k, -self.sin_k)
+        return rotate_back(dq, self.cos_q, self.sin_q), rotate_back(dk, self.cos_k, self.sin_k)
 
     def score_bias(self, Tq, Tk, dtype=np.float64):
         """RoPE adds nothing to the scores."""

@@ -48,11 +48,13 @@ class BandedAttention(Module):
             raise ValueError(f"{self!r} expected q, k (..., T, hs) and v (..., T, dv) of one length T, "
                              f"got {q.shape}, {k.shape}, {v.shape}")
         T, w = q.shape[-2], self.window
+        ### BEGIN SOLUTION banded.forward
         key_index = np.arange(T)[:, None] + np.arange(-(w - 1), 1)[None, :]    # (T, w) key of slot (t, o)
         self.valid = key_index >= 0                                             # (T, w)
         self.key_index = np.where(self.valid, key_index, 0)
         k_band = k[..., self.key_index, :]                                      # 1. (..., T, w, hs) gather
         v_band = v[..., self.key_index, :]                                      # 1. (..., T, w, dv)
+        ### END SOLUTION
         self.attention, self.q, self.T = ScaledDotProductAttention(scale=self.scale), q, T
         out = self.attention.forward(q[..., :, None, :], k_band, v_band,       # 2-5. (..., T, 1, dv), one query each
                                      mask=self.valid[:, None, :])               # 3. slots before the start
@@ -80,11 +82,13 @@ class BandedAttention(Module):
     def _scatter(self, dband):
         """Undo the gather: slot (t, o) sends its row to key t - (w - 1) + o. One slice per offset o."""
         w, T = self.window, self.T
+        ### BEGIN SOLUTION banded.backward
         dfull = np.zeros((*dband.shape[:-3], T, dband.shape[-1]), dtype=dband.dtype)   # (..., T, d)
         for o in range(max(w - T, 0), w):                   # one whole (..., T, d) slice per offset
             shift = w - 1 - o                               # slot (t, o) holds key t - shift, shift < T
             dfull[..., : T - shift, :] += dband[..., shift:, o, :]
         return dfull
+        ### END SOLUTION
 
     def __repr__(self):
         return f"BandedAttention(window={self.window})"

@@ -81,11 +81,13 @@ class TransformerXLBlock(Module):
         Returns:
             dx (B, T, C).
         """
+        ### BEGIN SOLUTION transformer_xl.backward
         dh = dout + self.ln2.backward(self.ff.backward(dout))                     # 3.
         dquery, dnormed = self.attn.backward(dh)                                 # 2.
         dnormed[:, self.memory_len:] += dquery
         dfull = self.ln1.backward(dnormed)                                       # 1. (B, M+T, C)
         return dh + dfull[:, self.memory_len:]                                   # SG: memory rows dropped
+        ### END SOLUTION
 
     def __repr__(self):
         return f"TransformerXLBlock(d_model={self.attn.d_model}, n_heads={self.attn.n_heads})"
