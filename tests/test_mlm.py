@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from minitransformer import CrossEntropyLoss
-from minitransformer.commands.mlm import MASK, PAD, SPECIALS, CharCorpus
 from minitransformer.models.bert import BertMLM, mask_tokens
+from minitransformer.objectives.masked_lm import MASK, PAD, SPECIALS, CharCorpus
 from minitransformer.training.config import transformer_adam
 
 N_SPECIAL, V = len(SPECIALS), 30
@@ -90,7 +90,7 @@ def test_training_smoke_masked_lm_loss_falls():
 
 def test_the_masked_token_loss_is_kept_apart_from_the_nsp_term():
     """The masked-token perplexity is exp(token_loss): the masked positions' mean NLL alone, the NSP term aside."""
-    from minitransformer.training.objectives import MaskedLMObjective
+    from minitransformer.objectives.masked_lm import MaskedLMObjective
 
     rng = np.random.default_rng(0)
     ids = rng.integers(N_SPECIAL, V, size=(3, 10))

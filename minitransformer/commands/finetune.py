@@ -30,30 +30,15 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the weights and the strings")
 
 
-def _train(objective, batches, steps, lr, log_every, what):
-    """`steps` shared training steps (training/step.py) of `objective` on `batches()`, printing the mean loss."""
-    from ..training.config import transformer_adam
-    from ..training.schedules import linear_rate
-    from ..training.step import train_step
-
-    optimizer = transformer_adam(objective.parameters(), lr=lr)
-    window = []
-    for step in range(steps):
-        rate = linear_rate(step, lr, 50, steps)
-        window.append(train_step(objective, optimizer, batches(), rate, grad_clip=1.0))
-        if (step + 1) % log_every == 0:
-            print(f"{what} step {step + 1:5d}  loss {sum(window) / len(window):.4f}")
-            window = []
-
-
 def run(args):
     import numpy as np
 
     from ..layers.loss import CrossEntropyLoss
     from ..models.gpt import GPT
     from ..models.gpt_classifier import GPTClassifier, next_token_targets
-    from ..training.objectives import FineTuningObjective, LanguageModelObjective
-    from ..training.tasks import majority_task
+    from ..objectives.finetune import FineTuningObjective, train_classifier_steps
+    from ..objectives.language_model import LanguageModelObjective
+    from ..tasks.majority import majority_task
 
     if args.length < 2:
         raise UsageError(f"--length must be at least 2: the language-model loss predicts each symbol from the ones "
@@ -68,11 +53,11 @@ def run(args):
         return ids, next_token_targets(ids)           # (B, T) and (B, T), -1 at the last position
 
     if args.pretrain_steps:
-        _train(LanguageModelObjective(gpt, CrossEntropyLoss(ignore_index=-1)), unlabelled_batch,
+        train_classifier_steps(LanguageModelObjective(gpt, CrossEntropyLoss(ignore_index=-1)), unlabelled_batch,
                args.pretrain_steps, args.lr, max(args.pretrain_steps // 4, 1), "pre-train")
     model = GPTClassifier(gpt, 2, dtype=np.float32, rng=args.seed + 2)
     objective = FineTuningObjective(model, args.lm_weight)
-    _train(objective, lambda: majority_task(args.batch_size, args.length, rng), args.steps,
+    train_classifier_steps(objective, lambda: majority_task(args.batch_size, args.length, rng), args.steps,
            args.lr, max(args.steps // 8, 1), "fine-tune")
     print(f"trained in {time.perf_counter() - started:.0f} s")
 

@@ -21,10 +21,6 @@ N_HEADS = 4
 
 HELP = "train a small BERT-style masked language model on characters; print the loss and filled-in masks"
 
-SPECIALS = ("[PAD]", "[MASK]", "[CLS]", "[SEP]")
-PAD, MASK, CLS, SEP = range(4)
-
-
 def add_arguments(parser):
     parser.add_argument("--text", default=None, metavar="FILE",
                         help="UTF-8 training text file (default: CPython's pydoc help text)")
@@ -41,59 +37,14 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the weights, batches and masks")
 
 
-class CharCorpus:
-    """Character ids of a text split 90/10 into train and held-out, and example batches drawn from either."""
-
-    def __init__(self, text, chunk, rng):
-        import numpy as np
-
-        from ..tokenizers import CharTokenizer
-        from ..training.data import train_val_split
-
-        self.tokenizer = CharTokenizer.train(text)                 # character ids after the special tokens
-        self.vocab_size = len(SPECIALS) + self.tokenizer.vocab_size
-        ids = np.array(self.tokenizer.encode(text), dtype=np.int64) + len(SPECIALS)
-        train, test = train_val_split(ids)
-        self.parts = {"train": train, "test": test}
-        self.chunk, self.rng = chunk, rng
-
-    def check_length(self, where):
-        """Raise UsageError naming `where` unless both parts hold one example: 2 chunks and a token more."""
-        needed = 2 * self.chunk + 1
-        short = {part: len(data) for part, data in self.parts.items() if len(data) < needed}
-        if short:
-            part, length = next(iter(short.items()))
-            share = "the first 90%" if part == "train" else "the last 10%"
-            raise UsageError(f"{where} is too short for --chunk {self.chunk}: its {part} part ({share} of the text) "
-                             f"holds {length} characters, and one example needs {needed} (2 chunks + 1); give a "
-                             f"text of about {10 * needed + 10} characters or more, or a smaller --chunk")
-
-    def batch(self, size, part="train"):
-        """ids (size, 2 chunk + 3) and NSP labels (size,): 1 when chunk_b really follows chunk_a."""
-        import numpy as np
-
-        data, n = self.parts[part], self.chunk
-        starts = self.rng.integers(0, len(data) - 2 * n, size=size)
-        follows = self.rng.random(size) < 0.5
-        b_starts = np.where(follows, starts + n, self.rng.integers(0, len(data) - n, size=size))
-        window = np.arange(n)
-        first, second = data[starts[:, None] + window], data[b_starts[:, None] + window]
-        cls, sep = np.full((size, 1), CLS), np.full((size, 1), SEP)
-        return np.concatenate([cls, first, sep, second, sep], axis=1), follows.astype(np.int64)
-
-    def show(self, ids):
-        return "".join("_" if t == MASK else self.tokenizer.chars[t - len(SPECIALS)] if t >= len(SPECIALS) else "|"
-                       for t in ids).replace("\n", "⏎")
-
-
 def run(args):
     import numpy as np
 
     from ..models.bert import BertMLM, mask_tokens
+    from ..objectives.masked_lm import MASK, PAD, SPECIALS, CharCorpus, MaskedLMObjective
     from ..training.config import transformer_adam
     from ..training.data import default_corpus
     from ..training.metrics import perplexity
-    from ..training.objectives import MaskedLMObjective
     from ..training.schedules import linear_rate
     from ..training.step import train_step
 
@@ -104,7 +55,10 @@ def run(args):
     if not text:
         raise UsageError(f"--text {args.text} is empty")
     corpus = CharCorpus(text, args.chunk, rng)
-    corpus.check_length("the default corpus" if args.text is None else f"--text {args.text}")
+    try:
+        corpus.check_length("the default corpus" if args.text is None else f"--text {args.text}")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     model = BertMLM(corpus.vocab_size, args.d_model, N_HEADS, args.layers, 4 * args.d_model, 2 * args.chunk + 3,
                     pad_id=PAD, nsp=args.nsp, norm=args.norm, positional=args.positional, dtype=np.float32,
                     rng=args.seed + 1)
@@ -136,6 +90,7 @@ def _evaluate(model, corpus, rng, nsp):
 
     from ..layers.loss import CrossEntropyLoss
     from ..models.bert import mask_tokens
+    from ..objectives.masked_lm import MASK, SPECIALS
     from ..training.metrics import perplexity
 
     model.eval()

@@ -69,8 +69,8 @@ def run(args):
 
     from ..generation.bleu import corpus_bleu
     from ..models.seq2seq import Seq2SeqTransformer
-    from ..training.encdec import evaluate_loss, evaluate_seq2seq, train_seq2seq
-    from ..training.tasks import PAD, ReverseTask
+    from ..objectives.seq2seq import evaluate_loss, evaluate_seq2seq, train_seq2seq
+    from ..tasks.reverse import PAD, ReverseTask
 
     check_options(args)
     task = ReverseTask(args.symbols, args.min_len, args.max_len, n_test=args.test_size, rng=args.seed)

@@ -1,6 +1,6 @@
 """What a training run is built from: its config (`TrainConfig`) and the builders of its model and optimizer.
 
-The GPT trainer (trainer.py) builds its model and AdamW from a `TrainConfig`
+The GPT trainer (objectives/language_model.py) builds its model and AdamW from a `TrainConfig`
 with the builders here, on every MPI rank alike; nanoGPT keeps the same
 settings at the top of its train.py.
 

@@ -45,7 +45,7 @@ benchmarks/README.md has the measured step times and the alpha-beta model for 4 
 The first message comes before the large ones. It carries the loss, and the stop flag: Ctrl-C under mpiexec
 reaches every rank (mpiexec forwards it); on each, the trainer's handler only raises a flag
 (`stop_at_step_boundary`), which the next step's all-reduce adds up, so every rank learns at the same step
-that one was interrupted, finishes that step's update and stops; rank 0 saves there (trainer.py). And it
+that one was interrupted, finishes that step's update and stops; rank 0 saves there (objectives/language_model.py). And it
 carries rank 0's longest pause to evaluate and save, which the other ranks' deadline allows for.
 
 Deadlines: every message is sent non-blocking and waited for with a limit, the larger of
@@ -55,7 +55,7 @@ slowest step so far (START_TIMEOUT for the first step). Rank 0 gives up first; r
 The rank that gives up pings every other rank (on a communicator of its own; every waiting rank answers
 pings), prints one line naming those that do not answer (rank, pid, host) and calls `MPI_Abort`, which
 ends every rank of the job, stopped ones too, after our line and before MPI's own. A rank that raises
-prints one line naming itself and the step and aborts the same way (trainer.py). Checkpoints are written
+prints one line naming itself and the step and aborts the same way (objectives/language_model.py). Checkpoints are written
 whole or not at all (checkpoint.py), so the last one stays intact. A wait looks at its message without
 pause for SPIN seconds, then sleeps POLL between looks, leaving the cores to ranks still computing.
 

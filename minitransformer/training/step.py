@@ -2,7 +2,7 @@
 
     optimizer.lr = lr                         the schedule's rate for this step (schedules.py)
     optimizer.zero_grad()                     every .grad back to 0 (backward passes add into them)
-    loss = objective.forward(*batch)          forward: the scalar to minimise (objectives.py)
+    loss = objective.forward(*batch)          forward: the scalar to minimise (objectives/)
     objective.backward()                      backward: d loss / d W added into every .grad
     optimizer.clip_gradients(grad_clip)       cap the global gradient norm ||g|| at grad_clip
     optimizer.step()                          the update (Adam, AdamW, SGD)
@@ -31,7 +31,7 @@ def train_step(objective, optimizer, batch, lr, grad_clip):
     """One step: set the rate, zero the gradients, forward, backward, clip, update.
 
     Args:
-        objective: forward(*batch) -> scalar loss and backward() (objectives.py).
+        objective: forward(*batch) -> scalar loss and backward() (objectives/).
         optimizer: over the objective's parameters (optim/).
         batch: a tuple of the objective's inputs, e.g. (x, y) of int (B, T) for a language model.
         lr: the learning rate of this step (>= 0).

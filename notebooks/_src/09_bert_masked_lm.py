@@ -21,9 +21,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from minitransformer import BertMLM, default_corpus, mask_tokens, perplexity
-from minitransformer.commands.mlm import CLS, MASK, SEP, SPECIALS, CharCorpus
+from minitransformer.objectives.masked_lm import CLS, MASK, SEP, SPECIALS, CharCorpus, MaskedLMObjective
 from minitransformer.training.config import transformer_adam
-from minitransformer.training.objectives import MaskedLMObjective
 from minitransformer.training.schedules import linear_rate
 from minitransformer.training.step import train_step
 

@@ -22,11 +22,11 @@ import numpy as np
 
 from minitransformer import GPT, CrossEntropyLoss, FineTuningObjective, GPTClassifier
 from minitransformer.models.gpt_classifier import next_token_targets
+from minitransformer.objectives.language_model import LanguageModelObjective
+from minitransformer.tasks.majority import majority_task
 from minitransformer.training.config import transformer_adam
-from minitransformer.training.objectives import LanguageModelObjective
 from minitransformer.training.schedules import linear_rate
 from minitransformer.training.step import train_step
-from minitransformer.training.tasks import majority_task
 
 rng = np.random.default_rng(0)
 test_ids, test_labels = majority_task(500, 12, rng=np.random.default_rng(10_000))

@@ -34,7 +34,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from minitransformer import AdamW, CharTokenizer, TransformerXL, perplexity, train_val_split
-from minitransformer.training.objectives import LanguageModelObjective
+from minitransformer.objectives.language_model import LanguageModelObjective
 from minitransformer.training.step import train_step
 
 rng = np.random.default_rng(0)

@@ -32,8 +32,8 @@ from minitransformer import (
     default_corpus,
     get_batch,
 )
+from minitransformer.objectives.language_model import LanguageModelObjective
 from minitransformer.training.config import TrainConfig, build_optimizer
-from minitransformer.training.objectives import LanguageModelObjective
 from minitransformer.training.step import train_step
 from minitransformer.variants.rope import RotaryEmbedding
 

@@ -38,20 +38,17 @@ saves, and a rank that raises ends the job with one line naming it.
 Left out: gradient accumulation, mixed precision, skipping a bad batch and going on.
 """
 
-import contextlib
 import dataclasses
 import math
 import os
-import signal
 import sys
-import threading
 import time
-import types
 
 import numpy as np
 
+from ..core.module import Module
 from ..layers.loss import CrossEntropyLoss
-from .checkpoint import (
+from ..training.checkpoint import (
     CheckpointError,
     CheckpointExistsError,
     check_training_meta,
@@ -60,54 +57,37 @@ from .checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from .config import TrainConfig, build_model, build_optimizer
-from .data import get_batch
-from .distributed import MODES, DataParallel, mpi_world
-from .metrics import perplexity
-from .objectives import LanguageModelObjective
-from .step import train_step
-
-RATE_WINDOW = 20        # the progress bar's tokens/s: the mean over the last this many steps
+from ..training.config import TrainConfig, build_model, build_optimizer
+from ..training.data import get_batch
+from ..training.distributed import MODES, DataParallel, mpi_world
+from ..training.loop import RATE_WINDOW, TrainingDiverged, TrainingInterrupted, is_terminal, stop_at_step_boundary
+from ..training.metrics import perplexity
+from ..training.step import train_step
 
 
-class TrainingDiverged(FloatingPointError):
-    """The loss, the gradient norm or the weights became NaN or infinite; the run stopped, nothing was saved."""
+class LanguageModelObjective(Module):
+    """Next-token prediction: the mean cross-entropy of model(x) against the targets y.
 
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) stopped `Trainer.fit` at a step boundary, after saving a checkpoint there (if it saves).
-
-    Attributes: `step`, the last step done; `directory`, where its checkpoint is (None if the trainer saves nowhere).
+    Args:
+        model: maps x int (B, T) to logits (B, T, V), e.g. a GPT.
+        loss: the loss layer (default CrossEntropyLoss(); pass CrossEntropyLoss(ignore_index=-1) when some
+            targets are to be ignored).
     """
 
-    def __init__(self, step, directory):
-        where = f"checkpoint saved in {os.fspath(directory)}" if directory is not None else "nothing saved"
-        super().__init__(f"interrupted at step {step}: {where}")
-        self.step, self.directory = step, directory
+    def __init__(self, model, loss=None):
+        self.model = model
+        self.loss = CrossEntropyLoss() if loss is None else loss
 
+    def forward(self, x, y):
+        """x int (B, T), y int (B, T) -> the loss, a 0-d float."""
+        return self.loss(self.model(x), y)
 
-@contextlib.contextmanager
-def stop_at_step_boundary():
-    """`with stop_at_step_boundary() as stop:` a first Ctrl-C only sets `stop.requested`; the loop stops there.
+    def backward(self, grad=1.0):
+        """dlogits = d loss / d logits, sent back through the model."""
+        self.model.backward(self.loss.backward(grad))
 
-    A second Ctrl-C interrupts at once (the handler that was there before is put back by the first). Outside
-    the main thread, where Python delivers no signal, nothing changes.
-    """
-    stop = types.SimpleNamespace(requested=False)
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-    before = signal.getsignal(signal.SIGINT)
-
-    def request_stop(signum, frame):
-        stop.requested = True
-        signal.signal(signal.SIGINT, before)
-
-    signal.signal(signal.SIGINT, request_stop)
-    try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGINT, before)
+    def __repr__(self):
+        return f"LanguageModelObjective({self.model!r}, {self.loss!r})"
 
 
 def evaluation_batches(data, config, n_batches=None):
@@ -291,7 +271,7 @@ class Trainer:
 
         max_steps = self.config.max_steps if max_steps is None else max_steps
         first_step, losses = self.step, None
-        on_terminal = self.progress and self.rank == 0 and _is_terminal(sys.stderr)
+        on_terminal = self.progress and self.rank == 0 and is_terminal(sys.stderr)
         bar = tqdm(total=max_steps, initial=self.step, disable=not on_terminal, unit="step", dynamic_ncols=True)
         try:
             with stop_at_step_boundary() as stop:
@@ -471,13 +451,6 @@ def loss_curve(history, eval_batches):
         series.append({"steps": steps, "losses": val, "label": "validation",
                        "style": {"marker": "s", "linestyle": "none"}})
     return series
-
-
-def _is_terminal(stream):
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):                # no isatty, or a closed stream
-        return False
 
 
 def _config_dict(config):

@@ -24,9 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.module import Module
+from ..core.random import as_generator
 from ..generation.sampling import generate
 from ..layers.log_probs import TokenLogProbs
 from ..layers.ppo_losses import ClippedSurrogateLoss, ValueLoss
+from ..training.optim import Adam
+from ..training.step import train_step
 
 
 def gae(rewards, values, gamma=1.0, lam=0.95):
@@ -126,3 +129,25 @@ class PPOObjective(Module):
 
     def __repr__(self):
         return f"PPOObjective({self.policy!r}, {self.value_model!r}, value_coef={self.value_coef})"
+
+
+def train_ppo(policy, reference, reward_model, value_model, task, iterations, batch_size=64, epochs=4, lr=1e-3,
+              kl_coef=0.1, rng=None):
+    """Step 3: `iterations` of rollout then `epochs` PPO steps on it. Returns a dict of per-iteration lists:
+    score (the reward model's mean), kl (mean per sequence), true_reward, counting, l_clip, l_value."""
+    rng = as_generator(rng)
+    objective = PPOObjective(policy, value_model)
+    optimizer = Adam(objective.parameters(), lr=lr)
+    history = {name: [] for name in ("score", "kl", "true_reward", "counting", "l_clip", "l_value")}
+    for _ in range(iterations):
+        batch = rollout(policy, reference, reward_model, value_model, task.prompts(batch_size), task.answer_len,
+                        rng, kl_coef=kl_coef)
+        for name, value in (("score", batch.scores.mean()), ("kl", batch.kl.mean()),
+                            ("true_reward", task.true_reward(batch.ids).mean()),
+                            ("counting", task.counting_accuracy(batch.ids))):
+            history[name].append(float(value))
+        for _ in range(epochs):
+            train_step(objective, optimizer, batch.batch(), lr, 1.0)
+        history["l_clip"].append(float(objective.l_clip))
+        history["l_value"].append(float(objective.l_value))
+    return history

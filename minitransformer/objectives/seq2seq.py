@@ -17,13 +17,37 @@ Left out: label smoothing (§5.4), checkpoint averaging, batches bucketed by len
 
 import numpy as np
 
+from ..core.module import Module
 from ..generation.decoding import beam_search, greedy_decode
-from .config import transformer_adam
-from .metrics import perplexity
-from .objectives import Seq2SeqObjective
-from .schedules import linear_rate
-from .step import train_step
-from .tasks import BOS, EOS, PAD, exact_match
+from ..layers.loss import CrossEntropyLoss
+from ..tasks.reverse import BOS, EOS, PAD, exact_match
+from ..training.config import transformer_adam
+from ..training.metrics import perplexity
+from ..training.schedules import linear_rate
+from ..training.step import train_step
+
+
+class Seq2SeqObjective(Module):
+    """The encoder-decoder's teacher-forced cross-entropy; target positions holding `pad_id` are ignored.
+
+    Args:
+        model: maps (src int (B, S), tgt_in int (B, T)) to logits (B, T, V), e.g. a Seq2SeqTransformer.
+        pad_id: the padding id of the targets.
+    """
+
+    def __init__(self, model, pad_id):
+        self.model, self.pad_id = model, pad_id
+        self.loss = CrossEntropyLoss(ignore_index=pad_id)
+
+    def forward(self, src, tgt_in, tgt_out):
+        """src int (B, S), tgt_in int (B, T) (BOS, y_1 ..), tgt_out int (B, T) (y_1 .., EOS) -> the loss."""
+        return self.loss(self.model(src, tgt_in), tgt_out)
+
+    def backward(self, grad=1.0):
+        self.model.backward(self.loss.backward(grad))
+
+    def __repr__(self):
+        return f"Seq2SeqObjective({self.model!r}, pad_id={self.pad_id})"
 
 
 def train_seq2seq(model, task, steps, batch_size=64, lr=1e-3, warmup=100, max_norm=1.0, log_every=0, log=print):
