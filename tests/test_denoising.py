@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import CharTokenizer, Seq2SeqTransformer
+from minitransformer.objectives import denoising
 from minitransformer.objectives.denoising import (
     MASK,
     DenoisingTask,
@@ -21,7 +22,6 @@ from minitransformer.objectives.denoising import (
     token_masking,
 )
 from minitransformer.objectives.seq2seq import train_seq2seq
-from minitransformer.objectives import denoising
 
 SENTINELS = list(range(4, 60))
 TEXT_IDS = 100                                   # clean ids start here, clear of the mask and the sentinels

@@ -115,7 +115,7 @@ def test_the_mlm_command_prints_the_masked_token_perplexity(tmp_path, capsys):
     assert main(["mlm", "--text", str(path), "--steps", "2", "--batch-size", "4", "--d-model", "16",
                  "--layers", "1", "--nsp"]) == 0
     out = capsys.readouterr().out
-    step = re.search(r"step +2  loss [\d.]+  masked-token perplexity ([\d.]+)", out)
+    step = re.search(r"step +2: masked-token loss [\d.]+ \(perplexity ([\d.]+)\), next-sentence loss", out)
     held_out = re.search(r"held-out masked-token loss ([\d.]+), perplexity ([\d.]+)", out)
     assert step and held_out, out
     assert float(held_out[2]) == pytest.approx(math.exp(float(held_out[1])), rel=1e-3)     # both rounded

@@ -273,6 +273,6 @@ def test_the_training_log_prints_perplexity_beside_the_loss():
     lines = []
     losses = train_seq2seq(model, task, steps=4, batch_size=4, log_every=2, log=lines.append)
     for line, window in zip(lines, (losses[:2], losses[2:]), strict=True):
-        loss, ppl = map(float, re.search(r"loss ([\d.]+)  perplexity ([\d.]+)", line).groups())
+        loss, ppl = map(float, re.search(r"loss ([\d.]+) \(perplexity ([\d.]+)\)", line).groups())
         assert loss == pytest.approx(np.mean(window), abs=5e-5)
-        assert ppl == pytest.approx(math.exp(np.mean(window)), abs=5e-4)
+        assert ppl == pytest.approx(math.exp(np.mean(window)), abs=5e-3)        # printed to 2 decimals

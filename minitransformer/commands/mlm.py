@@ -11,11 +11,19 @@ The options and the text are checked before the model is built: a missing,
 binary or too short --text, a size that is not positive, or a --d-model that 4
 heads do not divide is one `error: ...` line with exit status 2. `--steps 0`
 evaluates the untrained model.
+
+It trains with the one training loop: --out keeps checkpoints, Ctrl-C saves and `--resume --out DIR` continues
+bit for bit, a NaN stops the run (commands/resumable.py).
 """
 
+import sys
 import time
 
+from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int, read_text_file
+
+RESUMES = True          # __main__ records which options were given (args.given), for --resume
+CHANGEABLE = ("eval_interval", "no_progress")      # what --resume may change
 
 N_HEADS = 4
 
@@ -35,21 +43,21 @@ def add_arguments(parser):
                         help="position table")
     parser.add_argument("--nsp", action="store_true", help="also train the next-sentence head")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the weights, batches and masks")
+    resumable.add_arguments(parser)
 
 
 def run(args):
     import numpy as np
 
-    from ..models.bert import BertMLM, mask_tokens
-    from ..objectives.masked_lm import MASK, PAD, SPECIALS, CharCorpus, MaskedLMObjective
-    from ..training.config import transformer_adam
+    from ..models.bert import BertMLM
+    from ..objectives.masked_lm import PAD, CharCorpus, masked_lm_loop
     from ..training.data import default_corpus
-    from ..training.metrics import perplexity
-    from ..training.schedules import linear_rate
-    from ..training.step import train_step
 
+    contents, notes = resumable.prepare(args, "mlm", add_arguments, CHANGEABLE)
     if args.d_model % N_HEADS:
         raise UsageError(f"--d-model must be a multiple of {N_HEADS} (the number of heads), got {args.d_model}")
+    for note in notes:
+        print(note, file=sys.stderr)
     rng = np.random.default_rng(args.seed)
     text = default_corpus() if args.text is None else read_text_file(args.text)
     if not text:
@@ -64,20 +72,12 @@ def run(args):
                     rng=args.seed + 1)
     print(f"{model!r}: {model.num_parameters():,} parameters, {corpus.vocab_size} tokens, "
           f"{len(corpus.parts['train']):,} training characters")
-    objective = MaskedLMObjective(model, nsp=args.nsp)
-    optimizer = transformer_adam(objective.parameters(), lr=args.lr)
-    started, window, token_window = time.perf_counter(), [], []
-    for step in range(args.steps):
-        ids, follows = corpus.batch(args.batch_size)
-        inputs, targets, _ = mask_tokens(ids, rng, MASK, len(SPECIALS), corpus.vocab_size)
-        batch = (inputs, targets, follows) if args.nsp else (inputs, targets)
-        rate = linear_rate(step, args.lr, 50, args.steps)
-        window.append(train_step(objective, optimizer, batch, rate, grad_clip=1.0))
-        token_window.append(objective.token_loss)
-        if (step + 1) % max(args.steps // 8, 1) == 0:
-            print(f"step {step + 1:5d}  loss {np.mean(window):.3f}  masked-token perplexity "
-                  f"{perplexity(np.mean(token_window)):.2f}")
-            window, token_window = [], []
+    loop = masked_lm_loop(model, corpus, rng, args.steps, args.batch_size, args.lr, args.nsp,
+                          **resumable.loop_options(args, "mlm", args.steps))
+    started = time.perf_counter()
+    status = resumable.fit(loop, args, contents, "mlm")
+    if status is not None:
+        return status
     print(f"trained in {time.perf_counter() - started:.0f} s")
 
     _evaluate(model, corpus, rng, args.nsp)

@@ -11,7 +11,7 @@ of a key is only predictable if the key appeared earlier in the same sequence: n
 this sequence's table, so accuracy must come from the context, and it rises with the number of pairs shown.
 The model is scored on the values only.
 
-* `train_in_context`: the LM loss on the values, Adam, a short warm-up;
+* `train_in_context`: the LM loss on the values, Adam, a short warm-up, on the one training loop;
 * `in_context_accuracy`: accuracy at each pair index, and apart for keys seen before and keys new to the sequence;
 * `induction_scores`: per layer and head, the attention a repeated key puts on the values that followed its
   earlier occurrences (the induction head's signature; a head attending uniformly scores far lower).
@@ -22,25 +22,26 @@ Token layout: keys are ids 0 .. n_keys - 1, values n_keys .. n_keys + n_values -
 import numpy as np
 
 from ..layers.loss import CrossEntropyLoss
+from ..training.loop import TrainingLoop
 from ..training.optim import Adam
-from ..training.step import train_step
+from ..training.schedules import warmup_rate
 from .language_model import LanguageModelObjective
 
 
 def train_in_context(model, task, steps, batch_size=64, lr=1e-2, warmup=50, log_every=0, log=print):
-    """Train `model` (a GPT with vocab_size >= task.vocab_size) on fresh batches; returns the loss per step.
+    """Train `model` (a GPT with vocab_size >= task.vocab_size) on fresh batches with the one training loop;
+    returns the loss per step.
 
-    The rate rises linearly over `warmup` steps; `log_every` > 0 prints the mean loss that often, with `log`.
+    The rate rises linearly over `warmup` steps (`schedules.warmup_rate`); `log_every` > 0 says the mean
+    loss that often, with `log`.
     """
     objective = LanguageModelObjective(model, CrossEntropyLoss(ignore_index=-1))
-    optimizer = Adam(objective.parameters(), lr=lr)
-    losses = []
-    for step in range(steps):
-        x, y, _ = task.batch(batch_size)
-        losses.append(train_step(objective, optimizer, (x, y), lr * min(1.0, (step + 1) / warmup), 1.0))
-        if log_every and (step + 1) % log_every == 0:
-            log(f"step {step + 1:5d}  loss {np.mean(losses[-log_every:]):.3f}")
-    return losses
+    loop = TrainingLoop(objective, Adam(objective.parameters(), lr=lr), lambda: task.batch(batch_size)[:2],
+                        lambda step: warmup_rate(step, lr, warmup), grad_clip=1.0, max_steps=steps,
+                        eval_interval=log_every or None, generators={"task": task.rng}, progress=False,
+                        log=log if log_every else False, name="train_in_context")
+    loop.fit()
+    return loop.history["loss"]
 
 
 def in_context_accuracy(model, task, n_sequences=500):

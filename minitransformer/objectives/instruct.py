@@ -19,19 +19,24 @@ real assistant, labelers ranking K > 2 answers, and human data of any kind.
 
 
 from ..layers.loss import CrossEntropyLoss
+from ..training.loop import TrainingLoop
 from ..training.optim import Adam
-from ..training.step import train_step
 from .language_model import LanguageModelObjective
 
 
 def supervised_fine_tune(model, task, steps, batch_size=64, lr=3e-3):
-    """Step 1: next-token cross-entropy on demonstrations, scored on the answer tokens only. Returns the losses."""
-    objective = LanguageModelObjective(model, CrossEntropyLoss(ignore_index=-1))
-    optimizer = Adam(objective.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
+    """Step 1: next-token cross-entropy on demonstrations, scored on the answer tokens only, on the one
+    training loop. Returns the losses."""
+
+    def demonstrations():
         ids = task.demonstrate(task.prompts(batch_size))                           # (B, T)
         targets = ids[:, 1:].copy()
         targets[:, :task.prompt_len - 1] = -1                                      # the prompt is given, not learnt
-        losses.append(train_step(objective, optimizer, (ids[:, :-1], targets), lr, 1.0))
-    return losses
+        return ids[:, :-1], targets
+
+    objective = LanguageModelObjective(model, CrossEntropyLoss(ignore_index=-1))
+    loop = TrainingLoop(objective, Adam(objective.parameters(), lr=lr), demonstrations, lambda step: lr,
+                        grad_clip=1.0, max_steps=steps, generators={"task": task.rng}, progress=False, log=False,
+                        name="supervised_fine_tune")
+    loop.fit()
+    return loop.history["loss"]

@@ -16,8 +16,10 @@ import numpy as np
 
 from ..core.module import Module
 from ..layers.loss import CrossEntropyLoss
+from ..models.bert import mask_tokens
 from ..tokenizers import CharTokenizer
 from ..training.data import train_val_split
+from ..training.loop import adam_warmup_loop
 
 SPECIALS = ("[PAD]", "[MASK]", "[CLS]", "[SEP]")
 PAD, MASK, CLS, SEP = range(4)
@@ -30,7 +32,8 @@ class MaskedLMObjective(Module):
              + CE(nsp_logits, follows)                                with nsp only
 
     Each term is taken as a Python float before they are added; the first, the masked tokens' mean NLL,
-    is kept as `token_loss` (its exp is the masked-token perplexity, which the NSP term would distort).
+    is kept as `token_loss` (its exp is the masked-token perplexity, which the NSP term would distort), and
+    both in `parts`, which the training loop records and reports apart.
 
     Args:
         model: a BertMLM; built with nsp=True it returns (token_logits (B, T, V), nsp_logits (B, 2)).
@@ -53,9 +56,11 @@ class MaskedLMObjective(Module):
         out = self.model(inputs)
         token_logits, nsp_logits = out if self.nsp else (out, None)
         self.token_loss = float(self.masked_loss(token_logits, targets))
+        self.parts = {"masked-token": self.token_loss}
         if not self.nsp:
             return self.token_loss
-        return self.token_loss + float(self.next_sentence_loss(nsp_logits, follows))
+        self.parts["next-sentence"] = float(self.next_sentence_loss(nsp_logits, follows))
+        return self.token_loss + self.parts["next-sentence"]
 
     def backward(self, grad=1.0):
         """Both terms' gradients, sent back through the model together (the NSP head's into [CLS])."""
@@ -104,3 +109,26 @@ class CharCorpus:
     def show(self, ids):
         return "".join("_" if t == MASK else self.tokenizer.chars[t - len(SPECIALS)] if t >= len(SPECIALS) else "|"
                        for t in ids).replace("\n", "⏎")
+
+
+def masked_lm_loop(model, corpus, rng, steps, batch_size=64, lr=1e-3, nsp=False, warmup=50, **loop_options):
+    """The one training loop set up for BERT's pre-training on `corpus` (the `mlm` command, notebook 09).
+
+    Each step draws `batch_size` examples, masks them 80/10/10 (`mask_tokens`) and takes a step of
+    `MaskedLMObjective`; both draws come from `rng`, which the loop's checkpoints keep.
+
+    Args:
+        model: a BertMLM (with the next-sentence head if `nsp`).
+        corpus: a CharCorpus drawing from `rng`.
+        warmup: steps of the rate's linear warm-up (`adam_warmup_loop`).
+        loop_options: TrainingLoop's (eval_interval, out_dir, meta, log, ...).
+    """
+    objective = MaskedLMObjective(model, nsp=nsp)
+
+    def masked_batch():
+        ids, follows = corpus.batch(batch_size)
+        inputs, targets, _ = mask_tokens(ids, rng, MASK, len(SPECIALS), corpus.vocab_size)
+        return (inputs, targets, follows) if nsp else (inputs, targets)
+
+    return adam_warmup_loop(objective, masked_batch, steps, lr, warmup, generators={"data": rng}, name="mlm",
+                            **loop_options)

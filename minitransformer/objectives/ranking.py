@@ -8,8 +8,8 @@ import numpy as np
 
 from ..core.module import Module
 from ..layers.ranking_loss import PairwiseRankingLoss
+from ..training.loop import TrainingLoop
 from ..training.optim import Adam
-from ..training.step import train_step
 
 
 class RankingObjective(Module):
@@ -35,12 +35,13 @@ class RankingObjective(Module):
 
 
 def train_reward_model(reward_model, task, steps, batch_size=64, lr=3e-3):
-    """Step 2: the pairwise ranking loss on labelers' pairs. Returns (losses, accuracies): per step, the
-    loss and the fraction of pairs the reward model already ranked right."""
+    """Step 2: the pairwise ranking loss on labelers' pairs, on the one training loop. Returns (losses,
+    accuracies): per step, the loss and the fraction of pairs the reward model already ranked right."""
     objective = RankingObjective(reward_model)
-    optimizer = Adam(objective.parameters(), lr=lr)
-    losses, accuracies = [], []
-    for _ in range(steps):
-        losses.append(train_step(objective, optimizer, task.ranked_pairs(batch_size), lr, 1.0))
-        accuracies.append(float(np.mean(objective.r_chosen > objective.r_rejected)))
-    return losses, accuracies
+    accuracies = []
+    loop = TrainingLoop(objective, Adam(objective.parameters(), lr=lr), lambda: task.ranked_pairs(batch_size),
+                        lambda step: lr, grad_clip=1.0, max_steps=steps, model=reward_model,
+                        generators={"task": task.rng}, nll=False, progress=False, log=False, name="train_reward_model",
+                        on_step=lambda loop: accuracies.append(float(np.mean(objective.r_chosen > objective.r_rejected))))
+    loop.fit()
+    return loop.history["loss"], accuracies
