@@ -125,3 +125,39 @@ def test_resume_refuses_another_command_and_a_changed_option(command, tmp_path, 
     assert code == 2 and err.count("\n") == 1 and f"is a run of {command}, not of {other}" in err, err
     code, _, err = _run([command, "--resume", "--out", str(tmp_path / "run"), "--seed", "5"], capsys)
     assert code == 2 and err.count("\n") == 1 and "--seed 5 (checkpoint: 0)" in err, err
+
+
+# ---------------------------------------------------------------- every command under mpiexec
+@pytest.mark.parametrize("mode", ["replicated", "sharded"])
+@pytest.mark.parametrize("command", sorted(TINY))
+def test_two_ranks_train_every_command_to_the_numbers_of_one_process(command, mode, tmp_path):
+    """`mpiexec -n 2 python -m minitransformer <command>` (tiny, float64, at most 20 steps) ends with the weights
+    and the losses of one process, to 1e-12: the data-parallel hook of train_step serves every objective."""
+    import json
+    import subprocess
+    import sys
+
+    from test_distributed import mpi_command
+
+    options = TINY[command] + ["--no-progress", "--dtype", "float64", "--parallel", mode]
+    if command == "mlm":
+        (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 40)
+        options = [word for word in options if word != "--nsp"] + ["--text", str(tmp_path / "text.txt")]
+    environment = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(PACKAGE.parent)}
+    for ranks, out in ((1, "one"), (2, "two")):
+        argv = ["-m", "minitransformer", *options, "--out", str(tmp_path / out)]
+        command_line = mpi_command(2, *argv) if ranks == 2 else [sys.executable, *argv]
+        result = subprocess.run(command_line, capture_output=True, text=True, timeout=600, env=environment)
+        assert result.returncode == 0, result.stderr[-3000:]
+        if ranks == 2:
+            assert result.stdout.count("trained ") == 1, result.stdout            # rank 0 alone prints
+    (one_meta, one_arrays), (two_meta, two_arrays) = read_checkpoint(tmp_path / "one"), read_checkpoint(tmp_path / "two")
+    assert len(one_meta["history"]["loss"]) == len(two_meta["history"]["loss"]) > 0
+    np.testing.assert_allclose(two_meta["history"]["loss"], one_meta["history"]["loss"], rtol=1e-12, atol=0)
+    # The weights to 1e-12 of their scale: the key bias b_k, whose gradient is 0 in exact arithmetic (softmax
+    # ignores a shift of every score), holds only rounding noise that Adam's eps turns into steps of ~1e-12.
+    scale = max(float(np.abs(array).max()) for name, array in one_arrays.items() if name.startswith("param."))
+    for name, array in one_arrays.items():
+        if name.startswith("param."):
+            np.testing.assert_allclose(two_arrays[name], array, rtol=1e-12, atol=1e-11 * scale, err_msg=name)
+    assert json.dumps(two_meta["run"]["options"]["parallel"]) == json.dumps(mode)

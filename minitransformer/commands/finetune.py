@@ -21,7 +21,7 @@ from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int
 
 RESUMES = True          # __main__ records which options were given (args.given), for --resume
-CHANGEABLE = ("eval_interval", "no_progress")      # what --resume may change
+CHANGEABLE = ("eval_interval", "no_progress", "parallel", "worker_timeout")      # what --resume may change
 
 HELP = "pre-train a small GPT, fine-tune it for classification with L3 = L2 + lambda*L1, print held-out accuracy"
 
@@ -46,6 +46,7 @@ def run(args):
     from ..objectives.finetune import GPTClassifier, fine_tuning_loop, pretraining_loop
     from ..tasks.majority import majority_task
 
+    resumable.ranks()
     contents, notes = resumable.prepare(args, "finetune", add_arguments, CHANGEABLE)
     if args.length < 2:
         raise UsageError(f"--length must be at least 2: the language-model loss predicts each symbol from the ones "
@@ -53,9 +54,9 @@ def run(args):
     for note in notes:
         print(note, file=sys.stderr)
     rng = np.random.default_rng(args.seed)
-    gpt = GPT(vocab_size=6, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=args.length, dtype=np.float32,
+    gpt = GPT(vocab_size=6, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=args.length, dtype=np.dtype(args.dtype),
               rng=args.seed + 1)
-    model = GPTClassifier(gpt, 2, dtype=np.float32, rng=args.seed + 2)     # its own seed: drawn first or last alike
+    model = GPTClassifier(gpt, 2, dtype=np.dtype(args.dtype), rng=args.seed + 2)     # its own seed: drawn first or last alike
     started = time.perf_counter()
     phase = None if contents is None else contents[0].get("phase")
 

@@ -23,7 +23,7 @@ from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int, read_text_file
 
 RESUMES = True          # __main__ records which options were given (args.given), for --resume
-CHANGEABLE = ("eval_interval", "no_progress")      # what --resume may change
+CHANGEABLE = ("eval_interval", "no_progress", "parallel", "worker_timeout")      # what --resume may change
 
 N_HEADS = 4
 
@@ -53,6 +53,7 @@ def run(args):
     from ..objectives.masked_lm import PAD, CharCorpus, masked_lm_loop
     from ..training.data import default_corpus
 
+    resumable.ranks()
     contents, notes = resumable.prepare(args, "mlm", add_arguments, CHANGEABLE)
     if args.d_model % N_HEADS:
         raise UsageError(f"--d-model must be a multiple of {N_HEADS} (the number of heads), got {args.d_model}")
@@ -68,7 +69,7 @@ def run(args):
     except ValueError as error:
         raise UsageError(str(error)) from None
     model = BertMLM(corpus.vocab_size, args.d_model, N_HEADS, args.layers, 4 * args.d_model, 2 * args.chunk + 3,
-                    pad_id=PAD, nsp=args.nsp, norm=args.norm, positional=args.positional, dtype=np.float32,
+                    pad_id=PAD, nsp=args.nsp, norm=args.norm, positional=args.positional, dtype=np.dtype(args.dtype),
                     rng=args.seed + 1)
     print(f"{model!r}: {model.num_parameters():,} parameters, {corpus.vocab_size} tokens, "
           f"{len(corpus.parts['train']):,} training characters")

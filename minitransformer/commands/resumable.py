@@ -16,7 +16,7 @@ import os
 import sys
 
 from . import resume
-from .errors import UsageError, positive_int
+from .errors import UsageError, positive_float, positive_int
 
 # dests that are not options of the run itself
 NOT_STORED = ("command", "out", "resume", "force", "given", "argv")
@@ -32,6 +32,14 @@ def add_arguments(parser):
     group.add_argument("--eval-interval", type=positive_int, default=None,
                        help="steps between progress lines and checkpoints (default: a tenth of the run)")
     group.add_argument("--no-progress", action="store_true", help="no progress bar")
+    numbers = parser.add_argument_group("numbers and ranks (under `mpiexec -n N` every rank takes a share of each "
+                                        "batch; needs the [mpi] extra)")
+    numbers.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="parameter dtype")
+    numbers.add_argument("--parallel", choices=("replicated", "sharded"), default="replicated",
+                         help="under mpiexec: the gradient all-reduced (as PyTorch's DDP) or the update sharded "
+                              "(as ZeRO-1)")
+    numbers.add_argument("--worker-timeout", type=positive_float, default=60.0, metavar="SECONDS",
+                         help="under mpiexec: the least a step waits for a rank before the job stops")
 
 
 def prepare(args, command, add_command_arguments, changeable):
@@ -67,12 +75,29 @@ def prepare(args, command, add_command_arguments, changeable):
     return contents, resume.apply_stored_options(args, stored, given, args.out, changeable)
 
 
+def ranks():
+    """This process's rank under mpiexec (0 for one process); ranks but 0 are silenced (commands/ranks.py)."""
+    from ..training.distributed import mpi_world
+    from .ranks import quiet_unless_rank_0
+
+    rank, size = mpi_world()
+    if size > 1:
+        quiet_unless_rank_0(rank)
+    return rank
+
+
 def loop_options(args, command, steps, **meta):
-    """The TrainingLoop options every one of these commands passes: where it saves, how often, what it stores
-    (the command, its options, and `meta`, e.g. the phase of a run in two)."""
+    """The TrainingLoop options every one of these commands passes: where it saves (rank 0 alone), how often,
+    what it stores (the command, its options, and `meta`, e.g. the phase of a run in two), and under mpiexec
+    the data-parallel hook of its steps."""
+    from ..training.distributed import DataParallel, mpi_world
+
+    rank, size = mpi_world()
+    interval = args.eval_interval or max(steps // 10, 1)
     options = {dest: value for dest, value in sorted(vars(args).items()) if dest not in NOT_STORED}
-    return {"out_dir": args.out, "overwrite": args.resume or args.force, "progress": not args.no_progress,
-            "eval_interval": args.eval_interval or max(steps // 10, 1),
+    parallel = DataParallel(args.parallel, args.seed, args.worker_timeout, interval) if size > 1 else None
+    return {"out_dir": args.out if rank == 0 else None, "overwrite": args.resume or args.force,
+            "progress": not args.no_progress, "eval_interval": interval, "parallel": parallel,
             "meta": lambda: {"objective": command, **meta, "run": {"options": options}}}
 
 

@@ -21,7 +21,7 @@ from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int
 
 RESUMES = True          # __main__ records which options were given (args.given), for --resume
-CHANGEABLE = ("eval_interval", "no_progress", "beam", "examples")      # what --resume may change
+CHANGEABLE = ("eval_interval", "no_progress", "parallel", "worker_timeout", "beam", "examples")      # what --resume may change
 
 HELP = "train an encoder-decoder Transformer on string reversal; print held-out exact match, BLEU and examples"
 
@@ -81,6 +81,7 @@ def run(args):
     from ..objectives.seq2seq import evaluate_loss, evaluate_seq2seq, seq2seq_loop
     from ..tasks.reverse import PAD, ReverseTask
 
+    resumable.ranks()
     contents, notes = resumable.prepare(args, "seq2seq", add_arguments, CHANGEABLE)
     check_options(args)
     for note in notes:
@@ -89,7 +90,7 @@ def run(args):
     share = not args.no_share
     model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, args.d_model, args.heads, args.layers,
                                2 * args.d_model, args.max_len + 2, pad_id=PAD, norm=args.norm, share_embeddings=share,
-                               tie_output=share, dtype=np.float32, rng=args.seed + 1)
+                               tie_output=share, dtype=np.dtype(args.dtype), rng=args.seed + 1)
     print(f"{model!r}: {model.num_parameters():,} parameters; task: reverse {args.min_len}-{args.max_len} "
           f"symbols over {args.symbols}, {len(task.test_sources)} held-out sources")
     loop = seq2seq_loop(model, task, args.steps, args.batch_size, args.lr,

@@ -55,6 +55,12 @@ class LanguageModelObjective(Module):
         """dlogits = d loss / d logits, sent back through the model."""
         self.model.backward(self.loss.backward(grad))
 
+    def row_weights(self, x, y):
+        """(B,) the targets each row counts (those not ignored), or None when every row counts alike; data
+        parallelism weighs each rank's rows by them (training/distributed.py)."""
+        ignore = getattr(self.loss, "ignore_index", None)
+        return None if ignore is None else (np.asarray(y) != ignore).reshape(len(y), -1).sum(axis=1)
+
     def __repr__(self):
         return f"LanguageModelObjective({self.model!r}, {self.loss!r})"
 
@@ -97,8 +103,8 @@ class Trainer(TrainingLoop):
         optimizer = build_optimizer(model, config)
         self.loss_fn = CrossEntropyLoss()
         self.data_rng = np.random.default_rng([config.seed, 1])
-        parallel = None if config.workers == 1 else DataParallel(model, optimizer, self.loss_fn, config,
-                                                                 config.parallel)
+        parallel = None if config.workers == 1 else DataParallel(config.parallel, config.seed, config.worker_timeout,
+                                                                 config.eval_interval)
         super().__init__(LanguageModelObjective(model, self.loss_fn), optimizer, self.next_windows,
                          config.learning_rate, grad_clip=config.grad_clip, max_steps=config.max_steps,
                          eval_interval=config.eval_interval, generators={"data": self.data_rng,
@@ -111,13 +117,6 @@ class Trainer(TrainingLoop):
     def next_windows(self):
         """The next training batch: (x, y) of int (B, T), random windows of the training tokens."""
         return get_batch(self.train_data, self.config.block_size, self.config.batch_size, self.data_rng)
-
-    def take_step(self, batch, lr):
-        """`train_step`, or under MPI the same step with the batch split over the ranks (distributed.py)."""
-        if self.parallel is None:
-            return super().take_step(batch, lr)
-        loss, norm, self.stop_requested = self.parallel.step_across_ranks(*batch, self.step, lr)
-        return loss, norm
 
     def evaluate(self):
         """Mean loss over `eval_batches` windows of the training and the validation data, dropout off."""

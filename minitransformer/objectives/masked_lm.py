@@ -69,6 +69,14 @@ class MaskedLMObjective(Module):
             return
         self.model.backward((self.masked_loss.backward(grad), self.next_sentence_loss.backward(grad)))
 
+    def row_weights(self, inputs, targets, follows=None):
+        """(B,) the masked positions each row counts, for data parallelism (training/distributed.py). With the
+        next-sentence term, whose mean is over rows, no one weight per row makes the ranks' sum exact."""
+        if self.nsp:
+            raise ValueError(f"{self!r}: data parallelism is not offered with the next-sentence head: its two "
+                             "terms are means over different counts (masked positions, rows)")
+        return (np.asarray(targets) != -1).sum(axis=1)
+
     def __repr__(self):
         return f"MaskedLMObjective({self.model!r}, nsp={self.nsp})"
 

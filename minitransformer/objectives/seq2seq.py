@@ -16,6 +16,8 @@ Left out: label smoothing (§5.4), checkpoint averaging, batches bucketed by len
 
 
 
+import numpy as np
+
 from ..core.module import Module
 from ..generation.decoding import beam_search, greedy_decode
 from ..layers.loss import CrossEntropyLoss
@@ -42,6 +44,10 @@ class Seq2SeqObjective(Module):
 
     def backward(self, grad=1.0):
         self.model.backward(self.loss.backward(grad))
+
+    def row_weights(self, src, tgt_in, tgt_out):
+        """(B,) the target tokens each row counts (padding not), for data parallelism (training/distributed.py)."""
+        return (np.asarray(tgt_out) != self.pad_id).sum(axis=1)
 
     def __repr__(self):
         return f"Seq2SeqObjective({self.model!r}, pad_id={self.pad_id})"

@@ -135,6 +135,8 @@ class TrainingLoop:
         self.parallel, self.meta, self.nll, self.on_step = parallel, meta, nll, on_step
         self.log = say if log is None else log or None
         self.rank = 0 if parallel is None else parallel.rank
+        if parallel is not None:
+            parallel.attach(optimizer)
         # directories whose checkpoint this loop may replace: ones it wrote, resumed from, or was told to
         self.replaceable = {os.path.realpath(out_dir)} if out_dir is not None and overwrite else set()
         self.last_saved = None          # (step, directory) of the last checkpoint this loop wrote
@@ -177,9 +179,15 @@ class TrainingLoop:
         return loss
 
     def take_step(self, batch, lr):
-        """`train_step` on `batch` at rate `lr`; returns (loss, the gradient norm ||g|| before clipping)."""
-        loss = train_step(self.objective, self.optimizer, batch, lr, self.grad_clip)
-        return loss, math.sqrt(sum(float(np.vdot(grad, grad)) for grad in self.optimizer.gradients()))
+        """`train_step` on `batch` at rate `lr`, on this rank's share under MPI; returns (loss, the gradient
+        norm ||g|| before clipping), both of the whole batch (the same on every rank)."""
+        if self.parallel is None:
+            loss = train_step(self.objective, self.optimizer, batch, lr, self.grad_clip)
+            return loss, math.sqrt(sum(float(np.vdot(grad, grad)) for grad in self.optimizer.gradients()))
+        self.parallel.prepare(self.model, self.step)
+        loss = train_step(self.objective, self.optimizer, batch, lr, self.grad_clip, self.parallel)
+        self.stop_requested = self.parallel.stop_requested
+        return loss, self.parallel.norm
 
     def _check_finite(self, loss, norm, lr):
         """Stop with TrainingDiverged on a non-finite loss or gradient norm (the same on every rank)."""
@@ -417,12 +425,13 @@ def adam_warmup_loop(objective, next_batch, steps, lr, warmup=50, grad_clip=1.0,
     """The loop of the encoder family's runs (seq2seq, BERT, fine-tuning): Adam with Vaswani et al.'s settings
     (2017, §5.3: beta2 0.98, eps 1e-9; `config.transformer_adam`), a rate that rises linearly over `warmup`
     steps then decays linearly to a tenth at `steps` (`schedules.linear_rate`: post-norm Transformers need the
-    warm-up), global-norm clipping at `grad_clip`.
+    warm-up), global-norm clipping at `grad_clip`. Under MPI (a `parallel` hook) Adam's fast form, over the one
+    flat buffer the collectives send.
 
     Args:
         options: TrainingLoop's (generators, eval_interval, out_dir, meta, log, name, ...).
     """
-    optimizer = transformer_adam(objective.parameters(), lr=lr)
+    optimizer = transformer_adam(objective.parameters(), lr=lr, flat=options.get("parallel") is not None)
     return TrainingLoop(objective, optimizer, next_batch, lambda step: linear_rate(step, lr, warmup, steps),
                         grad_clip=grad_clip, max_steps=steps, **options)
 
