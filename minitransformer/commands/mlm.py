@@ -53,8 +53,11 @@ def run(args):
     from ..objectives.masked_lm import PAD, CharCorpus, masked_lm_loop
     from ..training.data import default_corpus
 
-    resumable.ranks()
+    size = resumable.ranks()[1]
     contents, notes = resumable.prepare(args, "mlm", add_arguments, CHANGEABLE)
+    if args.nsp and size > 1:
+        raise UsageError("--nsp under mpiexec: data parallelism is not offered with the next-sentence head (its two "
+                         "terms are means over different counts); run it in one process")
     if args.d_model % N_HEADS:
         raise UsageError(f"--d-model must be a multiple of {N_HEADS} (the number of heads), got {args.d_model}")
     for note in notes:

@@ -76,14 +76,15 @@ def prepare(args, command, add_command_arguments, changeable):
 
 
 def ranks():
-    """This process's rank under mpiexec (0 for one process); ranks but 0 are silenced (commands/ranks.py)."""
+    """(this process's rank, the number of ranks) under mpiexec, (0, 1) for one process; ranks but 0 are
+    silenced (commands/ranks.py)."""
     from ..training.distributed import mpi_world
     from .ranks import quiet_unless_rank_0
 
     rank, size = mpi_world()
     if size > 1:
         quiet_unless_rank_0(rank)
-    return rank
+    return rank, size
 
 
 def loop_options(args, command, steps, **meta):
