@@ -7,11 +7,12 @@ layers, models, generation):
     schedules.py    every learning-rate schedule: noam, scaled noam, cosine, linear
     data.py         the corpus, the train/validation split, random windows
     metrics.py      perplexity: exp of the mean negative log-likelihood per predicted token
-    step.py         train_step: zero_grad, forward, backward, clip, update; the same for every objective
     config.py       TrainConfig and the builders of the GPT and its AdamW (Adam for the encoder family)
-    checkpoint.py   saving and loading weights, optimizer state and generators
-    distributed.py  data parallelism on MPI ranks: replicated (DDP's all-reduce) or sharded (ZeRO-1)
-    loop.py         the training loop: progress, evaluation, checkpoints, Ctrl-C, the NaN stop
+    checkpoint.py   saving and loading weights, optimizer state and generators; what a resumed run checks
+    step.py         train_step: zero_grad, forward, backward, clip, update; the same for every objective
+    deadlines.py    how long a rank waits for the others; the one line that ends a job when one is gone
+    distributed.py  data parallelism on MPI ranks, a hook of train_step: replicated (DDP) or sharded (ZeRO-1)
+    loop.py         the one training loop: progress, evaluation, checkpoints, Ctrl-C, resuming, the NaN stop
 
 What is trained (language model, seq2seq, masked LM, fine-tuning, ranking, PPO, denoising) is in objectives/;
 the generated tasks in tasks/.

@@ -21,6 +21,7 @@ Each rank starts its backward pass from (N_k / N) dL_k/dlogits, so the sum of th
 batch's gradient exactly, also for shares of unequal size (np.array_split: B = 12 on 5 ranks is 3 3 2 2 2).
 Every rank holds the whole batch, so N_k / N needs no message: the objective's `row_weights(batch)` counts
 each row's targets (rows count alike when it has none).
+
 Rank 0 takes the last share, the smallest, since it also evaluates, prints and writes checkpoints.
 
 Every rank draws the same batch (the same generator from the same seed) and keeps its own rows. Below, P is
@@ -30,7 +31,7 @@ all-gather (N - 1) / N of it (MPICH picks the algorithm; these are the bandwidth
 
 One step, replicated (PyTorch's DistributedDataParallel: the gradient all-reduced, every rank updates all):
 
-    forward and backward of this rank's share: (B_k / B) dL_k/dW into the flat gradient buffer
+    forward and backward of this rank's share: (N_k / N) dL_k/dW into the flat gradient buffer
     Iallreduce([share of the loss, stop flag, rank 0's pause], SUM)            # 24 bytes
     Iallreduce(gradient, SUM)                                                   # 4P: 2 (N-1)/N 4P bytes per rank
     clip with the norm of the whole gradient; AdamW on all of W (the same on every rank, bit for bit)
@@ -42,20 +43,21 @@ SHARD_GRAD_OP reduce-scatters the gradient the same way, and frees the rest of i
     Iallreduce([share of the loss, stop flag, rank 0's pause], SUM)            # 24 bytes
     Ireduce_scatter(gradient, SUM): rank k receives the sum of its shard        # (N-1)/N 4P bytes per rank
     Iallreduce([sum of squares of shard k], SUM): the clipping norm             # 8 bytes
-    AdamW on shard k of W and of the moments (the fast AdamW's step(span=))
+    AdamW on shard k of W and of the moments (the fast Adam(W)'s step(span=))
     Iallgatherv(shard k of W -> all of W)                                       # (N-1)/N 4P bytes per rank
     before a checkpoint: Igatherv(shard k of m, then of v -> rank 0)            # (N-1)/N 4P bytes each, to rank 0
 
 Both move 2 (N - 1) / N 4P bytes per rank and step (3.2 MB each way for nanoGPT's model on 2 ranks); the
 sharded one updates P / N weights per rank instead of P, and needs moments only for its shard (ZeRO's
-memory saving; here every rank keeps room for all of them, a small model's 6.5 MB, only its shard current).
+memory saving; here every rank keeps room for all of them, a small model's 6.5 MB, only its shard current:
+keeping only the shard is a change of `_sharded_update`, `gather_state` and the optimizer's moments alone).
 benchmarks/README.md has the measured step times and the alpha-beta model for 4 to 64 machines.
 
 The first message comes before the large ones. It carries the loss, and the stop flag: Ctrl-C under mpiexec
-reaches every rank (mpiexec forwards it); on each, the trainer's handler only raises a flag
+reaches every rank (mpiexec forwards it); on each, the loop's handler only raises a flag
 (`stop_at_step_boundary`), which the next step's all-reduce adds up, so every rank learns at the same step
-that one was interrupted, finishes that step's update and stops; rank 0 saves there (objectives/language_model.py). And it
-carries rank 0's longest pause to evaluate and save, which the other ranks' deadline allows for.
+that one was interrupted, finishes that step's update and stops; rank 0 saves there (training/loop.py). And
+it carries rank 0's longest pause to evaluate and save, which the other ranks' deadline allows for.
 
 Deadlines: every message is sent non-blocking and waited for with a limit (training/deadlines.py), so a
 rank that stops or dies ends the job with one line naming it.
