@@ -29,12 +29,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mpi4py import MPI  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from minitransformer.objectives.language_model import (
+    LanguageModelObjective,  # noqa: E402
+    Trainer,  # noqa: E402
+)
 from minitransformer.tokenizers import CharTokenizer  # noqa: E402
-from minitransformer.training.config import build_model, build_optimizer  # noqa: E402
+from minitransformer.training.config import (  # noqa: E402
+    TrainConfig,  # noqa: E402
+    build_model,
+    build_optimizer,
+)
 from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
-from minitransformer.training.objectives import LanguageModelObjective  # noqa: E402
 from minitransformer.training.step import train_step  # noqa: E402
-from minitransformer.training.trainer import TrainConfig, Trainer  # noqa: E402
 
 IDLE_GAP, BLOCK = 0.15, 5               # as bench_train.py: idle BLAS threads stop spinning; 4 timed steps a turn
 ALPHA = 20e-6                           # seconds: one message's latency on a 10 Gb/s Ethernet (TCP) network

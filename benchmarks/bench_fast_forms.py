@@ -24,10 +24,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from minitransformer.fast import fast_forms, use_kernels  # noqa: E402
+from minitransformer.objectives.language_model import LanguageModelObjective  # noqa: E402
 from minitransformer.tokenizers import CharTokenizer  # noqa: E402
 from minitransformer.training.config import TrainConfig, build_model, build_optimizer  # noqa: E402
 from minitransformer.training.data import get_batch  # noqa: E402
-from minitransformer.training.objectives import LanguageModelObjective  # noqa: E402
 from minitransformer.training.step import train_step  # noqa: E402
 
 

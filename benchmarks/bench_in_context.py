@@ -19,7 +19,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from minitransformer import GPT  # noqa: E402
-from minitransformer.training import in_context  # noqa: E402
+from minitransformer.objectives import in_context  # noqa: E402
+from minitransformer.tasks.key_value import KeyValueTask  # noqa: E402
 
 CONFIG = dict(d_model=32, n_heads=2, n_layers=2, d_ff=64)
 
@@ -39,12 +40,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if os.path.exists(args.out) and not args.force:
         parser.error(f"{args.out} exists; pass --force to overwrite it")
-    task = in_context.KeyValueTask(args.keys, args.values, args.pairs, rng=args.seed)
+    task = KeyValueTask(args.keys, args.values, args.pairs, rng=args.seed)
     model = GPT(task.vocab_size, max_len=2 * args.pairs, dtype=np.float32, rng=args.seed, kernels="fast", **CONFIG)
     started = time.time()
     losses = in_context.train_in_context(model, task, args.steps, args.batch_size, args.lr, log_every=100,
                                          log=lambda line: print(f"{line}  {time.time() - started:.0f} s", flush=True))
-    held_out = in_context.KeyValueTask(args.keys, args.values, args.pairs, rng=args.seed + 1)
+    held_out = KeyValueTask(args.keys, args.values, args.pairs, rng=args.seed + 1)
     accuracy = in_context.in_context_accuracy(model, held_out)
     print("accuracy by pairs shown:", np.round(accuracy["by_pair"], 2), f"seen {accuracy['seen']:.3f}",
           f"new {accuracy['new']:.3f}")

@@ -46,9 +46,11 @@ def _one(side, T, steps, threads):
     sys.path.insert(0, HERE)
     from minitransformer.fast.attention import FastScaledDotProductAttention
     from minitransformer.fast.tiled_attention import FastTiledAttention
+
+    from minitransformer.objectives.language_model import Trainer
     from minitransformer.tokenizers import CharTokenizer
+    from minitransformer.training.config import TrainConfig
     from minitransformer.training.data import default_corpus, get_batch, train_val_split
-    from minitransformer.training.trainer import TrainConfig, Trainer
 
     text = default_corpus()
     tokenizer = CharTokenizer.train(text)

@@ -34,10 +34,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from minitransformer import GPT, LLAMA_STYLE, CharTokenizer
+from minitransformer.objectives.language_model import LanguageModelObjective, Trainer
 from minitransformer.training.config import TrainConfig, build_optimizer
 from minitransformer.training.data import train_val_split
-from minitransformer.training.objectives import LanguageModelObjective
-from minitransformer.training.trainer import Trainer
 
 NAMES = {"gpt2": "GPT-2-style (LayerNorm, GELU, learned positions, biases)",
          "llama": "Llama-style (RMSNorm, SwiGLU, RoPE, no biases)",

@@ -47,10 +47,10 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from minitransformer.objectives.language_model import Trainer, evaluation_batches  # noqa: E402
 from minitransformer.tokenizers import CharTokenizer
 from minitransformer.training.config import TrainConfig  # noqa: E402
 from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
-from minitransformer.training.trainer import Trainer, evaluation_batches  # noqa: E402
 
 
 def matmul_products(config, V):

@@ -66,7 +66,8 @@ from .generation.sampling import generate, next_token, sample_text
 from .training.schedules import cosine_rate, noam_rate
 from .training.config import TrainConfig
 from .training.metrics import perplexity
-from .training.trainer import Trainer, TrainingDiverged, TrainingInterrupted
+from .objectives.language_model import Trainer
+from .training.loop import TrainingDiverged, TrainingInterrupted
 from .tokenizers.checks import TokenizerConfigError
 
 # The modern (Llama-style) decoder: RMSNorm, SiLU, SwiGLU; GPT(..., **LLAMA_STYLE)
@@ -79,6 +80,11 @@ from .tokenizers.gpt2 import GPT2Tokenizer
 
 # The rest of the lectures' systems: WordPiece, T5 and BART objectives, InstructGPT, in-context learning
 from .tokenizers.wordpiece import WordPieceTokenizer
-from .training.denoising import (DenoisingTask, span_corruption, text_infilling, token_deletion,
-                                 token_masking)
+from .objectives.denoising import DenoisingTask, span_corruption, text_infilling, token_deletion, token_masking
 from .variants.relative_values import RelativeValueAttention
+
+# 0.3's module paths that 0.4 moved (minitransformer.training.trainer, ...tasks, ...encdec, ...objectives), for
+# one more version: see _compat.py
+from . import _compat
+
+_compat.install()

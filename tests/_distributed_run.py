@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from minitransformer.objectives.language_model import Trainer
 from minitransformer.tokenizers import CharTokenizer
+from minitransformer.training.config import TrainConfig
 from minitransformer.training.data import train_val_split
 from minitransformer.training.distributed import mpi_world
-from minitransformer.training.trainer import TrainConfig, Trainer
 
 CORPUS = Path(__file__).parent / "fixtures" / "compat_corpus.txt"
 RUN = dict(block_size=16, batch_size=8, n_layers=2, n_heads=2, d_model=32, d_ff=128, max_steps=20, warmup_steps=2,

@@ -6,10 +6,10 @@ import os
 import numpy as np
 import pytest
 
+from minitransformer.objectives.language_model import Trainer
 from minitransformer.tokenizers import CharTokenizer
 from minitransformer.training.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from minitransformer.training.config import TrainConfig, build_model
-from minitransformer.training.trainer import Trainer
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 20
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from test_checkpoint import _snapshot, tiny_trainer
 
+from minitransformer.objectives.language_model import Trainer
 from minitransformer.training.checkpoint import (
     CheckpointError,
     checkpoint_tokenizer,
@@ -24,7 +25,6 @@ from minitransformer.training.checkpoint import (
     save_checkpoint,
 )
 from minitransformer.training.config import TrainConfig, build_model
-from minitransformer.training.trainer import Trainer
 
 
 def _files(directory):

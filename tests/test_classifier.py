@@ -5,8 +5,8 @@ import pytest
 
 from minitransformer import GPT, CrossEntropyLoss
 from minitransformer.models.gpt_classifier import FineTuningObjective, GPTClassifier
+from minitransformer.tasks.majority import majority_task
 from minitransformer.training.config import transformer_adam
-from minitransformer.training.tasks import majority_task
 
 
 def make_classifier(seed=0, dtype=np.float64):

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from minitransformer import CharTokenizer, Seq2SeqTransformer
-from minitransformer.training import denoising
-from minitransformer.training.denoising import (
+from minitransformer.objectives import denoising
+from minitransformer.objectives.denoising import (
     MASK,
     DenoisingTask,
     fill_sentinels,
@@ -21,7 +21,7 @@ from minitransformer.training.denoising import (
     token_deletion,
     token_masking,
 )
-from minitransformer.training.encdec import train_seq2seq
+from minitransformer.objectives.seq2seq import train_seq2seq
 
 SENTINELS = list(range(4, 60))
 TEXT_IDS = 100                                   # clean ids start here, clear of the mask and the sentinels

@@ -6,7 +6,7 @@ from _catalogue import assert_gradients_match, case_id, catalogue_cases
 
 from minitransformer import GPT, GPTClassifier
 from minitransformer.models.gpt_classifier import next_token_targets
-from minitransformer.training.finetune_inputs import (
+from minitransformer.objectives.finetune_inputs import (
     FineTuningTokens,
     TransformedInputsObjective,
     choice_logits,

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from minitransformer import GPT, BertMLM, GPTClassifier, Seq2SeqTransformer, TransformerEncoder, TransformerXL
-from minitransformer.training.instruct import VOCAB_SIZE, EvenDigitsTask, supervised_fine_tune
+from minitransformer.objectives.instruct import supervised_fine_tune
+from minitransformer.tasks.even_digits import VOCAB_SIZE, EvenDigitsTask
 
 RNG = np.random.default_rng(0)
 IDS = RNG.integers(1, 7, size=(2, 5))

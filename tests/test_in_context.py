@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from minitransformer import GPT, Module
-from minitransformer.training.in_context import KeyValueTask, in_context_accuracy, induction_scores, train_in_context
+from minitransformer.objectives.in_context import in_context_accuracy, induction_scores, train_in_context
+from minitransformer.tasks.key_value import KeyValueTask
 
 
 def test_each_sequence_has_its_own_table_and_values_are_scored_after_keys():

@@ -8,16 +8,10 @@ from _catalogue import assert_gradients_match, case_id, catalogue_cases
 
 from minitransformer import GPT
 from minitransformer.models.reward import RewardModel, ValueModel
-from minitransformer.training.instruct import (
-    COLON,
-    START,
-    VOCAB_SIZE,
-    EvenDigitsTask,
-    supervised_fine_tune,
-    train_ppo,
-    train_reward_model,
-)
-from minitransformer.training.ppo import gae, rollout, sequence_log_probs
+from minitransformer.objectives.instruct import supervised_fine_tune
+from minitransformer.objectives.ppo import gae, rollout, sequence_log_probs, train_ppo
+from minitransformer.objectives.ranking import train_reward_model
+from minitransformer.tasks.even_digits import COLON, START, VOCAB_SIZE, EvenDigitsTask
 
 
 @pytest.mark.parametrize("case", catalogue_cases("RewardModel", "ValueModel", "PPOObjective"), ids=case_id)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from minitransformer import CrossEntropyLoss
-from minitransformer.commands.mlm import MASK, PAD, SPECIALS, CharCorpus
 from minitransformer.models.bert import BertMLM, mask_tokens
+from minitransformer.objectives.masked_lm import MASK, PAD, SPECIALS, CharCorpus
 from minitransformer.training.config import transformer_adam
 
 N_SPECIAL, V = len(SPECIALS), 30
@@ -90,7 +90,7 @@ def test_training_smoke_masked_lm_loss_falls():
 
 def test_the_masked_token_loss_is_kept_apart_from_the_nsp_term():
     """The masked-token perplexity is exp(token_loss): the masked positions' mean NLL alone, the NSP term aside."""
-    from minitransformer.training.objectives import MaskedLMObjective
+    from minitransformer.objectives.masked_lm import MaskedLMObjective
 
     rng = np.random.default_rng(0)
     ids = rng.integers(N_SPECIAL, V, size=(3, 10))
@@ -115,7 +115,7 @@ def test_the_mlm_command_prints_the_masked_token_perplexity(tmp_path, capsys):
     assert main(["mlm", "--text", str(path), "--steps", "2", "--batch-size", "4", "--d-model", "16",
                  "--layers", "1", "--nsp"]) == 0
     out = capsys.readouterr().out
-    step = re.search(r"step +2  loss [\d.]+  masked-token perplexity ([\d.]+)", out)
+    step = re.search(r"step +2: masked-token loss [\d.]+ \(perplexity ([\d.]+)\), next-sentence loss", out)
     held_out = re.search(r"held-out masked-token loss ([\d.]+), perplexity ([\d.]+)", out)
     assert step and held_out, out
     assert float(held_out[2]) == pytest.approx(math.exp(float(held_out[1])), rel=1e-3)     # both rounded

@@ -86,7 +86,7 @@ def test_the_trainers_config_picks_its_rate_from_the_schedules():
 
 
 def test_the_old_encoder_decoder_rate_is_gone_in_0_4():
-    import minitransformer.training.encdec as encdec
+    import minitransformer.objectives.seq2seq as encdec
 
     assert not hasattr(encdec, "learning_rate")
 

@@ -8,8 +8,8 @@ from minitransformer.generation.decoding import beam_search, greedy_decode
 from minitransformer.generation.kv_cache import KVCache, LayerKVCache
 from minitransformer.layers.decoder_block import DecoderBlock
 from minitransformer.models.seq2seq import Seq2SeqTransformer
-from minitransformer.training.encdec import train_seq2seq
-from minitransformer.training.tasks import BOS, EOS, PAD, ReverseTask, exact_match
+from minitransformer.objectives.seq2seq import train_seq2seq
+from minitransformer.tasks.reverse import BOS, EOS, PAD, ReverseTask, exact_match
 
 V = 9
 
@@ -248,7 +248,7 @@ def test_held_out_loss_is_the_mean_nll_per_target_token_and_its_perplexity_by_ha
     (EOS included, padding not) by hand and dividing by their number; the perplexity is exp of that."""
     import math
 
-    from minitransformer.training.encdec import evaluate_loss
+    from minitransformer.objectives.seq2seq import evaluate_loss
 
     task = ReverseTask(n_symbols=4, min_len=2, max_len=3, n_test=7, rng=0)
     model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, 16, 2, 1, 32, 5, pad_id=PAD, rng=1)
@@ -273,6 +273,6 @@ def test_the_training_log_prints_perplexity_beside_the_loss():
     lines = []
     losses = train_seq2seq(model, task, steps=4, batch_size=4, log_every=2, log=lines.append)
     for line, window in zip(lines, (losses[:2], losses[2:]), strict=True):
-        loss, ppl = map(float, re.search(r"loss ([\d.]+)  perplexity ([\d.]+)", line).groups())
+        loss, ppl = map(float, re.search(r"loss ([\d.]+) \(perplexity ([\d.]+)\)", line).groups())
         assert loss == pytest.approx(np.mean(window), abs=5e-5)
-        assert ppl == pytest.approx(math.exp(np.mean(window)), abs=5e-4)
+        assert ppl == pytest.approx(math.exp(np.mean(window)), abs=5e-3)        # printed to 2 decimals

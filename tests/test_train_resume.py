@@ -14,7 +14,7 @@ import pytest
 from test_checkpoint import TEXT
 from test_train_command import TINY, assert_one_error_line, cli
 
-import minitransformer.training.trainer as trainer_module
+import minitransformer.objectives.language_model as trainer_module
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = TINY[:12]          # the model options alone (block size to d_ff)

@@ -1,4 +1,4 @@
-"""One `train_step` for every objective (training/step.py, training/objectives.py).
+"""One `train_step` for every objective (training/step.py, objectives/).
 
 Each objective must give the loss and the gradients of the hand-written loop it replaced (written out
 again here, as those loops had it), and `train_step` the very weights those loops reached, bit for bit.
@@ -12,17 +12,16 @@ from minitransformer.layers.loss import CrossEntropyLoss
 from minitransformer.models.bert import BertMLM, mask_tokens
 from minitransformer.models.gpt_classifier import GPTClassifier, next_token_targets
 from minitransformer.models.seq2seq import Seq2SeqTransformer
+from minitransformer.objectives.finetune import FineTuningObjective
+from minitransformer.objectives.language_model import LanguageModelObjective
+from minitransformer.objectives.masked_lm import MaskedLMObjective
+from minitransformer.objectives.seq2seq import Seq2SeqObjective
+from minitransformer.tasks.majority import majority_task
+from minitransformer.tasks.reverse import PAD, ReverseTask
 from minitransformer.training.config import build_model, transformer_adam
-from minitransformer.training.objectives import (
-    FineTuningObjective,
-    LanguageModelObjective,
-    MaskedLMObjective,
-    Seq2SeqObjective,
-)
 from minitransformer.training.optim import clip_factor, clip_grad_norm
 from minitransformer.training.optim.fast import FastAdam
 from minitransformer.training.step import train_step
-from minitransformer.training.tasks import PAD, ReverseTask, majority_task
 
 V, B, T, STEPS = 7, 4, 8, 3
 

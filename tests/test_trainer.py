@@ -10,6 +10,7 @@ from test_checkpoint import TEXT, tiny_trainer
 
 import minitransformer.training.checkpoint
 import minitransformer.training.data
+import minitransformer.training.loop
 from minitransformer.__main__ import main
 from minitransformer.tokenizers import CharTokenizer, make_tokenizer, tokenizer_from_config
 from minitransformer.training.data import default_corpus, get_batch, train_val_split
@@ -155,7 +156,7 @@ def test_the_progress_bar_shows_the_loss_from_the_first_step(monkeypatch):
 
     printed = io.StringIO()
     monkeypatch.setattr(tqdm, "tqdm", lambda *args, **kwargs: tqdm.std.tqdm(*args, file=printed, **kwargs))
-    monkeypatch.setattr(minitransformer.training.trainer, "_is_terminal", lambda stream: True)   # as on a terminal
+    monkeypatch.setattr(minitransformer.training.loop, "is_terminal", lambda stream: True)   # as on a terminal
     trainer = tiny_trainer(eval_interval=100)
     trainer.progress = True
     trainer.fit(max_steps=3)
@@ -171,7 +172,7 @@ def test_the_progress_bars_tokens_per_second_is_smoothed(monkeypatch):
 
     import tqdm
 
-    import minitransformer.training.trainer as trainer_module
+    import minitransformer.training.loop as trainer_module
 
     shown = []
 
@@ -234,7 +235,7 @@ def test_the_loss_plot_draws_evaluations_only_where_they_were_measured(tmp_path,
 ])
 def test_a_trainer_refuses_a_config_it_cannot_run(changes, message, monkeypatch):
     """Found before the model is built (0.2: a ZeroDivisionError after the first step, NaN losses, ...)."""
-    import minitransformer.training.trainer as trainer_module
+    import minitransformer.objectives.language_model as trainer_module
 
     monkeypatch.setattr(trainer_module, "build_model", lambda *args: pytest.fail("a model was built"))
     with pytest.raises(ValueError, match=message):

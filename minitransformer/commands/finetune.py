@@ -9,11 +9,19 @@ The options are checked before the model is built (one `error: ...` line, exit
 status 2): sizes must be positive, step counts and lambda at least 0
 (`--pretrain-steps 0` fine-tunes from random weights, `--steps 0` evaluates
 without fine-tuning), and strings need 2 symbols or more for the LM loss.
+
+Both phases train with the one training loop: --out keeps checkpoints (of the phase under way), Ctrl-C saves
+and `--resume --out DIR` continues bit for bit, a NaN stops the run (commands/resumable.py).
 """
 
+import sys
 import time
 
+from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int
+
+RESUMES = True          # __main__ records which options were given (args.given), for --resume
+CHANGEABLE = ("eval_interval", "no_progress", "parallel", "worker_timeout")      # what --resume may change
 
 HELP = "pre-train a small GPT, fine-tune it for classification with L3 = L2 + lambda*L1, print held-out accuracy"
 
@@ -28,55 +36,59 @@ def add_arguments(parser):
     parser.add_argument("--lr", type=non_negative_float, default=1e-3, help="peak learning rate (after warm-up)")
     parser.add_argument("--length", type=positive_int, default=12, help="symbols per string, at least 2")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the weights and the strings")
-
-
-def _train(objective, batches, steps, lr, log_every, what):
-    """`steps` shared training steps (training/step.py) of `objective` on `batches()`, printing the mean loss."""
-    from ..training.config import transformer_adam
-    from ..training.schedules import linear_rate
-    from ..training.step import train_step
-
-    optimizer = transformer_adam(objective.parameters(), lr=lr)
-    window = []
-    for step in range(steps):
-        rate = linear_rate(step, lr, 50, steps)
-        window.append(train_step(objective, optimizer, batches(), rate, grad_clip=1.0))
-        if (step + 1) % log_every == 0:
-            print(f"{what} step {step + 1:5d}  loss {sum(window) / len(window):.4f}")
-            window = []
+    resumable.add_arguments(parser)
 
 
 def run(args):
     import numpy as np
 
-    from ..layers.loss import CrossEntropyLoss
     from ..models.gpt import GPT
-    from ..models.gpt_classifier import GPTClassifier, next_token_targets
-    from ..training.objectives import FineTuningObjective, LanguageModelObjective
-    from ..training.tasks import majority_task
+    from ..objectives.finetune import GPTClassifier, fine_tuning_loop, pretraining_loop
+    from ..tasks.majority import majority_task
 
+    resumable.ranks()
+    contents, notes = resumable.prepare(args, "finetune", add_arguments, CHANGEABLE)
     if args.length < 2:
         raise UsageError(f"--length must be at least 2: the language-model loss predicts each symbol from the ones "
                          f"before it, and a string of {args.length} has no next symbol to predict")
+    for note in notes:
+        print(note, file=sys.stderr)
     rng = np.random.default_rng(args.seed)
-    gpt = GPT(vocab_size=6, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=args.length, dtype=np.float32,
+    gpt = GPT(vocab_size=6, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=args.length, dtype=np.dtype(args.dtype),
               rng=args.seed + 1)
+    model = GPTClassifier(gpt, 2, dtype=np.dtype(args.dtype), rng=args.seed + 2)     # its own seed: drawn first or last alike
     started = time.perf_counter()
+    phase = None if contents is None else contents[0].get("phase")
 
-    def unlabelled_batch():                           # pre-training: L1 alone, the next token of every string
-        ids = majority_task(args.batch_size, args.length, rng)[0]
-        return ids, next_token_targets(ids)           # (B, T) and (B, T), -1 at the last position
+    def strings():
+        return majority_task(args.batch_size, args.length, rng)
 
-    if args.pretrain_steps:
-        _train(LanguageModelObjective(gpt, CrossEntropyLoss(ignore_index=-1)), unlabelled_batch,
-               args.pretrain_steps, args.lr, max(args.pretrain_steps // 4, 1), "pre-train")
-    model = GPTClassifier(gpt, 2, dtype=np.float32, rng=args.seed + 2)
-    objective = FineTuningObjective(model, args.lm_weight)
-    _train(objective, lambda: majority_task(args.batch_size, args.length, rng), args.steps,
-           args.lr, max(args.steps // 8, 1), "fine-tune")
+    for name, make, steps in (("pre-train", pretraining_loop, args.pretrain_steps),
+                              ("fine-tune", fine_tuning_loop, args.steps)):
+        if name == "pre-train" and (not steps or phase == "fine-tune"):
+            continue                                  # no pre-training, or it was finished before the checkpoint
+        options = resumable.loop_options(args, "finetune", steps, phase=name)
+        extra = (args.lm_weight,) if name == "fine-tune" else ()
+        loop = make(model, strings, steps, args.lr, *extra, generators={"data": rng},
+                    log=lambda line, name=name: print(f"{name} {line}", flush=True),
+                    **{**options, "overwrite": options["overwrite"] or name == "fine-tune"})
+        status = resumable.fit(loop, args, contents, "finetune")
+        if status is not None:
+            return status
     print(f"trained in {time.perf_counter() - started:.0f} s")
+    _report(model, args)
+    return 0
+
+
+def _report(model, args):
+    """Held-out accuracy on 2000 fresh strings (their own seed), L2 and L1 there, three examples."""
+    import numpy as np
+
+    from ..objectives.finetune import FineTuningObjective
+    from ..tasks.majority import majority_task
 
     ids, labels = majority_task(2000, args.length, np.random.default_rng(10_000 + args.seed))
+    objective = FineTuningObjective(model, args.lm_weight)
     objective.forward(ids, labels)
     _, class_logits = model.forward(ids)
     accuracy = np.mean(class_logits.argmax(axis=-1) == labels)
@@ -85,4 +97,3 @@ def run(args):
     for row in range(3):
         text = "".join("abc"[t - 3] for t in ids[row])
         print(f"  {text}  label {labels[row]}  predicted {class_logits[row].argmax()}")
-    return 0

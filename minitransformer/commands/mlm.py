@@ -11,19 +11,23 @@ The options and the text are checked before the model is built: a missing,
 binary or too short --text, a size that is not positive, or a --d-model that 4
 heads do not divide is one `error: ...` line with exit status 2. `--steps 0`
 evaluates the untrained model.
+
+It trains with the one training loop: --out keeps checkpoints, Ctrl-C saves and `--resume --out DIR` continues
+bit for bit, a NaN stops the run (commands/resumable.py).
 """
 
+import sys
 import time
 
+from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int, read_text_file
+
+RESUMES = True          # __main__ records which options were given (args.given), for --resume
+CHANGEABLE = ("eval_interval", "no_progress", "parallel", "worker_timeout")      # what --resume may change
 
 N_HEADS = 4
 
 HELP = "train a small BERT-style masked language model on characters; print the loss and filled-in masks"
-
-SPECIALS = ("[PAD]", "[MASK]", "[CLS]", "[SEP]")
-PAD, MASK, CLS, SEP = range(4)
-
 
 def add_arguments(parser):
     parser.add_argument("--text", default=None, metavar="FILE",
@@ -39,91 +43,45 @@ def add_arguments(parser):
                         help="position table")
     parser.add_argument("--nsp", action="store_true", help="also train the next-sentence head")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the weights, batches and masks")
-
-
-class CharCorpus:
-    """Character ids of a text split 90/10 into train and held-out, and example batches drawn from either."""
-
-    def __init__(self, text, chunk, rng):
-        import numpy as np
-
-        from ..tokenizers import CharTokenizer
-        from ..training.data import train_val_split
-
-        self.tokenizer = CharTokenizer.train(text)                 # character ids after the special tokens
-        self.vocab_size = len(SPECIALS) + self.tokenizer.vocab_size
-        ids = np.array(self.tokenizer.encode(text), dtype=np.int64) + len(SPECIALS)
-        train, test = train_val_split(ids)
-        self.parts = {"train": train, "test": test}
-        self.chunk, self.rng = chunk, rng
-
-    def check_length(self, where):
-        """Raise UsageError naming `where` unless both parts hold one example: 2 chunks and a token more."""
-        needed = 2 * self.chunk + 1
-        short = {part: len(data) for part, data in self.parts.items() if len(data) < needed}
-        if short:
-            part, length = next(iter(short.items()))
-            share = "the first 90%" if part == "train" else "the last 10%"
-            raise UsageError(f"{where} is too short for --chunk {self.chunk}: its {part} part ({share} of the text) "
-                             f"holds {length} characters, and one example needs {needed} (2 chunks + 1); give a "
-                             f"text of about {10 * needed + 10} characters or more, or a smaller --chunk")
-
-    def batch(self, size, part="train"):
-        """ids (size, 2 chunk + 3) and NSP labels (size,): 1 when chunk_b really follows chunk_a."""
-        import numpy as np
-
-        data, n = self.parts[part], self.chunk
-        starts = self.rng.integers(0, len(data) - 2 * n, size=size)
-        follows = self.rng.random(size) < 0.5
-        b_starts = np.where(follows, starts + n, self.rng.integers(0, len(data) - n, size=size))
-        window = np.arange(n)
-        first, second = data[starts[:, None] + window], data[b_starts[:, None] + window]
-        cls, sep = np.full((size, 1), CLS), np.full((size, 1), SEP)
-        return np.concatenate([cls, first, sep, second, sep], axis=1), follows.astype(np.int64)
-
-    def show(self, ids):
-        return "".join("_" if t == MASK else self.tokenizer.chars[t - len(SPECIALS)] if t >= len(SPECIALS) else "|"
-                       for t in ids).replace("\n", "⏎")
+    resumable.add_arguments(parser)
 
 
 def run(args):
     import numpy as np
 
-    from ..models.bert import BertMLM, mask_tokens
-    from ..training.config import transformer_adam
+    from ..models.bert import BertMLM
+    from ..objectives.masked_lm import PAD, CharCorpus, masked_lm_loop
     from ..training.data import default_corpus
-    from ..training.metrics import perplexity
-    from ..training.objectives import MaskedLMObjective
-    from ..training.schedules import linear_rate
-    from ..training.step import train_step
 
+    size = resumable.ranks()[1]
+    contents, notes = resumable.prepare(args, "mlm", add_arguments, CHANGEABLE)
+    if args.nsp and size > 1:
+        raise UsageError("--nsp under mpiexec: data parallelism is not offered with the next-sentence head (its two "
+                         "terms are means over different counts); run it in one process")
     if args.d_model % N_HEADS:
         raise UsageError(f"--d-model must be a multiple of {N_HEADS} (the number of heads), got {args.d_model}")
+    for note in notes:
+        print(note, file=sys.stderr)
     rng = np.random.default_rng(args.seed)
     text = default_corpus() if args.text is None else read_text_file(args.text)
     if not text:
         raise UsageError(f"--text {args.text} is empty")
     corpus = CharCorpus(text, args.chunk, rng)
-    corpus.check_length("the default corpus" if args.text is None else f"--text {args.text}")
+    try:
+        corpus.check_length("the default corpus" if args.text is None else f"--text {args.text}")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     model = BertMLM(corpus.vocab_size, args.d_model, N_HEADS, args.layers, 4 * args.d_model, 2 * args.chunk + 3,
-                    pad_id=PAD, nsp=args.nsp, norm=args.norm, positional=args.positional, dtype=np.float32,
+                    pad_id=PAD, nsp=args.nsp, norm=args.norm, positional=args.positional, dtype=np.dtype(args.dtype),
                     rng=args.seed + 1)
     print(f"{model!r}: {model.num_parameters():,} parameters, {corpus.vocab_size} tokens, "
           f"{len(corpus.parts['train']):,} training characters")
-    objective = MaskedLMObjective(model, nsp=args.nsp)
-    optimizer = transformer_adam(objective.parameters(), lr=args.lr)
-    started, window, token_window = time.perf_counter(), [], []
-    for step in range(args.steps):
-        ids, follows = corpus.batch(args.batch_size)
-        inputs, targets, _ = mask_tokens(ids, rng, MASK, len(SPECIALS), corpus.vocab_size)
-        batch = (inputs, targets, follows) if args.nsp else (inputs, targets)
-        rate = linear_rate(step, args.lr, 50, args.steps)
-        window.append(train_step(objective, optimizer, batch, rate, grad_clip=1.0))
-        token_window.append(objective.token_loss)
-        if (step + 1) % max(args.steps // 8, 1) == 0:
-            print(f"step {step + 1:5d}  loss {np.mean(window):.3f}  masked-token perplexity "
-                  f"{perplexity(np.mean(token_window)):.2f}")
-            window, token_window = [], []
+    loop = masked_lm_loop(model, corpus, rng, args.steps, args.batch_size, args.lr, args.nsp,
+                          **resumable.loop_options(args, "mlm", args.steps))
+    started = time.perf_counter()
+    status = resumable.fit(loop, args, contents, "mlm")
+    if status is not None:
+        return status
     print(f"trained in {time.perf_counter() - started:.0f} s")
 
     _evaluate(model, corpus, rng, args.nsp)
@@ -136,6 +94,7 @@ def _evaluate(model, corpus, rng, nsp):
 
     from ..layers.loss import CrossEntropyLoss
     from ..models.bert import mask_tokens
+    from ..objectives.masked_lm import MASK, SPECIALS
     from ..training.metrics import perplexity
 
     model.eval()

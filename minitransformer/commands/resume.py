@@ -68,7 +68,7 @@ def _parser(add_arguments):
     return parser
 
 
-def stored_options(info, where, add_arguments):
+def stored_options(info, where, add_arguments, not_stored=NOT_STORED, command="train"):
     """The checkpoint's options, checked by the command's own parser (a hand-edited value is refused as the
     command line would refuse it); CheckpointError naming the option."""
     from ..training.checkpoint import CheckpointError
@@ -77,8 +77,8 @@ def stored_options(info, where, add_arguments):
     actions = {action.dest: action for action in parser._actions}
     for dest, value in info["options"].items():
         action = actions.get(dest)
-        if action is None or dest in NOT_STORED:
-            raise CheckpointError(f"{where}: run.options.{dest} is not an option of train")
+        if action is None or dest in not_stored:
+            raise CheckpointError(f"{where}: run.options.{dest} is not an option of {command}")
         if isinstance(action, argparse._StoreTrueAction):
             argv += [action.option_strings[0]] if value is True else []
         elif value is not None:
@@ -90,12 +90,12 @@ def stored_options(info, where, add_arguments):
     wrong = [dest for dest, value in info["options"].items()
              if parsed[dest] != value or type(parsed[dest]) is not type(value)]
     if wrong:
-        raise CheckpointError(f"{where}: run.options.{wrong[0]} is not a value train accepts: "
+        raise CheckpointError(f"{where}: run.options.{wrong[0]} is not a value {command} accepts: "
                               f"{info['options'][wrong[0]]!r:.80}")
     return {dest: parsed[dest] for dest in info["options"]}
 
 
-def apply_stored_options(args, stored, given, directory):
+def apply_stored_options(args, stored, given, directory, changeable=CHANGEABLE):
     """Set every option not given to its stored value; return the notes for the ones given anew; UsageError
     for a change that would make another run."""
     notes, refused = [], []
@@ -105,7 +105,7 @@ def apply_stored_options(args, stored, given, directory):
             setattr(args, dest, value)
         elif now != value:
             option = "--" + dest.replace("_", "-")
-            if dest in CHANGEABLE:
+            if dest in changeable:
                 notes.append(f"note: {option} {now!r} (the run had {value!r}): applied")
             else:
                 refused.append(f"{option} {now!r} (checkpoint: {value!r})")

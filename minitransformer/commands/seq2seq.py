@@ -9,11 +9,19 @@ be even, for the sinusoidal positions), --min-len <= --max-len, and the
 held-out set may take at most half of the distinct strings there are, so that
 training strings remain to be drawn (otherwise drawing them would never end).
 `--steps 0` evaluates the untrained model.
+
+It trains with the one training loop: --out keeps checkpoints, Ctrl-C saves and `--resume --out DIR` continues
+bit for bit, a NaN stops the run (commands/resumable.py).
 """
 
+import sys
 import time
 
+from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int
+
+RESUMES = True          # __main__ records which options were given (args.given), for --resume
+CHANGEABLE = ("eval_interval", "no_progress", "parallel", "worker_timeout", "beam", "examples")      # what --resume may change
 
 HELP = "train an encoder-decoder Transformer on string reversal; print held-out exact match, BLEU and examples"
 
@@ -34,6 +42,7 @@ def add_arguments(parser):
     parser.add_argument("--beam", type=non_negative_int, default=4, help="beam size for the beam-search evaluation (0: skip)")
     parser.add_argument("--examples", type=non_negative_int, default=5, help="decoded test examples to print")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the weights, the task and the batches")
+    resumable.add_arguments(parser)
 
 
 def count_sources(symbols, min_len, max_len, enough):
@@ -69,19 +78,28 @@ def run(args):
 
     from ..generation.bleu import corpus_bleu
     from ..models.seq2seq import Seq2SeqTransformer
-    from ..training.encdec import evaluate_loss, evaluate_seq2seq, train_seq2seq
-    from ..training.tasks import PAD, ReverseTask
+    from ..objectives.seq2seq import evaluate_loss, evaluate_seq2seq, seq2seq_loop
+    from ..tasks.reverse import PAD, ReverseTask
 
+    resumable.ranks()
+    contents, notes = resumable.prepare(args, "seq2seq", add_arguments, CHANGEABLE)
     check_options(args)
+    for note in notes:
+        print(note, file=sys.stderr)
     task = ReverseTask(args.symbols, args.min_len, args.max_len, n_test=args.test_size, rng=args.seed)
     share = not args.no_share
     model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, args.d_model, args.heads, args.layers,
                                2 * args.d_model, args.max_len + 2, pad_id=PAD, norm=args.norm, share_embeddings=share,
-                               tie_output=share, dtype=np.float32, rng=args.seed + 1)
+                               tie_output=share, dtype=np.dtype(args.dtype), rng=args.seed + 1)
     print(f"{model!r}: {model.num_parameters():,} parameters; task: reverse {args.min_len}-{args.max_len} "
           f"symbols over {args.symbols}, {len(task.test_sources)} held-out sources")
+    loop = seq2seq_loop(model, task, args.steps, args.batch_size, args.lr,
+                        **resumable.loop_options(args, "seq2seq", args.steps))
     started = time.perf_counter()
-    train_seq2seq(model, task, args.steps, args.batch_size, args.lr, log_every=max(args.steps // 10, 1))
+    model.train()
+    status = resumable.fit(loop, args, contents, "seq2seq")
+    if status is not None:
+        return status
     print(f"trained {args.steps} steps in {time.perf_counter() - started:.0f} s")
     print("held-out teacher-forced loss {:.4f}, perplexity {:.3f} (per target symbol)".format(
         *evaluate_loss(model, task, task.test_sources)))

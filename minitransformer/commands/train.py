@@ -276,8 +276,8 @@ def _make_directory(args, out, saves):
 
 def _build_trainer(args, setup, out, out_dir):
     """The Trainer: a new one, or the checkpoint in `out` resumed; it saves to `out_dir` (None: nowhere)."""
+    from ..objectives.language_model import Trainer
     from ..training.checkpoint import CheckpointError
-    from ..training.trainer import Trainer
 
     if not args.resume:
         return Trainer(setup.config, setup.train_data, setup.val_data, setup.tokenizer.vocab_size,
@@ -329,8 +329,8 @@ def _train(args, setup, trainer, out):
 
     import numpy as np
 
+    from ..training.loop import TrainingDiverged, TrainingInterrupted
     from ..training.metrics import perplexity
-    from ..training.trainer import TrainingDiverged, TrainingInterrupted
 
     started = time.perf_counter()
     try:

@@ -2,7 +2,7 @@
 (Ouyang et al. 2022, §3.5; survey note §7, Fig. 5, step 3).
 
 A batch of completions was sampled from the policy as it was (log-probabilities logp_old, one per token), each
-token given an advantage A (`training/ppo.py`, generalised advantage estimation). The policy is then moved to
+token given an advantage A (`objectives/ppo.py`, generalised advantage estimation). The policy is then moved to
 make the good tokens likelier, but by small steps: with the ratio r = pi(y) / pi_old(y) = exp(logp - logp_old),
 
     clipped surrogate:  L_clip = -(1/N) sum_t mask_t min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)

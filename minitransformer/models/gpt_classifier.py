@@ -20,7 +20,7 @@ The backward pass meets the two losses at the final hidden states: the LM
 head sends a gradient to every position, the classifier adds its own to the
 last one. Padded batches: `lengths` (B,) names each row's real length; the
 classifier reads the hidden state at position lengths - 1 (the extract token
-of the paper's input transformations, `training/finetune_inputs.py`), and the
+of the paper's input transformations, `objectives/finetune_inputs.py`), and the
 LM loss skips the padding. Causal attention keeps right padding out of every
 earlier position, so no mask is needed.
 """

@@ -1,19 +1,19 @@
-"""Training: one step for every objective, schedules in one place, the GPT trainer, data parallelism, checkpoints.
+"""Training: the loop's machinery, the same for every objective: step, loop, optimizers, schedules, checkpoints.
 
-Read in this order (each module imports only those above it and the floors below training: core,
+Read in this order (each module imports only those above it and the rooms below training: core,
 layers, models, generation):
 
     optim/          SGD, Adam, AdamW as the papers write them (fast.py: over one flat buffer); clipping
     schedules.py    every learning-rate schedule: noam, scaled noam, cosine, linear
     data.py         the corpus, the train/validation split, random windows
-    tasks.py        generated tasks: string reversal, the majority task
-    objectives.py   what is minimised: language model, seq2seq, masked LM (+ NSP), fine-tuning
     metrics.py      perplexity: exp of the mean negative log-likelihood per predicted token
-    step.py         train_step: zero_grad, forward, backward, clip, update; the same for every objective
     config.py       TrainConfig and the builders of the GPT and its AdamW (Adam for the encoder family)
-    checkpoint.py   saving and loading weights, optimizer state and generators
-    distributed.py  data parallelism on MPI ranks: replicated (DDP's all-reduce) or sharded (ZeRO-1)
-    trainer.py      the GPT trainer: the loop, evaluation, the loss curve, resuming
-    encdec.py       the encoder-decoder's training run and its evaluation by decoding
-    denoising.py    T5's span corruption and BART's noising functions as data transforms (DenoisingTask)
+    checkpoint.py   saving and loading weights, optimizer state and generators; what a resumed run checks
+    step.py         train_step: zero_grad, forward, backward, clip, update; the same for every objective
+    deadlines.py    how long a rank waits for the others; the one line that ends a job when one is gone
+    distributed.py  data parallelism on MPI ranks, a hook of train_step: replicated (DDP) or sharded (ZeRO-1)
+    loop.py         the one training loop: progress, evaluation, checkpoints, Ctrl-C, resuming, the NaN stop
+
+What is trained (language model, seq2seq, masked LM, fine-tuning, ranking, PPO, denoising) is in objectives/;
+the generated tasks in tasks/.
 """

@@ -84,6 +84,14 @@ def has_checkpoint(directory):
     return os.path.isfile(os.path.join(directory, JSON_NAME))
 
 
+def refuse_to_replace(directory, overwrite, who, how_to_continue):
+    """CheckpointExistsError if a fresh run `who` would replace the checkpoint in `directory` (unless `overwrite`)."""
+    if directory is not None and not overwrite and has_checkpoint(directory):
+        raise CheckpointExistsError(
+            f"{who}: out_dir {os.fspath(directory)} already holds a checkpoint, which a fresh run would replace; "
+            f"continue it with {how_to_continue}, pass overwrite=True to replace it, or choose another out_dir")
+
+
 def _sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as file:
@@ -123,7 +131,7 @@ def save_checkpoint(directory, model, optimizer, meta):
     except BaseException:
         _remove_if_there(temporary)
         raise
-    document = dict(meta, format_version=FORMAT_VERSION, model_config=model.config,
+    document = dict(meta, format_version=FORMAT_VERSION, model_config=getattr(model, "config", {}),
                     optimizer=None if optimizer is None else {"type": optimizer.rule, **optimizer_scalars},
                     arrays_file=arrays_name, arrays_sha256=checksum)
     temporary = _temporary_file(directory)
@@ -247,6 +255,18 @@ def _json_type(value):
     return names.get(type(value), type(value).__name__)
 
 
+def _requirement(directory):
+    """(how messages name the checkpoint in `directory`, require(value, expected, what, description)), where
+    require returns `value` if `expected(value)`, else raises CheckpointError saying what it must be."""
+    where = f"checkpoint {os.path.join(directory, JSON_NAME)}"
+
+    def require(value, expected, what, description):
+        if not expected(value):
+            raise CheckpointError(f"{where}: {what} must be {description}, got {value!r:.80}")
+        return value
+    return where, require
+
+
 def check_training_meta(meta, directory):
     """Check the fields `Trainer.save` writes and `Trainer.resume` and `sample` read, before anything is built.
 
@@ -258,12 +278,7 @@ def check_training_meta(meta, directory):
     Raises:
         CheckpointError naming the first field that is missing or of the wrong type.
     """
-    where = f"checkpoint {os.path.join(directory, JSON_NAME)}"
-
-    def require(value, expected, what, description):
-        if not expected(value):
-            raise CheckpointError(f"{where}: {what} must be {description}, got {value!r:.80}")
-        return value
+    where, require = _requirement(directory)
 
     def whole(value, floor=0):
         return type(value) is int and value >= floor
@@ -293,25 +308,45 @@ def check_training_meta(meta, directory):
             "'tokenizer'", "null or an object with a 'kind' string")
     require(meta.get("run"), lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("options"), dict)),
             "'run'", "null or an object with the run's 'options'")
-    _check_history(require(meta.get("history"), lambda v: isinstance(v, dict), "'history'", "an object"), require)
+    _check_history_and_generators(meta, require, where, ("train", "validation"), ("data", "dropout"))
+    return TrainConfig(**config)
+
+
+def check_loop_meta(meta, directory):
+    """Check the fields `TrainingLoop.save` writes for any objective's run (step, history, generators, run).
+
+    Raises:
+        CheckpointError naming the first field that is missing or of the wrong type.
+    """
+    where, require = _requirement(directory)
+
+    require(meta.get("step"), lambda v: type(v) is int and v >= 0, "'step'", "a whole number >= 0")
+    require(meta.get("objective"), lambda v: isinstance(v, str), "'objective'", "the name of the run's objective")
+    require(meta.get("run"), lambda v: isinstance(v, dict) and isinstance(v.get("options"), dict),
+            "'run'", "an object with the run's 'options'")
     rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
-    for key in ("data", "dropout"):
+    _check_history_and_generators(meta, require, where, None, tuple(rng))
+
+
+def _check_history_and_generators(meta, require, where, evaluated, generators):
+    """The training history's lists: per step (step, loss, lr) and per evaluation (eval, perplexity rows:
+    [step, *one per `evaluated` name], any length when None); every generator's state in rng."""
+    history = require(meta.get("history"), lambda v: isinstance(v, dict), "'history'", "an object")
+    for key in ("step", "loss", "lr"):
+        require(history.get(key), lambda v: isinstance(v, list) and all(type(x) in (int, float) for x in v),
+                f"history.{key}", "a list of numbers")
+    length = None if evaluated is None else 1 + len(evaluated)
+    for key, measure, absent in (("eval", "loss", None), ("perplexity", "perplexity", [])):   # 0.3 kept no perplexity
+        names = ", ".join(f"{name} {measure}" for name in evaluated) if evaluated else f"one {measure} per measure"
+        require(history.get(key, absent), lambda v: isinstance(v, list) and all(
+            isinstance(row, list) and len(row) == (length or len(row)) and all(type(x) in (int, float) for x in row)
+            for row in v), f"history.{key}", f"a list of [step, {names}] rows")
+    rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
+    for key in generators:
         try:
             np.random.PCG64().state = rng.get(key)
         except (TypeError, ValueError, KeyError, OverflowError) as error:
             raise CheckpointError(f"{where}: rng.{key} is not the state of a PCG64 generator ({error})") from None
-    return TrainConfig(**config)
-
-
-def _check_history(history, require):
-    """The training history's lists: per step (step, loss, lr) and per evaluation (eval, perplexity rows)."""
-    for key in ("step", "loss", "lr"):
-        require(history.get(key), lambda v: isinstance(v, list) and all(type(x) in (int, float) for x in v),
-                f"history.{key}", "a list of numbers")
-    for key, measure, absent in (("eval", "loss", None), ("perplexity", "perplexity", [])):   # 0.3 kept no perplexity
-        require(history.get(key, absent), lambda v: isinstance(v, list) and all(
-            isinstance(row, list) and len(row) == 3 and all(type(x) in (int, float) for x in row) for row in v),
-            f"history.{key}", f"a list of [step, train {measure}, validation {measure}] rows")
 
 
 def checkpoint_tokenizer(meta, directory):
@@ -352,9 +387,11 @@ def load_checkpoint(directory, model, optimizer=None, contents=None):
         the meta dictionary (step, rng states, history, ...).
     """
     meta, arrays = read_checkpoint(directory) if contents is None else contents
-    if any(key in meta for key in TRAINER_KEYS):            # a trainer's checkpoint: its fields too
+    if "objective" in meta:                                 # a training loop's checkpoint: its fields too
+        check_loop_meta(meta, directory)
+    elif any(key in meta for key in TRAINER_KEYS):          # the GPT trainer's (written since 0.2)
         check_training_meta(meta, directory)
-    differences = _config_differences(meta["model_config"], model.config)
+    differences = _config_differences(meta["model_config"], getattr(model, "config", {}))
     if differences:
         raise CheckpointError(f"checkpoint {directory} is for a different model: " + "; ".join(differences))
     params = {name[len("param."):]: value for name, value in arrays.items() if name.startswith("param.")}

@@ -1,6 +1,6 @@
 """What a training run is built from: its config (`TrainConfig`) and the builders of its model and optimizer.
 
-The GPT trainer (trainer.py) builds its model and AdamW from a `TrainConfig`
+The GPT trainer (objectives/language_model.py) builds its model and AdamW from a `TrainConfig`
 with the builders here, on every MPI rank alike; nanoGPT keeps the same
 settings at the top of its train.py.
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..models.gpt import GPT
 from .optim import Adam, AdamW, parameter_groups
-from .optim.fast import FastAdamW
+from .optim.fast import FastAdam, FastAdamW
 from .schedules import cosine_rate, scaled_noam_rate
 
 
@@ -96,6 +96,7 @@ def build_optimizer(model, config):
                  weight_decay=config.weight_decay)
 
 
-def transformer_adam(params, lr=1e-3):
-    """Adam with beta2 = 0.98 and eps = 1e-9, the settings of Vaswani et al. (2017) §5.3."""
-    return Adam(list(params), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+def transformer_adam(params, lr=1e-3, flat=False):
+    """Adam with beta2 = 0.98 and eps = 1e-9, the settings of Vaswani et al. (2017) §5.3; `flat`: its fast
+    form over one buffer (optim/fast.py), which data parallelism sends."""
+    return (FastAdam if flat else Adam)(list(params), lr=lr, betas=(0.9, 0.98), eps=1e-9)

@@ -30,6 +30,10 @@
        step < warmup:   max_lr * (step + 1) / warmup
        step >= warmup:  max_lr * (1 - 0.9 (step - warmup) / max(total - warmup, 1))
 
+4. Linear warmup then constant (`warmup_rate`; the in-context run):
+
+       rate(step) = max_lr * min(1, (step + 1) / warmup)
+
 Left out: step decay, cyclical rates, schedules that read the loss (reduce on plateau).
 """
 
@@ -102,3 +106,14 @@ def linear_rate(step, max_lr, warmup, total_steps):
     if step < warmup:
         return max_lr * (step + 1) / warmup
     return max_lr * (1.0 - 0.9 * (step - warmup) / max(total_steps - warmup, 1))
+
+
+def warmup_rate(step, max_lr, warmup):
+    """Linear warmup to `max_lr` over `warmup` steps (>= 1), then `max_lr`.
+
+    >>> [warmup_rate(step, 1.0, 4) for step in (0, 3, 9)]
+    [0.25, 1.0, 1.0]
+    """
+    if warmup < 1:
+        raise ValueError(f"warmup_rate expects warmup >= 1, got {warmup}")
+    return max_lr * min(1.0, (step + 1) / warmup)

@@ -2,7 +2,7 @@
 
     optimizer.lr = lr                         the schedule's rate for this step (schedules.py)
     optimizer.zero_grad()                     every .grad back to 0 (backward passes add into them)
-    loss = objective.forward(*batch)          forward: the scalar to minimise (objectives.py)
+    loss = objective.forward(*batch)          forward: the scalar to minimise (objectives/)
     objective.backward()                      backward: d loss / d W added into every .grad
     optimizer.clip_gradients(grad_clip)       cap the global gradient norm ||g|| at grad_clip
     optimizer.step()                          the update (Adam, AdamW, SGD)
@@ -15,10 +15,13 @@ optimizers scale every .grad in place (`clip_grad_norm`); the fast one
 (optim/fast.py) keeps the factor and folds it into its update, which gives
 the same weights to float rounding (tests/test_trainer.py).
 
-The data-parallel step (distributed.py) does the same step with its forward
-and backward passes split over MPI ranks; it shares `check_step_arguments`
-and the clipping factor (`optim.clipping.factor_for_norm`, of a norm added
-up from the ranks' parts).
+Data parallelism is a hook of this step around its reduce, clip and update
+phase (`parallel`, distributed.py's DataParallel): the forward and backward
+passes run on this rank's rows of the batch, their gradient scaled by the
+rows' share of the batch, and the hook adds the ranks' gradients up, clips with
+the norm of the whole and updates (replicated, or sharded: reduce-scatter,
+update a shard, all-gather). The same step, so every objective trains under
+`mpiexec`.
 
 Left out: gradient accumulation, mixed precision, skipping a step on a
 non-finite loss.
@@ -27,17 +30,18 @@ non-finite loss.
 from ..core.checks import is_finite_number
 
 
-def train_step(objective, optimizer, batch, lr, grad_clip):
+def train_step(objective, optimizer, batch, lr, grad_clip, parallel=None):
     """One step: set the rate, zero the gradients, forward, backward, clip, update.
 
     Args:
-        objective: forward(*batch) -> scalar loss and backward() (objectives.py).
+        objective: forward(*batch) -> scalar loss and backward() (objectives/).
         optimizer: over the objective's parameters (optim/).
         batch: a tuple of the objective's inputs, e.g. (x, y) of int (B, T) for a language model.
         lr: the learning rate of this step (>= 0).
         grad_clip: the largest global gradient norm (> 0), or 0 for no clipping.
+        parallel: None (one process), or the data-parallel hook (distributed.py's DataParallel).
     Returns:
-        the batch's loss, a Python float.
+        the batch's loss, a Python float (under MPI, the whole batch's, the same on every rank).
     """
     check_step_arguments("train_step", lr, grad_clip)
     if not (callable(getattr(objective, "forward", None)) and callable(getattr(objective, "backward", None))):
@@ -48,6 +52,11 @@ def train_step(objective, optimizer, batch, lr, grad_clip):
                         f"got {type(batch).__name__}")
     optimizer.lr = lr
     optimizer.zero_grad()
+    if parallel is not None:                                     # this rank's rows, weighted by their share
+        batch, share = parallel.rows_and_share(objective, batch)
+        loss = share * float(objective.forward(*batch))          # (N_k / N) L_k
+        objective.backward(share)                                # (N_k / N) dL_k/dW
+        return parallel.reduce_clip_update(loss, grad_clip)      # sum over ranks, clip, update
     loss = float(objective.forward(*batch))
     objective.backward()
     if grad_clip:

@@ -22,8 +22,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from minitransformer import Seq2SeqTransformer, beam_search, greedy_decode
-from minitransformer.training.encdec import train_seq2seq
-from minitransformer.training.tasks import BOS, EOS, PAD, ReverseTask, exact_match
+from minitransformer.objectives.seq2seq import train_seq2seq
+from minitransformer.tasks.reverse import BOS, EOS, PAD, ReverseTask, exact_match
 
 task = ReverseTask(n_symbols=8, min_len=3, max_len=6, n_test=300, rng=0)
 model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, d_model=32, n_heads=2, n_layers=2, d_ff=64,

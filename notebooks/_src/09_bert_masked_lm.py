@@ -21,11 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from minitransformer import BertMLM, default_corpus, mask_tokens, perplexity
-from minitransformer.commands.mlm import CLS, MASK, SEP, SPECIALS, CharCorpus
-from minitransformer.training.config import transformer_adam
-from minitransformer.training.objectives import MaskedLMObjective
-from minitransformer.training.schedules import linear_rate
-from minitransformer.training.step import train_step
+from minitransformer.objectives.masked_lm import CLS, MASK, SEP, SPECIALS, CharCorpus, masked_lm_loop
 
 rng = np.random.default_rng(0)
 corpus = CharCorpus(default_corpus(), chunk=8, rng=rng)
@@ -105,8 +101,10 @@ assert continues[follows[:200] == 1].all() and continues[follows[:200] == 0].mea
 # %%
 model = BertMLM(V, d_model=32, n_heads=4, n_layers=2, d_ff=128, max_len=19, pad_id=0, nsp=True,
                 dtype=np.float32, rng=1)
-objective = MaskedLMObjective(model, nsp=True)
-optimizer = transformer_adam(objective.parameters(), lr=3e-3)
+steps = 150
+loop = masked_lm_loop(model, corpus, rng, steps, batch_size=32, lr=3e-3, nsp=True, warmup=30, log=False,
+                      progress=False)                    # the package's one training loop, Adam with warm-up
+objective = loop.objective                               # MaskedLMObjective(model, nsp=True)
 test_ids, test_follows = corpus.batch(1000, part="test")
 test_inputs, test_targets, test_chosen = mask_tokens(test_ids, np.random.default_rng(1), MASK, n_special, V)
 
@@ -122,12 +120,9 @@ def held_out():
 
 
 before = held_out()
-started, losses, steps = time.perf_counter(), [], 150
-for step in range(steps):
-    batch_ids, batch_follows = corpus.batch(32)
-    batch_inputs, batch_targets, _ = mask_tokens(batch_ids, rng, MASK, n_special, V)
-    losses.append(train_step(objective, optimizer, (batch_inputs, batch_targets, batch_follows),
-                             linear_rate(step, 3e-3, 30, steps), grad_clip=1.0))
+started = time.perf_counter()
+loop.fit()
+losses = loop.history["loss"]
 after = held_out()
 most_common = np.bincount(corpus.parts["train"]).argmax()
 baseline = np.mean(test_ids[test_chosen] == most_common)

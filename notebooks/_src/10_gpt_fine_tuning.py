@@ -22,11 +22,9 @@ import numpy as np
 
 from minitransformer import GPT, CrossEntropyLoss, FineTuningObjective, GPTClassifier
 from minitransformer.models.gpt_classifier import next_token_targets
-from minitransformer.training.config import transformer_adam
-from minitransformer.training.objectives import LanguageModelObjective
-from minitransformer.training.schedules import linear_rate
-from minitransformer.training.step import train_step
-from minitransformer.training.tasks import majority_task
+from minitransformer.objectives.language_model import LanguageModelObjective
+from minitransformer.tasks.majority import majority_task
+from minitransformer.training.loop import adam_warmup_loop
 
 rng = np.random.default_rng(0)
 test_ids, test_labels = majority_task(500, 12, rng=np.random.default_rng(10_000))
@@ -71,12 +69,13 @@ assert any(not np.allclose(g0, g1) for g0, g1 in zip(gradients[0.0], gradients[1
 
 # %%
 def train(objective, batches, steps, lr=2e-3, every=20, record=None):
-    optimizer = transformer_adam(objective.parameters(), lr=lr)
+    """The package's one training loop (Adam, 30 steps of warm-up, clipping at 1); `record()` every `every` steps."""
     history = []
-    for step in range(steps):
-        train_step(objective, optimizer, batches(), linear_rate(step, lr, 30, steps), grad_clip=1.0)
-        if record is not None and (step + 1) % every == 0:
-            history.append((step + 1, *record()))
+
+    def after_step(loop):
+        if record is not None and loop.step % every == 0:
+            history.append((loop.step, *record()))
+    adam_warmup_loop(objective, batches, steps, lr, warmup=30, on_step=after_step, log=False, progress=False).fit()
     return history
 
 

@@ -34,8 +34,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from minitransformer import AdamW, CharTokenizer, TransformerXL, perplexity, train_val_split
-from minitransformer.training.objectives import LanguageModelObjective
-from minitransformer.training.step import train_step
+from minitransformer.objectives.language_model import LanguageModelObjective
+from minitransformer.training.loop import TrainingLoop
+from minitransformer.training.schedules import warmup_rate
 
 rng = np.random.default_rng(0)
 words = ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 6)) for _ in range(24)]
@@ -71,16 +72,18 @@ def train(with_memory, steps=200, batch=16, lr=3e-3, seed=1):
     objective = SegmentObjective(model)
     optimizer = AdamW(objective.parameters(), lr=lr, weight_decay=0.0)
     rng = np.random.default_rng(seed)
-    for step in range(steps):
+
+    def segments():
         starts = rng.integers(0, len(train_ids) - 2 * L - 1, size=batch)
         window = train_ids[starts[:, None] + np.arange(2 * L + 1)]              # (B, 2L + 1)
         memories = None
         if with_memory:
             model(window[:, :L])                                                 # fills model.next_memories
             memories = model.next_memories
-        x, y = window[:, L:2 * L], window[:, L + 1:2 * L + 1]
-        rate = lr * min(1.0, (step + 1) / 30)                                    # a short warm-up
-        train_step(objective, optimizer, (x, y, memories), rate, 1.0)
+        return window[:, L:2 * L], window[:, L + 1:2 * L + 1], memories
+
+    TrainingLoop(objective, optimizer, segments, lambda step: warmup_rate(step, lr, 30),   # a short warm-up
+                 grad_clip=1.0, max_steps=steps, log=False, progress=False).fit()     # the package's one loop
     model.eval()
     return model
 

@@ -32,9 +32,9 @@ from minitransformer import (
     default_corpus,
     get_batch,
 )
+from minitransformer.objectives.language_model import LanguageModelObjective
 from minitransformer.training.config import TrainConfig, build_optimizer
-from minitransformer.training.objectives import LanguageModelObjective
-from minitransformer.training.step import train_step
+from minitransformer.training.loop import TrainingLoop
 from minitransformer.variants.rope import RotaryEmbedding
 
 # %% [markdown]
@@ -138,8 +138,10 @@ config = TrainConfig(lr=3e-3, warmup_steps=10, lr_decay_steps=STEPS, max_steps=S
 curves = {}
 for name, model in (("GPT-2-style", gpt2), ("Llama-style", llama)):
     objective, optimizer, batches = LanguageModelObjective(model), build_optimizer(model, config), np.random.default_rng(3)
-    curves[name] = [train_step(objective, optimizer, get_batch(ids, T, 16, batches), config.learning_rate(step), 1.0)
-                    for step in range(STEPS)]
+    loop = TrainingLoop(objective, optimizer, lambda batches=batches: get_batch(ids, T, 16, batches), config.learning_rate,
+                        grad_clip=1.0, max_steps=STEPS, log=False, progress=False)     # the package's one loop
+    loop.fit()
+    curves[name] = loop.history["loss"]
 
 smooth = np.ones(10) / 10
 for name, losses in curves.items():

@@ -6,8 +6,8 @@
 # demonstrations (SFT), (2) a reward model is trained on completions that labelers ranked, and (3) the policy is
 # optimised against that reward model with PPO, a per-token KL penalty keeping it near the SFT model.
 #
-# **Here.** All three steps, every gradient written by hand (`minitransformer/training/instruct.py`,
-# `training/ppo.py`, `models/reward.py`, `layers/ranking_loss.py`, `layers/ppo_losses.py`; the gradient checks
+# **Here.** All three steps, every gradient written by hand (`minitransformer/objectives/instruct.py`,
+# `objectives/ppo.py`, `models/reward.py`, `layers/ranking_loss.py`, `layers/ppo_losses.py`; the gradient checks
 # are in `gradcheck/cases/rlhf.py`), on a task small enough for a notebook. A prompt is `<s> d d :`;
 # demonstrators answer with four digits that count on from the prompt's last digit, but carelessly (each digit
 # right with probability 0.6). Labelers, shown two answers, prefer the one with more **even** digits; the reward
@@ -25,13 +25,10 @@ import numpy as np
 
 from minitransformer import GPT, generate
 from minitransformer.models.reward import RewardModel, ValueModel
-from minitransformer.training.instruct import (
-    VOCAB_SIZE,
-    EvenDigitsTask,
-    supervised_fine_tune,
-    train_ppo,
-    train_reward_model,
-)
+from minitransformer.objectives.instruct import supervised_fine_tune
+from minitransformer.objectives.ppo import train_ppo
+from minitransformer.objectives.ranking import train_reward_model
+from minitransformer.tasks.even_digits import VOCAB_SIZE, EvenDigitsTask
 
 task = EvenDigitsTask(rng=0)
 

@@ -7,7 +7,7 @@
 # context learning and induction heads") found much of this done by *induction heads*: attention heads that, at
 # a token seen earlier, look at the token that followed it last time and copy it.
 #
-# **Here.** A 2-layer GPT of the package trained on `KeyValueTask` (`minitransformer/training/in_context.py`):
+# **Here.** A 2-layer GPT of the package trained on `KeyValueTask` (`minitransformer/tasks/key_value.py`, `minitransformer/objectives/in_context.py`):
 # every sequence lists pairs `k v k v ...` from a random key→value table of its own, 4 keys and 4 values, 10
 # pairs. The weights cannot know a sequence's table; only its context can. The model was trained for 2,000
 # steps by `python benchmarks/bench_in_context.py` (longer than this notebook's time budget), which saved it to
@@ -20,7 +20,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from minitransformer import GPT
-from minitransformer.training.in_context import KeyValueTask, in_context_accuracy, induction_scores
+from minitransformer.objectives.in_context import in_context_accuracy, induction_scores
+from minitransformer.tasks.key_value import KeyValueTask
 
 saved = np.load(pathlib.Path("..") / "data" / "in_context_gpt.npz")
 config = dict(zip(saved["config_keys"], saved["config_values"]))

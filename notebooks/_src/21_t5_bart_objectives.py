@@ -8,7 +8,7 @@
 # the text in several ways (masking tokens, deleting them, replacing spans of Poisson(3) length by one [MASK])
 # and its target is the whole original.
 #
-# **Here.** The corruptions are data transforms (`minitransformer/training/denoising.py`); the model and loss
+# **Here.** The corruptions are data transforms (`minitransformer/objectives/denoising.py`); the model and loss
 # are the package's `Seq2SeqTransformer` and its teacher-forced cross-entropy (`train_seq2seq`). Text: the
 # characters of the corpus that ships with Python (`default_corpus()`).
 
@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from minitransformer import CharTokenizer, Seq2SeqTransformer, default_corpus
-from minitransformer.training.denoising import (
+from minitransformer.objectives.denoising import (
     MASK,
     DenoisingTask,
     fill_sentinels,
@@ -27,7 +27,7 @@ from minitransformer.training.denoising import (
     token_deletion,
     token_masking,
 )
-from minitransformer.training.encdec import train_seq2seq
+from minitransformer.objectives.seq2seq import train_seq2seq
 
 text = default_corpus()
 tokenizer = CharTokenizer.train(text)

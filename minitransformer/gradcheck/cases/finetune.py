@@ -1,11 +1,11 @@
-"""Gradient checks of GPT fine-tuning on transformed inputs (`training/finetune_inputs.py`): padded batches,
+"""Gradient checks of GPT fine-tuning on transformed inputs (`objectives/finetune_inputs.py`): padded batches,
 the extract token at each row's own last position, and the three ways rows combine into logits."""
 
 import numpy as np
 
 from ...models.gpt import GPT
 from ...models.gpt_classifier import GPTClassifier
-from ...training.finetune_inputs import (
+from ...objectives.finetune_inputs import (
     FineTuningTokens,
     TransformedInputsObjective,
     entailment_inputs,

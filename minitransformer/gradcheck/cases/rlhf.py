@@ -13,7 +13,7 @@ from ...layers.ppo_losses import ClippedSurrogateLoss, ValueLoss
 from ...layers.ranking_loss import PairwiseRankingLoss
 from ...models.gpt import GPT
 from ...models.reward import RewardModel, ValueModel
-from ...training.ppo import PPOObjective, sequence_log_probs
+from ...objectives.ppo import PPOObjective, sequence_log_probs
 from .layers import GradcheckCase, perturb
 
 CLIP = 0.2

@@ -22,9 +22,9 @@ import numpy as np
 
 from ..core.random import as_generator
 from ..layers.padding import pad_sequences
-from .tasks import BOS, EOS, PAD
+from ..tasks.reverse import BOS, EOS, PAD
 
-MASK = 3                      # the token layout of `DenoisingTask`: PAD, BOS, EOS (tasks.py), [MASK], sentinels
+MASK = 3                      # the token layout of `DenoisingTask`: PAD, BOS, EOS (tasks/reverse.py), [MASK], sentinels
 N_SPECIAL = 4
 
 

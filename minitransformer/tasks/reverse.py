@@ -1,16 +1,14 @@
-"""Tasks the project generates itself, so encoder-decoders and classifiers can be trained without data files.
+"""String reversal, generated, so that an encoder-decoder trains without data files (the `seq2seq` command).
 
-* `ReverseTask`: a string of n symbols (n in [min_len, max_len]) maps to the
-  same symbols in reverse order, e.g. "3 1 4" -> "4 1 3". The held-out test
-  set is drawn first and every training example that happens to equal a test
-  source is redrawn, so accuracy on it measures generalisation, not recall.
-* `majority_task`: strings over {a, b, c}; the label says whether "a" occurs
-  more often than "b" (a small counting problem for the GPT classifier).
+`ReverseTask`: a string of n symbols (n in [min_len, max_len]) maps to the
+same symbols in reverse order, e.g. "3 1 4" -> "4 1 3". The held-out test
+set is drawn first and every training example that happens to equal a test
+source is redrawn, so accuracy on it measures generalisation, not recall.
+`exact_match` is its metric.
 
-Token layout of the sequence tasks: 0 = PAD, 1 = BOS, 2 = EOS, symbols from 3.
+Token layout: 0 = PAD, 1 = BOS, 2 = EOS, symbols from 3 (T5's and BART's denoising shares it).
 """
 
-import numpy as np
 
 from ..core.random import as_generator
 from ..layers.padding import pad_sequences
@@ -82,19 +80,3 @@ def exact_match(predicted, sources, target_of):
         expected = list(target_of(source)) + [EOS]
         hits += list(row[:len(expected)]) == expected
     return hits / len(sources)
-
-
-def majority_task(n, length=12, rng=None):
-    """Strings of `length` symbols over {a, b, c} (ids 3, 4, 5) and labels 1 if count(a) > count(b) else 0.
-
-    Ties are avoided by redrawing, so the two classes are balanced by symmetry.
-    Returns:
-        ids int (n, length), labels int (n,).
-    """
-    rng = as_generator(rng)
-    ids = rng.integers(3, 6, size=(n, length))
-    ties = (ids == 3).sum(axis=1) == (ids == 4).sum(axis=1)
-    while ties.any():
-        ids[ties] = rng.integers(3, 6, size=(int(ties.sum()), length))
-        ties = (ids == 3).sum(axis=1) == (ids == 4).sum(axis=1)
-    return ids, ((ids == 3).sum(axis=1) > (ids == 4).sum(axis=1)).astype(np.int64)

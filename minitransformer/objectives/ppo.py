@@ -12,7 +12,7 @@ One iteration:
 2. `gae`: advantages A_t = sum_l (gamma lambda)^l delta_{t+l}, delta_t = r_t + gamma V_{t+1} - V_t (V after
    the last token is 0), and the value head's targets, the returns R_t = A_t + V_t. The advantages are then
    whitened (mean 0, standard deviation 1 over the batch's completion tokens), as PPO implementations do.
-3. `PPOObjective` is minimised for a few epochs over the same batch with `train_step`: the clipped
+3. `PPOObjective` is minimised for a few epochs over the same batch by the one training loop: the clipped
    surrogate of the policy plus c times the value loss (`layers/ppo_losses.py`), every gradient by hand.
 
 Left out: InstructGPT's "PPO-ptx" term (pre-training gradients mixed in), minibatches within an epoch, an
@@ -24,9 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.module import Module
+from ..core.random import as_generator
 from ..generation.sampling import generate
 from ..layers.log_probs import TokenLogProbs
 from ..layers.ppo_losses import ClippedSurrogateLoss, ValueLoss
+from ..training.loop import TrainingLoop
+from ..training.optim import Adam
 
 
 def gae(rewards, values, gamma=1.0, lam=0.95):
@@ -126,3 +129,28 @@ class PPOObjective(Module):
 
     def __repr__(self):
         return f"PPOObjective({self.policy!r}, {self.value_model!r}, value_coef={self.value_coef})"
+
+
+def train_ppo(policy, reference, reward_model, value_model, task, iterations, batch_size=64, epochs=4, lr=1e-3,
+              kl_coef=0.1, rng=None):
+    """Step 3: `iterations` of rollout then `epochs` PPO steps on it, those through the one training loop.
+    Returns a dict of per-iteration lists: score (the reward model's mean), kl (mean per sequence),
+    true_reward, counting, l_clip, l_value."""
+    rng = as_generator(rng)
+    objective = PPOObjective(policy, value_model)
+    rollouts = []                                       # the batch the loop's next steps train on
+    loop = TrainingLoop(objective, Adam(objective.parameters(), lr=lr), lambda: rollouts[-1].batch(),
+                        lambda step: lr, grad_clip=1.0, nll=False, progress=False, log=False, name="train_ppo")
+    history = {name: [] for name in ("score", "kl", "true_reward", "counting", "l_clip", "l_value")}
+    for _ in range(iterations):
+        batch = rollout(policy, reference, reward_model, value_model, task.prompts(batch_size), task.answer_len,
+                        rng, kl_coef=kl_coef)
+        rollouts[:] = [batch]
+        for name, value in (("score", batch.scores.mean()), ("kl", batch.kl.mean()),
+                            ("true_reward", task.true_reward(batch.ids).mean()),
+                            ("counting", task.counting_accuracy(batch.ids))):
+            history[name].append(float(value))
+        loop.fit(max_steps=loop.step + epochs)
+        history["l_clip"].append(float(objective.l_clip))
+        history["l_value"].append(float(objective.l_value))
+    return history

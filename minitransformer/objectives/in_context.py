@@ -5,13 +5,13 @@ examples in the prompt, with no change of weights, is done better the more examp
 al. (2022, "In-context learning and induction heads") trace much of it to *induction heads*: a head that, at a
 token seen before, attends to the token that *followed* its earlier occurrence and copies it.
 
-`KeyValueTask` builds the smallest such setting. Each sequence draws its own random table from `n_keys` keys to
+`KeyValueTask` (tasks/key_value.py) builds the smallest such setting. Each sequence draws its own random table from `n_keys` keys to
 `n_values` values, then lists `n_pairs` pairs `k v k v ...` with keys drawn at random (so keys repeat). The value
 of a key is only predictable if the key appeared earlier in the same sequence: nothing in the weights can know
 this sequence's table, so accuracy must come from the context, and it rises with the number of pairs shown.
 The model is scored on the values only.
 
-* `train_in_context`: the LM loss on the values, Adam, a short warm-up;
+* `train_in_context`: the LM loss on the values, Adam, a short warm-up, on the one training loop;
 * `in_context_accuracy`: accuracy at each pair index, and apart for keys seen before and keys new to the sequence;
 * `induction_scores`: per layer and head, the attention a repeated key puts on the values that followed its
   earlier occurrences (the induction head's signature; a head attending uniformly scores far lower).
@@ -21,60 +21,27 @@ Token layout: keys are ids 0 .. n_keys - 1, values n_keys .. n_keys + n_values -
 
 import numpy as np
 
-from ..core.random import as_generator
 from ..layers.loss import CrossEntropyLoss
-from .objectives import LanguageModelObjective
-from .optim import Adam
-from .step import train_step
-
-
-class KeyValueTask:
-    """Random key -> value tables, one per sequence, listed as pairs (module docstring).
-
-    Args:
-        n_keys, n_values: the two alphabets.  n_pairs: N, pairs per sequence (T = 2N - 1 inputs).
-        rng: seed or Generator for every draw.
-    """
-
-    def __init__(self, n_keys=4, n_values=4, n_pairs=10, rng=None):
-        if min(n_keys, n_values, n_pairs) < 1:
-            raise ValueError(f"KeyValueTask expected n_keys, n_values, n_pairs >= 1, got {n_keys}, {n_values}, "
-                             f"{n_pairs}")
-        self.n_keys, self.n_values, self.n_pairs = n_keys, n_values, n_pairs
-        self.vocab_size = n_keys + n_values
-        self.rng = as_generator(rng)
-
-    def batch(self, batch_size):
-        """(x int (B, 2N - 1), y int (B, 2N - 1), keys int (B, N)); y is the value after each key, -1 elsewhere."""
-        keys = self.rng.integers(0, self.n_keys, size=(batch_size, self.n_pairs))            # (B, N)
-        tables = self.rng.integers(0, self.n_values, size=(batch_size, self.n_keys))        # (B, n_keys)
-        values = np.take_along_axis(tables, keys, axis=1) + self.n_keys                     # (B, N)
-        sequence = np.stack([keys, values], axis=2).reshape(batch_size, 2 * self.n_pairs)   # k v k v ...
-        x, y = sequence[:, :-1], np.full((batch_size, 2 * self.n_pairs - 1), -1)
-        y[:, 0::2] = sequence[:, 1::2]                                                        # at each key: its value
-        return x, y, keys
-
-    @staticmethod
-    def seen_before(keys):
-        """bool (B, N): key n occurred among keys 0 .. n - 1 of its sequence."""
-        same = keys[:, :, None] == keys[:, None, :]                                          # (B, N, N)
-        return np.tril(same, k=-1).any(axis=2)
+from ..training.loop import TrainingLoop
+from ..training.optim import Adam
+from ..training.schedules import warmup_rate
+from .language_model import LanguageModelObjective
 
 
 def train_in_context(model, task, steps, batch_size=64, lr=1e-2, warmup=50, log_every=0, log=print):
-    """Train `model` (a GPT with vocab_size >= task.vocab_size) on fresh batches; returns the loss per step.
+    """Train `model` (a GPT with vocab_size >= task.vocab_size) on fresh batches with the one training loop;
+    returns the loss per step.
 
-    The rate rises linearly over `warmup` steps; `log_every` > 0 prints the mean loss that often, with `log`.
+    The rate rises linearly over `warmup` steps (`schedules.warmup_rate`); `log_every` > 0 says the mean
+    loss that often, with `log`.
     """
     objective = LanguageModelObjective(model, CrossEntropyLoss(ignore_index=-1))
-    optimizer = Adam(objective.parameters(), lr=lr)
-    losses = []
-    for step in range(steps):
-        x, y, _ = task.batch(batch_size)
-        losses.append(train_step(objective, optimizer, (x, y), lr * min(1.0, (step + 1) / warmup), 1.0))
-        if log_every and (step + 1) % log_every == 0:
-            log(f"step {step + 1:5d}  loss {np.mean(losses[-log_every:]):.3f}")
-    return losses
+    loop = TrainingLoop(objective, Adam(objective.parameters(), lr=lr), lambda: task.batch(batch_size)[:2],
+                        lambda step: warmup_rate(step, lr, warmup), grad_clip=1.0, max_steps=steps,
+                        eval_interval=log_every or None, generators={"task": task.rng}, progress=False,
+                        log=log if log_every else False, name="train_in_context")
+    loop.fit()
+    return loop.history["loss"]
 
 
 def in_context_accuracy(model, task, n_sequences=500):

@@ -1,0 +1,9 @@
+"""Tasks: the toy tasks the project generates itself, so that every objective trains without data files.
+
+    reverse.py       string reversal (the encoder-decoder; T5 and BART share its token layout), exact match
+    majority.py      does "a" occur more often than "b"? (the GPT classifier)
+    key_value.py     random key -> value tables, one per sequence (in-context learning)
+    even_digits.py   prompts, careless demonstrations, labelers who prefer even digits (InstructGPT)
+
+Every draw comes from a passed-in seed or Generator.
+"""

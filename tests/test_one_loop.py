@@ -1,0 +1,163 @@
+"""One training loop (training/loop.py) for every objective and command.
+
+* No module of the package outside the loop steps an optimizer in a loop of its own: the package's syntax
+  trees hold no `train_step(...)`, `step_on_next_batch(...)` or `<optimizer>.step(...)` inside a for or
+  while loop (or a comprehension) anywhere but training/loop.py.
+* `seq2seq`, `mlm` and `finetune` save on Ctrl-C (a real SIGINT during step k: exit status 130, a checkpoint
+  of step k - 1... the step under way is finished first) and `--resume --out DIR` continues bit for bit: the
+  weights, the optimizer's state and every step's loss equal an uninterrupted run's.
+"""
+
+import ast
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minitransformer.__main__ import main
+from minitransformer.training import loop as loop_module
+from minitransformer.training.checkpoint import read_checkpoint
+
+PACKAGE = Path(__file__).resolve().parent.parent / "minitransformer"
+THE_LOOP = PACKAGE / "training" / "loop.py"
+
+
+def _stepping_calls(tree):
+    """(line, call) of every optimisation step called inside a for/while loop or a comprehension of `tree`."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for call in ast.walk(node):
+                if not isinstance(call, ast.Call):
+                    continue
+                function = call.func
+                name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
+                owner = ast.unparse(function.value) if isinstance(function, ast.Attribute) else ""
+                if name in ("train_step", "step_on_next_batch") or (name == "step" and "optim" in owner.lower()):
+                    found.add((call.lineno, ast.unparse(call)))
+    return sorted(found)
+
+
+def test_no_module_outside_the_loop_steps_an_optimizer_in_a_loop_of_its_own():
+    offenders = [f"{path.relative_to(PACKAGE.parent)}:{line}: {call}"
+                 for path in sorted(PACKAGE.rglob("*.py")) if path != THE_LOOP
+                 for line, call in _stepping_calls(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not offenders, "training loops outside training/loop.py:\n" + "\n".join(offenders)
+
+
+def test_the_scan_finds_a_loop_of_its_own_and_the_loop_itself():
+    """Guards against a vacuous pass: the kinds of loops the package had before are found."""
+    own = ast.parse("for step in range(9):\n    losses.append(train_step(objective, optimizer, batch, lr, 1.0))\n"
+                    "while True:\n    self.optimizer.step()\n"
+                    "[trainer.step_on_next_batch() for _ in range(3)]\n")
+    assert [line for line, _ in _stepping_calls(own)] == [2, 4, 5]
+    assert _stepping_calls(ast.parse(THE_LOOP.read_text(encoding="utf-8")))       # the one loop is seen
+    assert not _stepping_calls(ast.parse("for state in states:\n    logits = state.step(tokens)\n"))  # decoding
+
+
+# ---------------------------------------------------------------- Ctrl-C and --resume, per command
+TINY = {
+    "seq2seq": ["seq2seq", "--steps", "6", "--batch-size", "4", "--d-model", "8", "--heads", "2", "--layers", "1",
+                "--symbols", "4", "--min-len", "2", "--max-len", "3", "--test-size", "8", "--beam", "0",
+                "--examples", "0", "--eval-interval", "2"],
+    "mlm": ["mlm", "--steps", "6", "--batch-size", "4", "--d-model", "8", "--layers", "1", "--chunk", "4",
+            "--nsp", "--eval-interval", "2"],
+    "finetune": ["finetune", "--pretrain-steps", "4", "--steps", "6", "--batch-size", "4", "--length", "4",
+                 "--eval-interval", "2"],
+}
+
+
+def interrupt_at(monkeypatch, call):
+    """A real SIGINT to this process during the `call`-th training step of the command (1-based, counted over
+    all its loops): the loop finishes that step, saves, and the command exits with 130."""
+    real_step = loop_module.TrainingLoop.step_on_next_batch
+    calls = [0]
+
+    def step_on_next_batch(self):
+        calls[0] += 1
+        if calls[0] == call:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_step(self)
+    monkeypatch.setattr(loop_module.TrainingLoop, "step_on_next_batch", step_on_next_batch)
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("command, call", [("seq2seq", 3), ("mlm", 3), ("finetune", 3), ("finetune", 7)],
+                         ids=["seq2seq", "mlm", "finetune-pre-training", "finetune-fine-tuning"])
+def test_ctrl_c_then_resume_equals_an_uninterrupted_run_bit_for_bit(command, call, tmp_path, capsys, monkeypatch):
+    options = TINY[command] + ["--no-progress"]
+    if command == "mlm":
+        text = tmp_path / "text.txt"
+        text.write_text("the cat sat on the mat. " * 40)
+        options += ["--text", str(text)]
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    assert _run(options + ["--out", str(whole)], capsys)[0] == 0
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, call)
+        code, _, err = _run(options + ["--out", str(parted)], capsys)
+    assert code == 130, err
+    assert f"--resume --out {parted}" in err and "checkpoint saved in" in err, err
+    assert _run([command, "--resume", "--out", str(parted)], capsys)[0] == 0
+    (whole_meta, whole_arrays), (parted_meta, parted_arrays) = read_checkpoint(whole), read_checkpoint(parted)
+    assert whole_meta["history"] == parted_meta["history"]                       # every loss, exactly
+    assert whole_meta["rng"] == parted_meta["rng"]
+    assert sorted(whole_arrays) == sorted(parted_arrays)
+    for name, array in whole_arrays.items():
+        assert np.array_equal(array, parted_arrays[name]), f"{command}: {name} differs after the resume"
+
+
+@pytest.mark.parametrize("command", sorted(TINY))
+def test_resume_refuses_another_command_and_a_changed_option(command, tmp_path, capsys):
+    options = TINY[command] + ["--no-progress", "--out", str(tmp_path / "run")]
+    if command == "mlm":
+        (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 40)
+        options += ["--text", str(tmp_path / "text.txt")]
+    assert _run(options, capsys)[0] == 0
+    other = "seq2seq" if command != "seq2seq" else "finetune"
+    code, _, err = _run([other, "--resume", "--out", str(tmp_path / "run")], capsys)
+    assert code == 2 and err.count("\n") == 1 and f"is a run of {command}, not of {other}" in err, err
+    code, _, err = _run([command, "--resume", "--out", str(tmp_path / "run"), "--seed", "5"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--seed 5 (checkpoint: 0)" in err, err
+
+
+# ---------------------------------------------------------------- every command under mpiexec
+@pytest.mark.parametrize("mode", ["replicated", "sharded"])
+@pytest.mark.parametrize("command", sorted(TINY))
+def test_two_ranks_train_every_command_to_the_numbers_of_one_process(command, mode, tmp_path):
+    """`mpiexec -n 2 python -m minitransformer <command>` (tiny, float64, at most 20 steps) ends with the weights
+    and the losses of one process, to 1e-12: the data-parallel hook of train_step serves every objective."""
+    import json
+    import subprocess
+    import sys
+
+    from test_distributed import mpi_command
+
+    options = TINY[command] + ["--no-progress", "--dtype", "float64", "--parallel", mode]
+    if command == "mlm":
+        (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 40)
+        options = [word for word in options if word != "--nsp"] + ["--text", str(tmp_path / "text.txt")]
+    environment = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(PACKAGE.parent)}
+    for ranks, out in ((1, "one"), (2, "two")):
+        argv = ["-m", "minitransformer", *options, "--out", str(tmp_path / out)]
+        command_line = mpi_command(2, *argv) if ranks == 2 else [sys.executable, *argv]
+        result = subprocess.run(command_line, capture_output=True, text=True, timeout=600, env=environment)
+        assert result.returncode == 0, result.stderr[-3000:]
+        if ranks == 2:
+            assert result.stdout.count("trained ") == 1, result.stdout            # rank 0 alone prints
+    (one_meta, one_arrays), (two_meta, two_arrays) = read_checkpoint(tmp_path / "one"), read_checkpoint(tmp_path / "two")
+    assert len(one_meta["history"]["loss"]) == len(two_meta["history"]["loss"]) > 0
+    np.testing.assert_allclose(two_meta["history"]["loss"], one_meta["history"]["loss"], rtol=1e-12, atol=0)
+    # The weights to 1e-12 of their scale: the key bias b_k, whose gradient is 0 in exact arithmetic (softmax
+    # ignores a shift of every score), holds only rounding noise that Adam's eps turns into steps of ~1e-12.
+    scale = max(float(np.abs(array).max()) for name, array in one_arrays.items() if name.startswith("param."))
+    for name, array in one_arrays.items():
+        if name.startswith("param."):
+            np.testing.assert_allclose(two_arrays[name], array, rtol=1e-12, atol=1e-11 * scale, err_msg=name)
+    assert json.dumps(two_meta["run"]["options"]["parallel"]) == json.dumps(mode)
