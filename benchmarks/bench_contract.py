@@ -43,7 +43,7 @@ from minitransformer.core import module  # noqa: E402
 from minitransformer.tokenizers import CharTokenizer  # noqa: E402
 from minitransformer.training.config import TrainConfig  # noqa: E402
 from minitransformer.training.data import default_corpus, train_val_split  # noqa: E402
-from minitransformer.training.trainer import Trainer  # noqa: E402
+from minitransformer.objectives.language_model import Trainer  # noqa: E402
 
 BLOCK = 5
 

@@ -46,7 +46,6 @@ def _one(side, T, steps, threads):
     sys.path.insert(0, HERE)
     from minitransformer.fast.attention import FastScaledDotProductAttention
     from minitransformer.fast.tiled_attention import FastTiledAttention
-
     from minitransformer.objectives.language_model import Trainer
     from minitransformer.tokenizers import CharTokenizer
     from minitransformer.training.config import TrainConfig

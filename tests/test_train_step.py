@@ -49,7 +49,7 @@ def pretraining_loop_loss(model, batch):                    # commands/finetune.
     return float(loss)
 
 
-def seq2seq_loop_loss(model, batch):                        # training/encdec.py's train_seq2seq
+def seq2seq_loop_loss(model, batch):                        # objectives/seq2seq.py's train_seq2seq
     src, tgt_in, tgt_out = batch
     loss_fn = CrossEntropyLoss(ignore_index=PAD)
     loss = float(loss_fn(model(src, tgt_in), tgt_out))
