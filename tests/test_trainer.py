@@ -52,6 +52,10 @@ def test_a_step_is_zero_grad_forward_backward_clip_and_adamw(grad_clip):
         plain.optimizer.step()
     assert all(clipped) if grad_clip else not clipped
     for (name, a), (_, b) in zip(trainer.model.named_parameters(), plain.model.named_parameters()):
+        if name.endswith("attn.b_k"):        # softmax ignores a shift of a row's scores: d loss / d b_k is exactly 0,
+            for side in (a, b):              # so both hold only rounding noise, whose bits depend on the BLAS kernel
+                assert np.abs(side.data).max() < 1e-13, (name, np.abs(side.data).max())
+            continue
         np.testing.assert_allclose(a.data, b.data, rtol=1e-12, atol=1e-15, err_msg=name)
 
 
