@@ -110,35 +110,35 @@ class FastTiledAttention(TiledAttention):
     def _backward_key_block(self, j, dq_scaled):
         """[2.6-18] for key block j, in place: (dk_j, dv_j); adds its terms of dq into dq_scaled."""
         cols = self.tiling.key_blocks[j]
-        k_j = self.k[..., cols, :]                                                  # (..., Bk, dk)
+        k_j = self.k[..., cols, :]                                                      # (..., Bk, dk)
         dk_j = np.zeros((*k_j.shape[:-1], self.k.shape[-1]), np.result_type(self.k, self.q_scaled, self.dout))
         dv_j = np.zeros((*k_j.shape[:-1], self.v.shape[-1]), np.result_type(self.v, self.dout))
         for i in self.tiling.queries_seeing[j]:
             rows = self.tiling.query_blocks[i]
             q_i, dout_i = self.q_scaled[..., rows, :], self.dout[..., rows, :]
-            weights = self._scores(q_i, i, j)                                       # s, recomputed
-            weights -= self.lse[..., rows, :]
-            np.exp(weights, out=weights)                                            # p = exp(s - lse)
-            dv_j += np.swapaxes(weights, -1, -2) @ dout_i
-            dscores = dout_i @ self.v_t[j]                                          # dp (..., Bq, Bk)
-            dscores -= self.D[..., rows, :]
-            dscores *= weights                                                      # ds = p (dp - D)
-            dq_scaled[..., rows, :] += dscores @ k_j
-            dk_j += np.swapaxes(dscores, -1, -2) @ q_i
+            weights_ij = self._scores(q_i, i, j)                                        # s, recomputed
+            weights_ij -= self.lse[..., rows, :]
+            np.exp(weights_ij, out=weights_ij)                                          # p = exp(s - lse)
+            dv_j += np.swapaxes(weights_ij, -1, -2) @ dout_i
+            dscores_ij = dout_i @ self.v_t[j]                                           # dp (..., Bq, Bk)
+            dscores_ij -= self.D[..., rows, :]
+            dscores_ij *= weights_ij                                                    # ds = p (dp - D)
+            dq_scaled[..., rows, :] += dscores_ij @ k_j
+            dk_j += np.swapaxes(dscores_ij, -1, -2) @ q_i
         return dk_j, dv_j
 
     def _scores(self, q_i, i, j):
         """Tile (i, j)'s scores (scale q_i) k_j^T, plus the bias, -inf where masked; a new (..., Bq, Bk) array."""
         rows, cols = self.tiling.query_blocks[i], self.tiling.key_blocks[j]
-        scores = q_i @ self.k_t[j]
+        scores_ij = q_i @ self.k_t[j]
         if self.bias is not None:
-            scores += self.bias[..., rows, cols]
+            scores_ij += self.bias[..., rows, cols]
         if self.tiling.is_diagonal(i, j):
             size = rows.stop - rows.start
-            scores += self.diagonal_bias[:size, :size]
+            scores_ij += self.diagonal_bias[:size, :size]
         if self.mask is not None:
-            scores = np.where(self.mask[..., rows, cols], scores, -np.inf)
-        return scores
+            scores_ij = np.where(self.mask[..., rows, cols], scores_ij, -np.inf)
+        return scores_ij
 
     def _workers(self):
         return blas_threads() if self.workers is None else self.workers

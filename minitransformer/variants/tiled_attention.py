@@ -181,22 +181,22 @@ class TiledAttention(ScaledDotProductAttention):
             (dq, dk, dv) with the shapes of q, k, v.
         """
         D = (dout * self.out).sum(axis=-1, keepdims=True)                      # [2.4] (..., Tq, 1)
-        dq_scaled = np.zeros(self.q.shape, np.result_type(self.q_scaled, dout))   # [2.3] (..., Tq, dk)
+        dq_scaled = np.zeros(self.q.shape, np.result_type(self.q_scaled, dout))  # [2.3] (..., Tq, dk)
         dk = np.zeros(self.k.shape, np.result_type(self.k, self.q_scaled, dout))  # (..., Tk, dk)
-        dv = np.zeros(self.v.shape, np.result_type(self.v, dout))                 # (..., Tk, dv)
+        dv = np.zeros(self.v.shape, np.result_type(self.v, dout))              # (..., Tk, dv)
         for j, cols in enumerate(self.tiling.key_blocks):                      # [2.5]
             k_j, v_j = self.k[..., cols, :], self.v[..., cols, :]              # [2.6] (..., Bk, dk), (..., Bk, dv)
-            dk_j, dv_j = np.zeros_like(dk[..., cols, :]), np.zeros_like(dv[..., cols, :])   # [2.7]
+            dk_j, dv_j = np.zeros_like(dk[..., cols, :]), np.zeros_like(dv[..., cols, :])  # [2.7]
             for i in self.tiling.queries_seeing[j]:                            # [2.8]
                 rows = self.tiling.query_blocks[i]
                 q_i, dout_i = self.q_scaled[..., rows, :], dout[..., rows, :]  # [2.9] (..., Bq, dk), (..., Bq, dv)
-                scores = self._tile_scores(q_i, k_j, i, j)                     # [2.10] recomputed (..., Bq, Bk)
-                weights = np.exp(scores - self.lse[..., rows, :])              # [2.11] p, exactly softmax's weights
-                dv_j = dv_j + np.swapaxes(weights, -1, -2) @ dout_i            # [2.12] (..., Bk, dv)
-                dweights = dout_i @ np.swapaxes(v_j, -1, -2)                   # [2.13] dp (..., Bq, Bk)
-                dscores = weights * (dweights - D[..., rows, :])               # [2.14] ds (..., Bq, Bk)
-                dq_scaled[..., rows, :] += dscores @ k_j                       # [2.15] (..., Bq, dk)
-                dk_j = dk_j + np.swapaxes(dscores, -1, -2) @ q_i               # [2.16] (..., Bk, dk)
+                scores_ij = self._tile_scores(q_i, k_j, i, j)                  # [2.10] recomputed (..., Bq, Bk)
+                weights_ij = np.exp(scores_ij - self.lse[..., rows, :])        # [2.11] p, exactly softmax's weights
+                dv_j = dv_j + np.swapaxes(weights_ij, -1, -2) @ dout_i         # [2.12] (..., Bk, dv)
+                dweights_ij = dout_i @ np.swapaxes(v_j, -1, -2)                # [2.13] dp (..., Bq, Bk)
+                dscores_ij = weights_ij * (dweights_ij - D[..., rows, :])      # [2.14] ds (..., Bq, Bk)
+                dq_scaled[..., rows, :] += dscores_ij @ k_j                    # [2.15] (..., Bq, dk)
+                dk_j = dk_j + np.swapaxes(dscores_ij, -1, -2) @ q_i            # [2.16] (..., Bk, dk)
             dk[..., cols, :], dv[..., cols, :] = dk_j, dv_j                    # [2.18]
         dq = self.used_scale * dq_scaled                                       # q_scaled = scale q
         return dq, dk, dv
@@ -204,15 +204,15 @@ class TiledAttention(ScaledDotProductAttention):
     def _tile_scores(self, q_i, k_j, i, j):
         """[1.8] = [2.10] on tile (i, j): (scale q_i) k_j^T, plus the bias, -inf where a key is masked; (..., Bq, Bk)."""
         rows, cols = self.tiling.query_blocks[i], self.tiling.key_blocks[j]
-        scores = q_i @ np.swapaxes(k_j, -1, -2)                                # the scale is in q_i
+        scores_ij = q_i @ np.swapaxes(k_j, -1, -2)                             # the scale is in q_i
         if self.bias is not None:
-            scores = scores + self.bias[..., rows, cols]                       # a constant score bias
+            scores_ij = scores_ij + self.bias[..., rows, cols]                 # a constant score bias
         if self.tiling.is_diagonal(i, j):
             size = rows.stop - rows.start
-            scores = np.where(self.tiling.diagonal_mask[:size, :size], scores, -np.inf)   # causal: keys after -inf
+            scores_ij = np.where(self.tiling.diagonal_mask[:size, :size], scores_ij, -np.inf)  # causal: keys after -inf
         if self.mask is not None:
-            scores = np.where(self.mask[..., rows, cols], scores, -np.inf)     # the user's mask
-        return scores
+            scores_ij = np.where(self.mask[..., rows, cols], scores_ij, -np.inf)  # the user's mask
+        return scores_ij
 
     def __repr__(self):
         return f"TiledAttention(causal={self.causal}, scale={self.scale}, block_size={self.block_size})"
