@@ -22,8 +22,9 @@ from minitransformer.training.denoising import (
     token_masking,
 )
 from minitransformer.training.encdec import train_seq2seq
+from minitransformer.training.tasks import BOS, EOS, PAD
 
-SENTINELS = list(range(4, 60))
+SENTINELS = list(range(4, 100))                 # enough for every span hypothesis draws (at most 61)
 TEXT_IDS = 100                                   # clean ids start here, clear of the mask and the sentinels
 
 
@@ -51,6 +52,47 @@ def test_span_corruption_hides_15_percent_in_spans_of_mean_length_3():
     assert 2.85 < 45 / np.mean(n_spans) <= 3.0                                    # 15 spans, 16 if one wraps
     starts = np.mean([np.argmax(mask) for mask in masks])
     assert 0 < starts < 40                                                         # rolled: spans also at the start
+
+
+def test_the_span_layout_is_rolled_so_every_position_is_noise_at_the_density():
+    """T5's random roll: each position is noise with probability 0.15, the first and the middle alike
+    (4,000 masks: standard error 0.0056, tolerance 0.03)."""
+    rng = np.random.default_rng(1)
+    masks = np.array([t5_noise_mask(100, rng) for _ in range(4000)])
+    assert np.abs(masks[:, [0, 25, 50, 75, 99]].mean(axis=0) - 0.15).max() < 0.03
+
+
+def test_span_corruptions_own_defaults_are_t5s_15_percent_in_spans_of_3():
+    source, target = span_corruption(clean(300), SENTINELS, rng=2)
+    n_spans = sum(token in SENTINELS for token in source)
+    assert len(target) - n_spans - 1 == 45 and n_spans in (15, 16)               # 45 noise tokens, 15 spans (+1 wrapped)
+
+
+def test_the_task_lays_out_pad_bos_eos_mask_sentinels_then_the_text():
+    stream = np.arange(30) % 7
+    task = DenoisingTask(stream, 7, block_size=10, transform="token_masking", rng=4)
+    assert (PAD, BOS, EOS, MASK) == (0, 1, 2, 3) and task.sentinels == list(range(4, 12))   # 8 sentinels
+    assert task.offset == 12 and task.vocab_size == 19
+    src, tgt_in, tgt_out = task.train_batch(3)
+    assert np.all(tgt_in[:, 0] == BOS) and np.all(tgt_out[:, -1] == EOS)
+    np.testing.assert_array_equal(tgt_in[:, 1:], tgt_out[:, :-1])                 # the target, shifted by one
+    for window in tgt_out[:, :-1] - 12:                         # the clean window, its ids moved past 11
+        assert any(np.array_equal(window, stream[start:start + 10]) for start in range(20))
+    assert np.all((src == MASK) | (src == tgt_out[:, :-1])) and np.all(np.sum(src == MASK, axis=1) == 2)
+
+
+@pytest.mark.parametrize("transform", DenoisingTask.TRANSFORMS)
+def test_each_transform_name_calls_its_function_with_the_default_rates(transform):
+    ids = np.arange(TEXT_IDS, TEXT_IDS + 40)
+    task = DenoisingTask(np.zeros(50, dtype=int), 1, 10, transform, rng=9)
+    expected = {"span_corruption": lambda rng: span_corruption(ids, task.sentinels, rng),
+                "token_masking": lambda rng: token_masking(ids, MASK, rng),
+                "token_deletion": lambda rng: token_deletion(ids, rng),
+                "text_infilling": lambda rng: text_infilling(ids, MASK, rng)}[transform]
+    assert task.corrupt(ids) == expected(np.random.default_rng(9))
+    source, _ = task.corrupt(ids)
+    hidden = {"text_infilling": 12}.get(transform, 6)         # 15% of 40 = 6 (round), text infilling 30% = 12 (ceil)
+    assert len(ids) - sum(token >= TEXT_IDS for token in source) == hidden
 
 
 def test_token_masking_masks_the_rate_and_keeps_the_rest():
