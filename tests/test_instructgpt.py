@@ -8,6 +8,7 @@ from _catalogue import assert_gradients_match, case_id, catalogue_cases
 
 from minitransformer import GPT
 from minitransformer.layers.ppo_losses import ClippedSurrogateLoss, ValueLoss
+from minitransformer.layers.ranking_loss import PairwiseRankingLoss
 from minitransformer.models.reward import RewardModel, ValueModel
 from minitransformer.training import instruct
 from minitransformer.training.instruct import (
@@ -42,6 +43,15 @@ def test_the_reward_is_the_value_head_at_the_last_position():
     assert np.allclose(value_model(ids)[:, :-1], value_model(changed)[:, :-1])        # V_t sees tokens <= t only
     with pytest.raises(TypeError, match="RewardModel expected a GPT, got str"):
         RewardModel("gpt")
+
+
+def test_the_ranking_objective_scores_chosen_against_rejected():
+    reward_model = RewardModel(_gpt(), rng=1)
+    chosen, rejected = EvenDigitsTask(rng=0).ranked_pairs(4)
+    objective = instruct.RankingObjective(reward_model)
+    expected = PairwiseRankingLoss()(reward_model(chosen), reward_model(rejected))
+    assert objective(chosen, rejected) == pytest.approx(expected, rel=1e-12)
+    np.testing.assert_allclose(objective.r_chosen, reward_model(chosen), rtol=1e-12)
 
 
 def test_gae_is_the_discounted_sum_of_td_errors():

@@ -273,7 +273,7 @@ class GPT2Tokenizer:
 
         Raises:
             ValueError when vocab_size leaves no room for the bytes and special tokens, or when the text
-            has too few pairs to reach it.
+            has too few pairs to reach it; ModuleNotFoundError (saying how to install it) without `regex`.
         """
         alphabet = list(bytes_to_unicode().values())
         if type(vocab_size) is not int or vocab_size < len(alphabet) + len(special_tokens):
