@@ -22,8 +22,9 @@ from minitransformer.objectives.denoising import (
     token_masking,
 )
 from minitransformer.objectives.seq2seq import train_seq2seq
+from minitransformer.tasks.reverse import BOS, EOS, PAD
 
-SENTINELS = list(range(4, 60))
+SENTINELS = list(range(4, 100))                 # enough for every span hypothesis draws (at most 61)
 TEXT_IDS = 100                                   # clean ids start here, clear of the mask and the sentinels
 
 
@@ -53,6 +54,79 @@ def test_span_corruption_hides_15_percent_in_spans_of_mean_length_3():
     assert 0 < starts < 40                                                         # rolled: spans also at the start
 
 
+def test_the_span_layout_is_rolled_so_every_position_is_noise_at_the_density():
+    """T5's random roll: each position is noise with probability 0.15, the first and the middle alike
+    (4,000 masks: standard error 0.0056, tolerance 0.03)."""
+    rng = np.random.default_rng(1)
+    masks = np.array([t5_noise_mask(100, rng) for _ in range(4000)])
+    assert np.abs(masks[:, [0, 25, 50, 75, 99]].mean(axis=0) - 0.15).max() < 0.03
+
+
+@pytest.mark.parametrize("length, density, mean_span, n_noise, n_spans", [
+    (22, 0.5, 4.0, 11, 3),          # 11 / 4 = 2.75 rounds to 3 spans (not 2)
+    (100, 0.15, 3.0, 15, 5),
+    (10, 0.04, 3.0, 1, 1),          # round(0.4) = 0 noise tokens, raised to 1, in 1 span
+])
+def test_noise_and_span_counts_are_rounded_as_t5_rounds_them(length, density, mean_span, n_noise, n_spans):
+    """Counted around the circle (the roll may cut one span in two at the ends), each draw has exactly
+    round(density * n) noise tokens in round(noise / mean_span) spans."""
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        mask = t5_noise_mask(length, rng, density, mean_span)
+        assert mask.sum() == n_noise and np.sum(mask & ~np.roll(mask, 1)) == n_spans
+
+
+def test_span_corruptions_own_defaults_are_t5s_15_percent_in_spans_of_3():
+    source, target = span_corruption(clean(300), SENTINELS, rng=2)
+    n_spans = sum(token in SENTINELS for token in source)
+    assert len(target) - n_spans - 1 == 45 and n_spans in (15, 16)               # 45 noise tokens, 15 spans (+1 wrapped)
+
+
+@pytest.mark.parametrize("function, arguments, papers_numbers", [
+    (t5_noise_mask, (200,), dict(density=0.15, mean_span=3.0)),
+    (span_corruption, (clean(200), SENTINELS), dict(density=0.15, mean_span=3.0)),
+    (infilling_spans, (200,), dict(rate=0.3, poisson_mean=3.0)),
+    (text_infilling, (clean(200), MASK), dict(rate=0.3, poisson_mean=3.0)),
+    (token_masking, (clean(200), MASK), dict(rate=0.15)),
+    (token_deletion, (clean(200),), dict(rate=0.15)),
+], ids=lambda value: getattr(value, "__name__", ""))
+def test_the_defaults_are_the_papers_numbers(function, arguments, papers_numbers):
+    """T5: 15% of the tokens in spans of mean length 3 (Raffel et al. 2020, §3.3.4); BART: spans of Poisson(3)
+    lengths over 30% of the tokens (Lewis et al. 2020, §2.2 and its best model); token masking and deletion 15%.
+    Each call with the defaults draws what the call with the papers' numbers draws, seed for seed."""
+    for seed in range(10):
+        by_default = function(*arguments, rng=np.random.default_rng(seed))
+        explicit = function(*arguments, rng=np.random.default_rng(seed), **papers_numbers)
+        assert str(by_default) == str(explicit), seed
+
+
+def test_the_task_lays_out_pad_bos_eos_mask_sentinels_then_the_text():
+    stream = np.arange(30) % 7
+    task = DenoisingTask(stream, 7, block_size=10, transform="token_masking", rng=4)
+    assert (PAD, BOS, EOS, MASK) == (0, 1, 2, 3) and task.sentinels == list(range(4, 12))   # 8 sentinels
+    assert task.offset == 12 and task.vocab_size == 19
+    src, tgt_in, tgt_out = task.train_batch(3)
+    assert np.all(tgt_in[:, 0] == BOS) and np.all(tgt_out[:, -1] == EOS)
+    np.testing.assert_array_equal(tgt_in[:, 1:], tgt_out[:, :-1])                 # the target, shifted by one
+    for window in tgt_out[:, :-1] - 12:                         # the clean window, its ids moved past 11
+        assert any(np.array_equal(window, stream[start:start + 10]) for start in range(20))
+    assert np.all((src == MASK) | (src == tgt_out[:, :-1])) and np.all(np.sum(src == MASK, axis=1) == 2)
+
+
+@pytest.mark.parametrize("transform", DenoisingTask.TRANSFORMS)
+def test_each_transform_name_calls_its_function_with_the_default_rates(transform):
+    ids = np.arange(TEXT_IDS, TEXT_IDS + 40)
+    task = DenoisingTask(np.zeros(50, dtype=int), 1, 10, transform, rng=9)
+    expected = {"span_corruption": lambda rng: span_corruption(ids, task.sentinels, rng),
+                "token_masking": lambda rng: token_masking(ids, MASK, rng),
+                "token_deletion": lambda rng: token_deletion(ids, rng),
+                "text_infilling": lambda rng: text_infilling(ids, MASK, rng)}[transform]
+    assert task.corrupt(ids) == expected(np.random.default_rng(9))
+    source, _ = task.corrupt(ids)
+    hidden = {"text_infilling": 12}.get(transform, 6)         # 15% of 40 = 6 (round), text infilling 30% = 12 (ceil)
+    assert len(ids) - sum(token >= TEXT_IDS for token in source) == hidden
+
+
 def test_token_masking_masks_the_rate_and_keeps_the_rest():
     ids = clean(200)
     source, target = token_masking(ids, MASK, rng=3)
@@ -68,6 +142,8 @@ def test_token_deletion_leaves_an_ordered_subsequence():
     source, target = token_deletion(ids, rng=5)
     assert target == ids.tolist() and len(source) == 34                          # round(0.15 * 40) = 6 deleted
     assert source == sorted(source) and set(source) < set(ids.tolist())
+    deleted = np.mean([~np.isin(ids, token_deletion(ids, rng=seed)[0]) for seed in range(400)], axis=0)
+    assert np.all(np.abs(deleted - 0.15) < 0.08) and abs(deleted.mean() - 0.15) < 1e-12  # every position alike
 
 
 def _matches_with_each_mask_some_span(source, original):
@@ -88,6 +164,7 @@ def test_text_infilling_each_mask_hides_one_span(length, rate, seed):
 
 def test_infilling_span_lengths_are_poisson_3():
     rng = np.random.default_rng(0)
+    assert all(infilling_spans(40, rng)[1].sum() == 12 for _ in range(20))        # BART's 30%: ceil(0.3 * 40)
     lengths = np.concatenate([infilling_spans(400, rng)[1][:-1] for _ in range(300)])   # the last one is cut
     assert abs(lengths.mean() - 3.0) < 0.15 and abs(lengths.var() - 3.0) < 0.4      # Poisson: mean = variance
     assert abs(np.mean(lengths == 0) - np.exp(-3)) < 0.02                          # zero-length spans insert a mask

@@ -61,7 +61,8 @@ def test_tiktoken_from_the_trained_files_gives_the_same_ids(trained, text):
 
 def test_decode_inverts_encode_on_unseen_text(trained):
     text = "Ελληνικά, 中文, and\ttabs  —  all unseen.<|endoftext|>"
-    assert trained.decode(trained.encode(text)) == text
+    assert trained.decode(trained.encode(text, disallowed_special=())) == text
+    assert trained.decode(trained.encode(text, allowed_special="all")) == text
 
 
 def test_a_vocab_size_below_the_bytes_and_specials_is_refused():

@@ -4,6 +4,8 @@
   with GPT-2's tokenizer files beside it loads into a GPT whose logits are Hugging Face's (float64, 1e-9),
   and `sample --gpt2 DIR --temperature 0` continues a prompt with Hugging Face's greedy tokens; the weights
   our NumPy reader gives are the `safetensors` package's;
+* `sample --gpt2 DIR --prompt '<|endoftext|>'` reads the special token as GPT-2's document separator (the
+  prompt is the user's own text, allowed explicitly), with a small model of our own written to a folder;
 * bad input: a missing folder, a missing file, a config of another model, damaged weights, --gpt2 with
   --checkpoint: one `error:` line, exit status 2, no traceback.
 
@@ -19,9 +21,10 @@ import pytest
 from _gpt2_files import MERGES, VOCAB, requires_gpt2_files
 from _torch_parity import requires_torch, torch
 from test_gpt2_bpe_training import TEXT
+from test_safetensors import write_by_hand
 from test_train_command import assert_one_error_line, cli
 
-from minitransformer import GPT2Tokenizer, rel_error
+from minitransformer import GPT, GPT2Tokenizer, rel_error, to_gpt2_state_dict
 from minitransformer.generation.sampling import generate
 from minitransformer.interop.gpt2_directory import load_gpt2_directory
 from minitransformer.interop.safetensors import load_safetensors
@@ -84,6 +87,24 @@ def test_sample_gpt2_continues_with_hugging_faces_greedy_tokens(hf_folder, capsy
                           "--temperature", "0"], capsys)
     assert code == 0, err
     assert out.rstrip("\n") == tokenizer.decode(greedy)
+
+
+def test_sample_gpt2_reads_endoftext_in_the_prompt_as_the_document_separator(tmp_path, capsys):
+    """The prompt is the user's own text: `sample --gpt2` allows GPT-2's special token in it explicitly."""
+    tokenizer = GPT2Tokenizer.train(TEXT, 300)                  # <|endoftext|> is id 299
+    model = GPT(300, 16, 2, 1, 32, 16, rng=0, dtype=np.float32)
+    write_by_hand(tmp_path / "model.safetensors", {name: ("F32", array.astype(np.float32))
+                                                   for name, array in to_gpt2_state_dict(model).items()})
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_head": 2}))
+    tokenizer.save(tmp_path)
+    loaded, _ = load_gpt2_directory(tmp_path)
+    code, out, err = cli(["sample", "--gpt2", str(tmp_path), "--prompt", "<|endoftext|>", "--max-new-tokens", "5",
+                          "--temperature", "0"], capsys)
+    assert code == 0, err
+    as_separator = tokenizer.decode(generate(loaded, np.array([299]), 5, temperature=0.0).tolist())
+    as_text = tokenizer.decode(generate(loaded, np.array(tokenizer.encode_ordinary("<|endoftext|>")), 5,
+                                        temperature=0.0).tolist())
+    assert out.rstrip("\n") == as_separator != as_text
 
 
 # ---------------------------------------------------------------- bad input

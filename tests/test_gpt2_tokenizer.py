@@ -4,13 +4,21 @@
   prose, code, whitespace runs, emoji, CJK, combining marks, contractions, numbers, and on any text
   hypothesis makes; golden ids by hand ("Hello world" is [15496, 995] in GPT-2);
 * round trip: decode(encode(x)) == x for every str;
-* special tokens: `<|endoftext|>` is 50256 only when allowed, plain text otherwise;
+* special tokens, tiktoken's contract (tokenizers/special_tokens.py): `<|endoftext|>` is 50256 only when
+  allowed, refused with tiktoken's own ValueError when disallowed (the default), plain text when neither;
+  the same ids or the same message as tiktoken for every combination of the two options; by hand on a
+  tiny tokenizer with two special tokens; each set's pattern compiled once;
+* the word cache: bounded by `cache_size` on a stream of unique words, least recently used dropped;
+* a missing `regex` package: the same clear error on every path that needs it;
 * bad input: malformed files name the file and the line or token; unknown allowed_special; bad ids.
 
 The tests that need GPT-2's files or tiktoken skip without them (tests/_gpt2_files.py says where).
 """
 
+import itertools
 import json
+import re
+import types
 
 import pytest
 from _gpt2_files import MERGES, VOCAB, requires_gpt2_files, requires_tiktoken, tiktoken_gpt2
@@ -18,7 +26,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer import GPT2Tokenizer, TokenizerConfigError
+from minitransformer.tokenizers import gpt2 as gpt2_module
+from minitransformer.tokenizers import special_tokens as special_tokens_module
 from minitransformer.tokenizers.gpt2 import bytes_to_unicode, pretokenize
+from minitransformer.tokenizers.special_tokens import split_special
 
 TEXTS = {
     "prose": "It was the best of times, it was the worst of times; it was the age of wisdom...",
@@ -56,8 +67,9 @@ def test_golden_ids_by_hand(gpt2):
 @pytest.mark.parametrize("name", TEXTS)
 def test_same_ids_as_tiktoken(gpt2, reference, name):
     text = TEXTS[name]
-    assert gpt2.encode(text) == reference.encode_ordinary(text)
-    assert gpt2.decode(gpt2.encode(text)) == text
+    assert gpt2.encode_ordinary(text) == reference.encode_ordinary(text)
+    assert gpt2.decode(gpt2.encode_ordinary(text)) == text
+    assert outcome(gpt2, text) == outcome(reference, text)
 
 
 @requires_gpt2_files
@@ -65,14 +77,14 @@ def test_same_ids_as_tiktoken(gpt2, reference, name):
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=60) | st.text(alphabet=" \n\t'sdmtlvre", max_size=30))
 def test_same_ids_as_tiktoken_on_any_text(gpt2, reference, text):
-    assert gpt2.encode(text) == reference.encode_ordinary(text)
+    assert gpt2.encode(text) == reference.encode(text) == reference.encode_ordinary(text)
 
 
 @requires_gpt2_files
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=80))
 def test_decode_inverts_encode(gpt2, text):
-    assert gpt2.decode(gpt2.encode(text)) == text
+    assert gpt2.decode(gpt2.encode(text, disallowed_special=())) == text
 
 
 def test_byte_alphabet_is_256_printable_characters():
@@ -89,22 +101,130 @@ def test_pretokenize_keeps_every_character():
 
 
 # ---------------------------------------------------------------- special tokens
+EOT = "<|endoftext|>"
+DISALLOWED_MESSAGE = (  # tiktoken's message (tiktoken/core.py, raise_disallowed_special_token), for the hand tests
+    "Encountered text corresponding to disallowed special token {token!r}.\n"
+    "If you want this text to be encoded as a special token, pass it to `allowed_special`, e.g. "
+    "`allowed_special={{{token!r}, ...}}`.\n"
+    "If you want this text to be encoded as normal text, disable the check for this token by passing "
+    "`disallowed_special=(enc.special_tokens_set - {{{token!r}}})`.\n"
+    "To disable this check for all special tokens, pass `disallowed_special=()`.\n")
+
+
+def outcome(encoding, text, **options):
+    """("ids", the ids) or ("ValueError", its message) of `encoding.encode(text, **options)`."""
+    try:
+        return "ids", encoding.encode(text, **options)
+    except ValueError as error:
+        return "ValueError", str(error)
+
+
+@requires_gpt2_files
+@requires_tiktoken
+@pytest.mark.parametrize("allowed", [set(), {EOT}, "all"], ids=["allowed none", "allowed eot", "allowed all"])
+@pytest.mark.parametrize("disallowed", ["all", (), {EOT}], ids=["disallowed all", "disallowed none", "disallowed eot"])
+@pytest.mark.parametrize("text", ["doc one<|endoftext|>doc two <|endoftext|>", "no special token here",
+                                  "<|endoftext|>", "<|endoftext|<|endoftext|>|>"], ids=["two", "none", "alone", "nested"])
+def test_the_special_token_contract_is_tiktokens(gpt2, reference, allowed, disallowed, text):
+    ours = outcome(gpt2, text, allowed_special=allowed, disallowed_special=disallowed)
+    assert ours == outcome(reference, text, allowed_special=allowed, disallowed_special=disallowed)
+    if ours[0] == "ids":
+        assert gpt2.decode(ours[1]) == text
+
+
 @requires_gpt2_files
 @requires_tiktoken
 def test_endoftext_is_one_token_only_when_allowed(gpt2, reference):
     text = "doc one<|endoftext|>doc two <|endoftext|>"
-    allowed = gpt2.encode(text, allowed_special={"<|endoftext|>"})
-    assert allowed == reference.encode(text, allowed_special={"<|endoftext|>"}) and allowed.count(50256) == 2
-    assert gpt2.encode(text, allowed_special="all") == gpt2.encode(text, allowed_special="<|endoftext|>") == allowed
-    plain = gpt2.encode(text)
-    assert 50256 not in plain and plain == reference.encode_ordinary(text)
+    allowed = gpt2.encode(text, allowed_special={EOT})
+    assert allowed == reference.encode(text, allowed_special={EOT}) and allowed.count(50256) == 2
+    assert gpt2.encode(text, allowed_special="all") == gpt2.encode(text, allowed_special=EOT) == allowed
+    plain = gpt2.encode(text, disallowed_special=())
+    assert 50256 not in plain and plain == gpt2.encode_ordinary(text) == reference.encode_ordinary(text)
     assert gpt2.decode(allowed) == gpt2.decode(plain) == text
+    assert gpt2.special_tokens_set == reference.special_tokens_set == {EOT}
 
 
-@requires_gpt2_files
-def test_unknown_allowed_special_is_refused(gpt2):
-    with pytest.raises(ValueError, match=r"allowed_special \['<\|pad\|>'\] are not special tokens"):
-        gpt2.encode("x", allowed_special={"<|pad|>"})
+@pytest.fixture()
+def two_specials():
+    """A byte-level tokenizer (no merges) with two special tokens, <|endoftext|> 256 and <|pad|> 257."""
+    alphabet = list(bytes_to_unicode().values())
+    vocab = {**{c: i for i, c in enumerate(alphabet)}, EOT: 256, "<|pad|>": 257}
+    return GPT2Tokenizer(vocab, [], special_tokens=(EOT, "<|pad|>"))
+
+
+def test_a_disallowed_special_token_raises_tiktokens_error_by_hand(two_specials):
+    tokenizer, byte = two_specials, two_specials.vocab
+    with pytest.raises(ValueError) as refused:
+        tokenizer.encode("x<|endoftext|>")                      # the default: every special token disallowed
+    assert str(refused.value) == DISALLOWED_MESSAGE.format(token=EOT)
+    with pytest.raises(ValueError) as refused:                 # allowing one leaves the other disallowed
+        tokenizer.encode("<|endoftext|>a<|pad|>", allowed_special={EOT})
+    assert str(refused.value) == DISALLOWED_MESSAGE.format(token="<|pad|>")
+    with pytest.raises(ValueError, match="disallowed special token '<|endoftext|>'"):
+        tokenizer.encode(EOT, allowed_special="all", disallowed_special={EOT})     # the check comes first
+    assert tokenizer.encode("<|endoftext|>a<|pad|>", allowed_special="all") == [256, byte["a"], 257]
+    assert tokenizer.encode("<|pad|>a", allowed_special={EOT}, disallowed_special=()) == [
+        byte[c] for c in "<|pad|>a"]                            # neither allowed nor disallowed: ordinary text
+    assert tokenizer.encode("a<|pad|>", disallowed_special=tokenizer.special_tokens_set - {"<|pad|>"}) == [
+        byte[c] for c in "a<|pad|>"]                            # the way out the message names works
+    assert tokenizer.encode("a<|endoftext", allowed_special=()) == [byte[c] for c in "a<|endoftext"]
+
+
+def test_options_naming_no_special_token_are_refused(two_specials):
+    for option in ("allowed_special", "disallowed_special"):
+        with pytest.raises(ValueError, match=rf"{option} \['<\|mask\|>'\] are not special tokens of this "
+                                             r"tokenizer; its special tokens are \['<\|endoftext\|>', '<\|pad\|>'\]"):
+            two_specials.encode("x", **{option: {"<|mask|>"}})
+        with pytest.raises(TypeError, match=rf"expected {option} \"all\", a special token's string or a collection "
+                                            "of them, got int"):
+            two_specials.encode("x", **{option: 3})
+
+
+def test_where_two_special_tokens_overlap_the_longest_is_found():
+    assert split_special("a<|ab|>b", ["<|a", "<|ab|>"]) == ["a", "<|ab|>", "b"]
+    assert split_special("a<|ac", ["<|a", "<|ab|>"]) == ["a", "<|a", "c"]
+
+
+def test_each_set_of_special_tokens_is_compiled_once(two_specials, monkeypatch):
+    compiled = []
+
+    def counting_compile(pattern):
+        compiled.append(pattern)
+        return re.compile(pattern)
+    monkeypatch.setattr(special_tokens_module, "re", types.SimpleNamespace(compile=counting_compile, escape=re.escape))
+    special_tokens_module.special_pattern.cache_clear()
+    for _ in range(5):
+        two_specials.encode("a<|endoftext|>b", allowed_special={EOT}, disallowed_special=())
+        two_specials.encode("a b")                              # the check for both, whatever the text
+    assert len(compiled) == 2, compiled                         # {EOT} to split at, {EOT, <|pad|>} to refuse
+
+
+def test_the_word_cache_stays_bounded_and_keeps_the_recent_words():
+    alphabet = list(bytes_to_unicode().values())
+    tokenizer = GPT2Tokenizer({c: i for i, c in enumerate(alphabet)}, [], cache_size=8)
+    uncached = GPT2Tokenizer({c: i for i, c in enumerate(alphabet)}, [], cache_size=0)
+    words = ["".join(letters) for letters in itertools.product("abcdefgh", repeat=3)]      # 512 unique words
+    for word in words:
+        assert tokenizer.encode(" the " + word) == uncached.encode(" the " + word)
+        assert len(tokenizer.cache) <= 8 and " the" in tokenizer.cache        # used by every text: never dropped
+    assert list(tokenizer.cache)[-1] == " " + words[-1] and len(uncached.cache) == 0
+    assert " " + words[0] not in tokenizer.cache                # the least recently used went first
+    with pytest.raises(ValueError, match="GPT2Tokenizer expected cache_size an int >= 0 .*, got -1"):
+        GPT2Tokenizer({c: i for i, c in enumerate(alphabet)}, [], cache_size=-1)
+
+
+def test_a_missing_regex_package_is_the_same_clear_error_on_every_path(tmp_path, monkeypatch):
+    vocab_json, merges_txt = _tiny_files(tmp_path, ["a b"])
+    monkeypatch.setattr(gpt2_module, "regex", None)             # what `import regex` failing leaves
+    paths = {"from_files": lambda: GPT2Tokenizer.from_files(vocab_json, merges_txt),
+             "pretokenize": lambda: pretokenize("a b"),
+             "train with special tokens": lambda: GPT2Tokenizer.train("a b<|endoftext|>a b", 258),
+             "train without": lambda: GPT2Tokenizer.train("a b a b", 257, special_tokens=()),
+             "the constructor": lambda: GPT2Tokenizer({c: i for i, c in enumerate(bytes_to_unicode().values())}, [])}
+    for name, path in paths.items():
+        with pytest.raises(ModuleNotFoundError, match=r"GPT2Tokenizer needs the `regex` package .*pip install regex"):
+            path()
 
 
 # ---------------------------------------------------------------- bad input

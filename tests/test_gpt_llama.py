@@ -34,6 +34,19 @@ def test_backward_matches_finite_differences(case):
 
 
 # ---------------------------------------------------------------- structure
+def test_llama_style_is_the_papers_four_changes():
+    """Touvron et al. 2023, §2.2: rotary positions, RMSNorm (pre-normalisation, the GPT's default placement),
+    SwiGLU, and no biases; nothing else differs from the GPT-2-style model."""
+    assert LLAMA_STYLE == dict(positional="rope", norm_layer="rmsnorm", activation="swiglu", bias=False)
+    model = llama(n_layers=1)
+    assert model.config["norm"] == "pre" and model.config["positional"] == "rope"
+    ids = np.array([[1, 2, 3, 4, 5]])
+    swapped = ids[:, [1, 0, 2, 3, 4]]       # one layer without positions reads the prefix as a set: same last logits
+    assert not np.allclose(model(ids)[:, -1], model(swapped)[:, -1])            # rotary positions tell them apart
+    unordered = llama(n_layers=1, positional="none")
+    np.testing.assert_allclose(unordered(ids)[:, -1], unordered(swapped)[:, -1], rtol=1e-12)
+
+
 def test_no_bias_no_beta_no_position_table_and_the_count_by_hand():
     model = llama()
     names = [name for name, _ in model.named_parameters()]

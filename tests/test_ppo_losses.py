@@ -28,6 +28,15 @@ def test_clipped_objective_and_its_gradient_by_hand():
     assert np.allclose(loss.backward(1.0), -np.array([[0.0, -1.5, 0.5, 0.0, 2.2]]) / 5)
 
 
+def test_the_default_clip_is_ppos_0_2():
+    """Schulman et al. 2017, §6.1: eps = 0.2 did best (InstructGPT keeps it). Ratios 1.15 and 1.25 with A = +1:
+    the first is inside [0.8, 1.2] (1.15), the second is cut to 1.2."""
+    loss = ClippedSurrogateLoss()
+    logp_old = np.zeros((1, 2))
+    assert loss(np.log([[1.15, 1.25]]), logp_old, np.ones((1, 2))) == pytest.approx(-(1.15 + 1.2) / 2)
+    assert loss(np.log([[0.85, 0.75]]), logp_old, -np.ones((1, 2))) == pytest.approx((0.85 + 0.8) / 2)
+
+
 def test_at_the_old_policy_the_gradient_is_the_policy_gradient():
     rng = np.random.default_rng(0)
     logp, advantages, mask = -rng.random((3, 4)), rng.standard_normal((3, 4)), rng.random((3, 4)) < 0.5

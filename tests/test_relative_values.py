@@ -51,6 +51,16 @@ def test_without_value_vectors_it_is_the_key_side_layer():
         np.testing.assert_array_equal(again, first)
 
 
+def test_both_tables_are_drawn_from_rng_key_table_first_each_scaled_by_its_width():
+    """By hand: a^K ~ N(0, 1/hs) then a^V ~ N(0, 1/dv), (2K + 1) rows each, from one generator in that order."""
+    layer = RelativeValueAttention(4, 3, value_size=9, rng=5)
+    rng = np.random.default_rng(5)
+    np.testing.assert_array_equal(layer.table.data, rng.standard_normal((7, 4)) * 4 ** -0.5)
+    np.testing.assert_array_equal(layer.table_v.data, rng.standard_normal((7, 9)) * 9 ** -0.5)
+    wide = RelativeValueAttention(4, 50, value_size=64, rng=0).table_v.data        # 101 * 64 draws
+    assert abs(wide.std() - 64 ** -0.5) < 0.006                                     # 1/8, standard error 0.0011
+
+
 def test_bad_input_is_a_clear_error():
     layer = RelativeValueAttention(3, 2, value_size=4)
     with pytest.raises(ValueError, match=r"RelativeValueAttention\(head_size=3, value_size=4, max_distance=2\) "

@@ -48,6 +48,21 @@ def test_on_a_zero_mean_vector_it_is_layernorm_without_beta():
     assert np.max(np.abs(rms(shifted) - rms(x))) > 0.1
 
 
+def test_the_gain_starts_at_one_and_its_gradient_accumulates():
+    """Zhang & Sennrich 2019 start the gain at 1, so a new layer outputs x / rms(x); dgamma is added (+=), so
+    two backward passes leave twice the gradient of one."""
+    x = np.random.default_rng(2).standard_normal((3, 5))
+    layer = RMSNorm(5)
+    np.testing.assert_array_equal(layer.gamma.data, np.ones(5))
+    np.testing.assert_allclose(layer(x), x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5), rtol=1e-12)
+    dout = np.random.default_rng(3).standard_normal((3, 5))
+    layer.backward(dout)
+    once = layer.gamma.grad.copy()
+    layer.backward(dout)
+    np.testing.assert_allclose(layer.gamma.grad, 2 * once, rtol=1e-12)
+    np.testing.assert_allclose(once, np.sum(dout * layer.xhat, axis=0), rtol=1e-12)
+
+
 # ---------------------------------------------------------------- gradients
 @pytest.mark.parametrize("case", catalogue_cases("RMSNorm"), ids=case_id)
 def test_backward_matches_finite_differences(case):

@@ -38,6 +38,19 @@ def test_parameters_are_the_three_matrices_of_the_formula():
         ("w1.weight", (4, 6)), ("w3.weight", (4, 6)), ("w2.weight", (6, 4))]
 
 
+def test_weights_are_drawn_in_the_order_w1_w3_w2_with_their_scales():
+    """By hand: one generator draws W_1, then W_3 (std init_std), then W_2 (std out_std), as the docstring says."""
+    layer = SwiGLU(4, 6, rng=3, init_std=0.5, out_std=0.25)
+    rng = np.random.default_rng(3)
+    for linear, shape, std in ((layer.w1, (4, 6), 0.5), (layer.w3, (4, 6), 0.5), (layer.w2, (6, 4), 0.25)):
+        np.testing.assert_array_equal(linear.weight.data, rng.standard_normal(shape) * std)
+    default = SwiGLU(4, 6, rng=3)
+    rng = np.random.default_rng(3)
+    for linear, shape, std in ((default.w1, (4, 6), 4 ** -0.5), (default.w3, (4, 6), 4 ** -0.5),
+                               (default.w2, (6, 4), 6 ** -0.5)):                # Linear's 1/sqrt(fan-in)
+        np.testing.assert_array_equal(linear.weight.data, rng.standard_normal(shape) * std)
+
+
 def test_an_open_gate_leaves_the_product_of_two_projections():
     """silu(a) -> a for large positive a: out -> ((x W_1) * (x W_3)) W_2, computed by hand."""
     rng = np.random.default_rng(1)

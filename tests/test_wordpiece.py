@@ -26,6 +26,12 @@ def test_the_first_merge_is_the_best_score_not_the_most_frequent_pair():
     assert learn_bpe(word_counts_from_text(WORKED_TEXT), num_merges=1, min_count=1)[0] == ("a", "b")
 
 
+def test_the_score_divides_by_both_parts_counts():
+    assert wordpiece.pair_score(6, 8, 6) == 1 / 8 and wordpiece.pair_score(1, 1, 3) == 1 / 3     # the worked example
+    pieces = {"a": 4, "z": 4, "##w": 8, "##y": 2}                   # same pair counts, same left counts
+    assert best_pair({("a", "##w"): 2, ("z", "##y"): 2}, pieces) == ("z", "##y")   # 2 / (4 * 2) beats 2 / (4 * 8)
+
+
 def test_a_tie_in_score_goes_to_the_more_frequent_pair_then_to_string_order():
     _, merges = learn_wordpiece(word_counts_from_text(WORKED_TEXT), vocab_size=7)
     assert merges == [("d", "##c"), ("a", "##b")]

@@ -22,7 +22,9 @@ def add_arguments(parser):
                         help="a Hugging Face GPT-2 checkpoint folder (config.json, model.safetensors, vocab.json, "
                              "merges.txt) instead of --checkpoint")
     parser.add_argument("--prompt", default="\n",
-                        help="text to continue, cropped to the model's last max_len tokens (default: a newline)")
+                        help="text to continue, cropped to the model's last max_len tokens (default: a newline); "
+                             "with --gpt2, <|endoftext|> in it is GPT-2's document separator (id 50256), so "
+                             "--prompt '<|endoftext|>' samples a new document from nothing")
     parser.add_argument("--max-new-tokens", type=non_negative_int, default=300, help="tokens to generate")
     parser.add_argument("--temperature", type=non_negative_float, default=0.8, help="0 for greedy decoding")
     parser.add_argument("--top-k", type=positive_int, default=None,
@@ -34,7 +36,7 @@ def add_arguments(parser):
 def run(args):
     import numpy as np
 
-    from ..generation.sampling import sample_text
+    from ..generation.sampling import generate
     from ..training.checkpoint import CheckpointError
 
     if args.gpt2 is not None and args.checkpoint is not None:
@@ -42,7 +44,7 @@ def run(args):
     try:
         tokenizer, build = gpt2_source(args.gpt2) if args.gpt2 is not None else trained_source(args.checkpoint)
         try:
-            prompt = tokenizer.encode(args.prompt)
+            prompt = encode_prompt(tokenizer, args.prompt, gpt2=args.gpt2 is not None)
         except ValueError as error:
             raise UsageError(f"--prompt {args.prompt!r} cannot be encoded with the model's tokenizer: "
                              f"{error}") from None
@@ -54,10 +56,18 @@ def run(args):
         return 2
     rng = np.random.default_rng(args.seed)
     for index in range(args.num_samples):
-        text = sample_text(model, tokenizer, args.prompt, args.max_new_tokens, temperature=args.temperature,
-                           top_k=args.top_k, rng=rng)
+        ids = generate(model, np.array(prompt), args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                       rng=rng)
+        text = tokenizer.decode(ids.tolist())
         print(text if args.num_samples == 1 else f"--- sample {index + 1} ---\n{text}")
     return 0
+
+
+def encode_prompt(tokenizer, prompt, gpt2):
+    """The prompt's ids. The prompt is the user's own text, not text from a third party, so GPT-2's special
+    tokens in it are allowed explicitly: `<|endoftext|>` is the document separator, as in GPT-2's own
+    unconditional samples (the guard against them, tiktoken's default, is for text a program passes on)."""
+    return tokenizer.encode(prompt, allowed_special="all") if gpt2 else tokenizer.encode(prompt)
 
 
 def gpt2_source(directory):

@@ -17,26 +17,30 @@ token's id. Four details make it GPT-2's and not the lecture's:
   never cross: English contractions ('s 't 're 've 'm 'll 'd), a run of letters, of numbers or of
   other symbols with at most one space in front, and whitespace runs, the last space of a run going
   to the next word (`\\s+(?!\\S)`). The lecture's `</w>` is this leading space.
-* **Special tokens.** `<|endoftext|>` (id 50256) separates documents. It is one token only where
-  the caller allows it (`encode(text, allowed_special={"<|endoftext|>"})`); otherwise the same
-  characters are ordinary text, so text from a user cannot forge document boundaries.
-* **A cache.** Pre-tokens repeat ("Ġthe"), so each one's ids are remembered after its first encoding.
+* **Special tokens.** `<|endoftext|>` (id 50256) separates documents. `encode` follows tiktoken's
+  contract (`special_tokens.py`): it is one token only where the caller allows it
+  (`encode(text, allowed_special={"<|endoftext|>"})`), and by default (`disallowed_special="all"`)
+  its characters in a text are refused with tiktoken's ValueError, so text from a user cannot forge
+  document boundaries; `disallowed_special=()` or `encode_ordinary` reads them as ordinary text.
+* **A cache.** Pre-tokens repeat ("Ġthe"), so each one's ids are remembered after its first encoding,
+  for the `cache_size` most recently used pre-tokens (the least recently used is dropped).
 
 `GPT2Tokenizer.train` learns a new vocabulary this way with the fast trainer (`bpe/fast.py`): the same
 pre-tokenization, special tokens cut out before counting (never merged), and `save` writes GPT-2's
 two-file format (`vocab.json`, `merges.txt` with its `#version: 0.2` line).
 
-Left out: a bound on the cache's size, and lone surrogates (invalid Unicode) are encoded as their
-bytes and round-trip, where tiktoken replaces them by U+FFFD.
+Left out: lone surrogates (invalid Unicode) are encoded as their bytes and round-trip, where tiktoken
+replaces them by U+FFFD.
 """
 
 import json
 import os
-from collections import Counter
+from collections import Counter, OrderedDict
 
 from .bpe.fast import iter_merges_fast
 from .bpe.pair_merge import merge_pair_in_sequence
 from .checks import TokenizerConfigError, check_decode_ids, short_repr
+from .special_tokens import allowed_after_check, split_special
 
 try:
     import regex
@@ -46,6 +50,7 @@ except ImportError:                     # an install requirement; a broken envir
 PRETOKENIZE_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 END_OF_TEXT = "<|endoftext|>"
 MERGES_HEADER = "#version: 0.2"
+DEFAULT_CACHE_SIZE = 65536             # pre-tokens whose ids are kept (tiny Shakespeare has about 14,000 distinct)
 
 
 def bytes_to_unicode():
@@ -64,6 +69,7 @@ def bytes_to_unicode():
 
 
 def _pattern():
+    """GPT-2's pre-tokenization pattern, compiled; a clear ModuleNotFoundError without the `regex` package."""
     if regex is None:
         raise ModuleNotFoundError("GPT2Tokenizer needs the `regex` package for GPT-2's Unicode classes: "
                                   "pip install regex")
@@ -78,20 +84,6 @@ def pretokenize(text):
         ['I', "'ll", ' pay', ' 12', ' €', ' ', ' now', '!']
     """
     return _pattern().findall(text)
-
-
-def split_special(text, special_tokens):
-    """`text` cut at every occurrence of the special tokens: ordinary parts at even indices, the special
-    tokens found at odd ones (longest first where two overlap).
-
-    Example:
-        >>> split_special("a<|endoftext|>b", ["<|endoftext|>"])
-        ['a', '<|endoftext|>', 'b']
-    """
-    if not special_tokens:
-        return [text]
-    longest_first = sorted(special_tokens, key=len, reverse=True)
-    return regex.split("(" + "|".join(regex.escape(token) for token in longest_first) + ")", text)
 
 
 def _check_vocab(vocab, special_tokens, source):
@@ -142,11 +134,16 @@ class GPT2Tokenizer:
         merges: list of (left, right) token strings, highest priority (rank 0) first.
         special_tokens: tokens of the vocabulary that `encode` produces only when allowed
             (default: `<|endoftext|>` when the vocabulary has it).
+        cache_size: how many pre-tokens' ids are remembered (an int >= 0; 0 remembers none).
     Attributes:
-        vocab_size: V.  special_tokens: {token: id}.  ranks: {(left, right): rank}.
+        vocab_size: V.  special_tokens: {token: id}.  special_tokens_set: their strings, as tiktoken's.
+        ranks: {(left, right): rank}.  cache: {pre-token: ids}, least recently used first.
     """
 
-    def __init__(self, vocab, merges, special_tokens=None, source="GPT2Tokenizer"):
+    def __init__(self, vocab, merges, special_tokens=None, source="GPT2Tokenizer", cache_size=DEFAULT_CACHE_SIZE):
+        if type(cache_size) is not int or cache_size < 0:
+            raise ValueError(f"GPT2Tokenizer expected cache_size an int >= 0 (pre-tokens whose ids are kept), "
+                             f"got {cache_size!r}")
         if special_tokens is None:
             special_tokens = (END_OF_TEXT,) if END_OF_TEXT in vocab else ()
         merges = [tuple(pair) for pair in merges]
@@ -163,10 +160,10 @@ class GPT2Tokenizer:
             is_text = token in self.special_tokens or any(char not in char_byte for char in token)
             self.token_bytes[token_id] = token.encode("utf-8") if is_text else bytes(char_byte[c] for c in token)
         self.pattern = _pattern()
-        self.cache = {}
+        self.cache, self.cache_size = OrderedDict(), cache_size
 
     @classmethod
-    def from_files(cls, vocab_json, merges_txt, special_tokens=None):
+    def from_files(cls, vocab_json, merges_txt, special_tokens=None, cache_size=DEFAULT_CACHE_SIZE):
         """Read GPT-2's `vocab.json` (GPT-2's encoder.json) and `merges.txt` (its vocab.bpe).
 
         Raises:
@@ -182,10 +179,16 @@ class GPT2Tokenizer:
         except (ValueError, RecursionError) as error:
             raise TokenizerConfigError(f"GPT2Tokenizer: {vocab_json} is not a JSON file: {short_repr(str(error))}") from None
         merges = read_merges(merges_txt)
-        return cls(vocab, merges, special_tokens, source=f"GPT2Tokenizer: {vocab_json} with {merges_txt}")
+        return cls(vocab, merges, special_tokens, source=f"GPT2Tokenizer: {vocab_json} with {merges_txt}",
+                   cache_size=cache_size)
 
     def __repr__(self):
         return f"GPT2Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)})"
+
+    @property
+    def special_tokens_set(self):
+        """The special tokens' strings (tiktoken's name, which its error message uses)."""
+        return set(self.special_tokens)
 
     # ------------------------------------------------------------------ encoding
     def bpe(self, piece):
@@ -198,34 +201,48 @@ class GPT2Tokenizer:
             symbols = merge_pair_in_sequence(symbols, pair, pair[0] + pair[1])
         return [self.vocab[symbol] for symbol in symbols]
 
-    def encode_ordinary(self, text):
-        """Token ids of `text`, special tokens' characters read as ordinary text."""
-        ids = []
-        for piece in self.pattern.findall(text):
-            piece_ids = self.cache.get(piece)
-            if piece_ids is None:
-                piece_ids = self.cache[piece] = self.bpe(piece)
-            ids.extend(piece_ids)
+    def piece_ids(self, piece):
+        """Token ids of one pre-token, remembered for the `cache_size` most recently used pre-tokens."""
+        ids = self.cache.get(piece)
+        if ids is not None:
+            self.cache.move_to_end(piece)                       # now the most recently used
+            return ids
+        ids = self.bpe(piece)
+        if self.cache_size:
+            self.cache[piece] = ids
+            if len(self.cache) > self.cache_size:
+                self.cache.popitem(last=False)                  # drop the least recently used
         return ids
 
-    def encode(self, text, allowed_special=()):
-        """Token ids of `text` (list of ints in 0..V-1).
+    def encode_ordinary(self, text):
+        """Token ids of `text`, special tokens' characters read as ordinary text (tiktoken's `encode_ordinary`)."""
+        ids = []
+        for piece in self.pattern.findall(text):
+            ids.extend(self.piece_ids(piece))
+        return ids
+
+    def encode(self, text, *, allowed_special=frozenset(), disallowed_special="all"):
+        """Token ids of `text` (list of ints in 0..V-1), with tiktoken's contract for special tokens.
 
         Args:
             text: str.
-            allowed_special: the special tokens that are read as themselves (a set or tuple of their
-                strings, one string, or "all"); any other occurrence of their characters is ordinary text.
+            allowed_special: the special tokens read as their one id: "all", one token's string or a
+                collection of them (default: none).
+            disallowed_special: the special tokens whose characters must not occur in `text`: "all"
+                (default: every special token not allowed), one token's string or a collection of them;
+                `()` lets every special token not allowed be ordinary text.
+        Raises:
+            ValueError (tiktoken's message) when a disallowed special token occurs in `text`, or when
+            an option names a string that is not a special token of this tokenizer.
+
+        Example (GPT-2's files):
+            `encode("a<|endoftext|>")` raises; `encode("a<|endoftext|>", allowed_special="all")` is
+            [64, 50256]; `encode("a<|endoftext|>", disallowed_special=())` is [64, 27, 91, 437, 1659, 5239, 91, 29].
         """
         if not isinstance(text, str):
             raise TypeError(f"GPT2Tokenizer.encode expected a str, got {type(text).__name__}")
-        if isinstance(allowed_special, str):                    # "all", or one token's string
-            allowed = set(self.special_tokens) if allowed_special == "all" else {allowed_special}
-        else:
-            allowed = set(allowed_special)
-        unknown = sorted(allowed - set(self.special_tokens))
-        if unknown:
-            raise ValueError(f"GPT2Tokenizer.encode: allowed_special {unknown} are not special tokens of this "
-                             f"tokenizer; its special tokens are {sorted(self.special_tokens)}")
+        allowed = allowed_after_check(text, allowed_special, disallowed_special, self.special_tokens,
+                                      "GPT2Tokenizer.encode")
         if not allowed:
             return self.encode_ordinary(text)
         ids = []
@@ -246,7 +263,7 @@ class GPT2Tokenizer:
 
     # ------------------------------------------------------------------ training and the two files
     @classmethod
-    def train(cls, text, vocab_size, special_tokens=(END_OF_TEXT,)):
+    def train(cls, text, vocab_size, special_tokens=(END_OF_TEXT,), cache_size=DEFAULT_CACHE_SIZE):
         """Learn a GPT-2-style vocabulary of `vocab_size` ids from `text` with the fast trainer.
 
         Ids 0..255 are the bytes in GPT-2's order, then one id per new token in the order merges make
@@ -256,7 +273,7 @@ class GPT2Tokenizer:
 
         Raises:
             ValueError when vocab_size leaves no room for the bytes and special tokens, or when the text
-            has too few pairs to reach it.
+            has too few pairs to reach it; ModuleNotFoundError (saying how to install it) without `regex`.
         """
         alphabet = list(bytes_to_unicode().values())
         if type(vocab_size) is not int or vocab_size < len(alphabet) + len(special_tokens):
@@ -284,7 +301,7 @@ class GPT2Tokenizer:
                              f"ones, so vocab_size can be at most {len(tokens) + len(special_tokens)}; got {vocab_size}")
         del tokens[target:]
         vocab = {token: index for index, token in enumerate(tokens + list(special_tokens))}
-        return cls(vocab, merges, special_tokens)
+        return cls(vocab, merges, special_tokens, cache_size=cache_size)
 
     def save(self, directory, overwrite=False):
         """Write GPT-2's two files, `vocab.json` and `merges.txt` (with its `#version: 0.2` line), to `directory`.
