@@ -28,8 +28,9 @@ COMMAND_PAGES = sorted({*EXAMPLE_PAGES, ROOT / "benchmarks" / "README.md", ROOT 
                         ROOT / "docs" / "README.md"})
 FENCE = re.compile(r"^```(\w*)\s*$")
 NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>.+?) -->$")
-PROGRAM = re.compile(r"python -m minitransformer(?P<argv>(?: +[^\s`|;&)]+)*)")
-BENCHMARK = re.compile(r"python (?P<script>benchmarks/bench_\w+\.py)(?P<argv>(?: +[^\s`|;&)]+)*)")
+WORD = r"""(?:"[^"\n]*"|'[^'\n]*'|[^\s`|;&)"'])+"""      # a shell word: quoted parts may hold | ; & )
+PROGRAM = re.compile(rf"python -m minitransformer(?P<argv>(?: +{WORD})*)")
+BENCHMARK = re.compile(rf"python (?P<script>benchmarks/bench_\w+\.py)(?P<argv>(?: +{WORD})*)")
 
 
 def blocks(path):
