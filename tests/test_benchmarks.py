@@ -55,3 +55,38 @@ def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
     assert result.returncode == 0, result.stderr
     for figure in ("2 ranks, replicated", "2 ranks, sharded", "1 rank", "alpha-beta model", "64 machines, sharded"):
         assert figure in result.stdout, figure
+
+
+def test_bench_contract_turns_the_checks_off_and_on_again_and_reports_every_contender(capsys):
+    """Its contenders really differ (off: an input changed in place passes; on: refused), and the package is
+    left with its checks on."""
+    import numpy as np
+    import pytest
+
+    from minitransformer import Linear
+    from minitransformer.core.module import InputChangedError
+
+    spec = importlib.util.spec_from_file_location("bench_contract", BENCH.parent / "bench_contract.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    states = bench.contenders()
+
+    def changed_in_place():
+        layer, x = Linear(8, 4, rng=0), np.random.default_rng(0).standard_normal((3, 8))
+        layer(x)
+        x += 1
+        layer.backward(np.ones((3, 4)))
+
+    try:
+        states["checks off"]()
+        changed_in_place()
+    finally:
+        states["checks on"]()
+    with pytest.raises(InputChangedError):
+        changed_in_place()
+    assert bench.main(["--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    for name in ("checks on", "checks off", "checks on, every element read", "load average"):
+        assert name in out, name
+    with pytest.raises(InputChangedError):
+        changed_in_place()
