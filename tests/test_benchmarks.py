@@ -67,3 +67,37 @@ def test_bench_gpt2_small_builds_the_shape_through_interop_and_every_decoder_agr
     assert "V 50257" in out and "C 768" in out
     for figure in ("ours, KV cache", "ours, no cache", "tokens/s", "bandwidth bound"):
         assert figure in out, figure
+
+def test_bench_contract_turns_the_checks_off_and_on_again_and_reports_every_contender(capsys):
+    """Its contenders really differ (off: an input changed in place passes; on: refused), and the package is
+    left with its checks on."""
+    import numpy as np
+    import pytest
+
+    from minitransformer import Linear
+    from minitransformer.core.module import InputChangedError
+
+    spec = importlib.util.spec_from_file_location("bench_contract", BENCH.parent / "bench_contract.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    states = bench.contenders()
+
+    def changed_in_place():
+        layer, x = Linear(8, 4, rng=0), np.random.default_rng(0).standard_normal((3, 8))
+        layer(x)
+        x += 1
+        layer.backward(np.ones((3, 4)))
+
+    try:
+        states["checks off"]()
+        changed_in_place()
+    finally:
+        states["checks on"]()
+    with pytest.raises(InputChangedError):
+        changed_in_place()
+    assert bench.main(["--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    for name in ("checks on", "checks off", "checks on, every element read", "load average"):
+        assert name in out, name
+    with pytest.raises(InputChangedError):
+        changed_in_place()

@@ -8,7 +8,9 @@ record's small run and prints rank 0's numbers); they skip, naming what to insta
   same weights, bit for bit;
 * the same seed and number of ranks give the same numbers bit for bit, also across a checkpoint and resume
   (which, sharded, gathers the moments of every shard to rank 0 first);
-* 2 ranks reproduce the compatibility record of 0.3's `--workers 2` (float32, with and without dropout).
+* 2 ranks reproduce the compatibility record of 0.3's `--workers 2` (float32, with and without dropout);
+* each rank limits its BLAS threads to its share of the host's cores, or to --threads-per-rank, as the run's
+  first line says (threadpoolctl's threadpool_info in every rank).
 """
 
 import json
