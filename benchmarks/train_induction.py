@@ -1,0 +1,118 @@
+"""Train the attention-only GPT of notebook 19 on repeated random halves, for several seeds, and watch an
+induction head form.
+
+    python benchmarks/train_induction.py [--seeds 0 1 2] [--steps 1500] [--out data/induction_gpt.npz]
+
+A 2-layer, 4-head GPT without feed-forward sublayers (d_ff = 0; Olsson et al. 2022 study such models) learns
+`RepeatedHalfTask` (minitransformer/training/induction.py) with the package's `train_step`, AdamW from a
+`TrainConfig` and its cosine schedule. Per seed the script prints the losses on the random and the repeated part
+every 100 steps, the step at which the repeated part's loss has fallen half way (`drop_step`), the final losses,
+and every head's previous-token, prefix-matching and copying scores (minitransformer/models/head_scores.py) on
+held-out sequences; it names the induction head (layer 1's best prefix matcher) and the previous-token head of
+layer 0 that feeds it. Training takes longer than a notebook's time budget, so `--out` saves the first seed's
+weights and every seed's loss curves and scores to one .npz that notebook 19 loads (an existing file is not
+overwritten unless `--force`). The same seed gives the same numbers.
+"""
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from minitransformer.models.head_scores import head_scores  # noqa: E402
+from minitransformer.training import induction  # noqa: E402
+from minitransformer.training.config import TrainConfig, build_model  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "induction_gpt.npz")
+TASK = dict(vocab_size=64, max_half=16, min_half=8)
+EVAL_SEED = 12345                   # the held-out sequences, the same for every seed
+
+
+def run_config(seed, steps):
+    """The `TrainConfig` of one run: 2 layers, 4 heads, C = 64, attention only; AdamW, cosine from 1e-3."""
+    return TrainConfig(block_size=2 * TASK["max_half"] - 1, batch_size=32, n_layers=2, n_heads=4, d_model=64,
+                       d_ff=0, max_steps=steps, lr=1e-3, min_lr=1e-4, warmup_steps=50, lr_decay_steps=steps,
+                       weight_decay=0.0, grad_clip=1.0, seed=seed, eval_interval=25)
+
+
+def train_one(seed, steps, min_half, log):
+    """Train one seed; returns (model, history from `train_induction`, scores from `head_scores`)."""
+    config = run_config(seed, steps)
+    task = induction.RepeatedHalfTask(**dict(TASK, min_half=min_half), rng=np.random.default_rng([1, seed]))
+    held_out = induction.RepeatedHalfTask(**TASK, rng=EVAL_SEED)
+    eval_batch = held_out.batch(256)
+    model = build_model(config, TASK["vocab_size"])
+    history = induction.train_induction(model, task, config, eval_batch, eval_every=config.eval_interval,
+                                        log=log, log_every=100)
+    x, _, half = held_out.batch(512)
+    return model, config, history, head_scores(model, x, induction.earlier_next(half, x.shape[1]))
+
+
+def report(seed, history, scores, seconds):
+    """Print one seed's summary; returns (induction head, previous-token head) as (layer, head) pairs."""
+    drop = induction.drop_step(history["eval_step"], history["repeated_loss"])
+    print(f"seed {seed}: repeated part's loss half way down at step {drop}; final losses: random part "
+          f"{history['random_loss'][-1]:.3f}, repeated part {history['repeated_loss'][-1]:.3f}  ({seconds:.0f} s)")
+    for name, table in scores.items():
+        print(f"  {name:16s}" + "   ".join(f"layer {layer}: " + " ".join(f"{value:5.2f}" for value in row)
+                                          for layer, row in enumerate(table)))
+    induction_head = (1, int(scores["prefix_matching"][1].argmax()))
+    previous_head = (0, int(scores["previous_token"][0].argmax()))
+    print(f"  induction head: layer 1 head {induction_head[1]} (prefix matching "
+          f"{scores['prefix_matching'][induction_head]:.2f}, copying {scores['copying'][induction_head]:.2f}); "
+          f"previous-token head: layer 0 head {previous_head[1]} "
+          f"({scores['previous_token'][previous_head]:.2f})", flush=True)
+    return induction_head, previous_head
+
+
+def save(path, runs):
+    """One .npz: the first run's weights and config, every run's curves, scores and chosen heads."""
+    model, config = runs[0]["model"], runs[0]["config"]
+    arrays = {f"param.{name}": value for name, value in model.state_dict().items()}
+    settings = dict(dataclasses.asdict(config), **TASK)
+    arrays["config_keys"] = np.array(list(settings))
+    arrays["config_values"] = np.array([str(value) for value in settings.values()])
+    for run in runs:
+        prefix = f"seed{run['seed']}."
+        arrays.update({prefix + name: value for name, value in run["history"].items()})
+        arrays.update({prefix + name: value for name, value in run["scores"].items()})
+        arrays[prefix + "heads"] = np.array([run["heads"][0], run["heads"][1]])   # induction, previous-token
+    arrays["seeds"] = np.array([run["seed"] for run in runs])
+    np.savez(path, **arrays)
+    print(f"saved {path} ({os.path.getsize(path) // 1024} KB)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--min-half", type=int, default=TASK["min_half"],
+                        help=f"shortest half in training (default {TASK['min_half']}; {TASK['max_half']}: every "
+                             "half equally long, which a head can learn by position alone)")
+    parser.add_argument("--out", default=None, help=f"save the weights and curves here (e.g. {OUT})")
+    parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    args = parser.parse_args(argv)
+    if args.out and os.path.exists(args.out) and not args.force:
+        parser.error(f"{args.out} exists; pass --force to overwrite it")
+    if not 2 <= args.min_half <= TASK["max_half"] or args.steps < 1:
+        parser.error(f"--min-half must be in 2 .. {TASK['max_half']} and --steps >= 1, "
+                     f"got {args.min_half} and {args.steps}")
+    threadpool_limits(1)            # one BLAS thread: on a shared 2-core machine more threads only wait
+    runs = []
+    for seed in args.seeds:
+        started = time.time()
+        model, config, history, scores = train_one(seed, args.steps, args.min_half, print)
+        heads = report(seed, history, scores, time.time() - started)
+        runs.append(dict(seed=seed, model=model, config=config, history=history, scores=scores, heads=heads))
+    if args.out:
+        save(args.out, runs)
+
+
+if __name__ == "__main__":
+    main()
