@@ -1,7 +1,7 @@
 """Train the attention-only GPT of notebook 19 on repeated random halves, for several seeds, and watch an
 induction head form.
 
-    python benchmarks/train_induction.py [--seeds 0 1 2] [--steps 1500] [--out data/induction_gpt.npz]
+    python benchmarks/train_induction.py [--seeds 0 1 2] [--jobs 3] [--steps 1500] [--out data/induction_gpt.npz]
 
 A 2-layer, 4-head GPT without feed-forward sublayers (d_ff = 0; Olsson et al. 2022 study such models) learns
 `RepeatedHalfTask` (minitransformer/training/induction.py) with the package's `train_step`, AdamW from a
@@ -15,7 +15,8 @@ overwritten unless `--force`). The same seed gives the same numbers.
 """
 
 import argparse
-import dataclasses
+import functools
+import multiprocessing
 import os
 import sys
 import time
@@ -25,33 +26,48 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from minitransformer import GPT  # noqa: E402
 from minitransformer.models.head_scores import head_scores  # noqa: E402
 from minitransformer.training import induction  # noqa: E402
-from minitransformer.training.config import TrainConfig, build_model  # noqa: E402
+from minitransformer.training.config import TrainConfig  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "induction_gpt.npz")
 TASK = dict(vocab_size=64, max_half=16, min_half=8)
+SAVED_FIELDS = ("block_size", "n_layers", "n_heads", "d_model", "d_ff", "max_steps", "lr", "batch_size", "seed")
 EVAL_SEED = 12345                   # the held-out sequences, the same for every seed
 
 
-def run_config(seed, steps):
-    """The `TrainConfig` of one run: 2 layers, 4 heads, C = 64, attention only; AdamW, cosine from 1e-3."""
-    return TrainConfig(block_size=2 * TASK["max_half"] - 1, batch_size=32, n_layers=2, n_heads=4, d_model=64,
-                       d_ff=0, max_steps=steps, lr=1e-3, min_lr=1e-4, warmup_steps=50, lr_decay_steps=steps,
+def run_config(seed, steps, d_model=64, n_heads=4, lr=3e-3, max_half=TASK["max_half"]):
+    """The `TrainConfig` of one run: 2 layers, attention only (d_ff = 0); AdamW, cosine from `lr` to lr / 10."""
+    return TrainConfig(block_size=2 * max_half - 1, batch_size=32, n_layers=2, n_heads=n_heads,
+                       d_model=d_model, d_ff=0, max_steps=steps, lr=lr, min_lr=lr / 10, warmup_steps=50,
+                       lr_decay_steps=steps,
                        weight_decay=0.0, grad_clip=1.0, seed=seed, eval_interval=25)
 
 
-def train_one(seed, steps, min_half, log):
-    """Train one seed; returns (model, history from `train_induction`, scores from `head_scores`)."""
-    config = run_config(seed, steps)
-    task = induction.RepeatedHalfTask(**dict(TASK, min_half=min_half), rng=np.random.default_rng([1, seed]))
-    held_out = induction.RepeatedHalfTask(**TASK, rng=EVAL_SEED)
+def build_gpt(config, vocab_size, positional):
+    """`build_model`'s GPT with another position scheme: `positional` ("rope": rotary, so no head can learn
+    where the repeat starts from absolute positions)."""
+    return GPT(vocab_size, config.d_model, config.n_heads, config.n_layers, config.d_ff, config.block_size,
+               positional=positional, dtype=np.dtype(config.dtype), rng=config.seed, kernels=config.kernels)
+
+
+def train_one(seed, args):
+    """Train one seed; returns dict: seed, weights (the model's state dict), config, history (from
+    `train_induction`), scores (from `head_scores`), seconds. Logs every 100 steps, lines prefixed by the seed."""
+    threadpool_limits(1)            # one BLAS thread: on a shared 2-core machine more threads only wait
+    started = time.time()
+    config = run_config(seed, args.steps, args.d_model, args.heads, args.lr, args.max_half)
+    shape = dict(vocab_size=TASK["vocab_size"], max_half=args.max_half)
+    task = induction.RepeatedHalfTask(**shape, min_half=args.min_half, rng=np.random.default_rng([1, seed]))
+    held_out = induction.RepeatedHalfTask(**shape, min_half=args.max_half // 2, rng=EVAL_SEED)
     eval_batch = held_out.batch(256)
-    model = build_model(config, TASK["vocab_size"])
+    model = build_gpt(config, TASK["vocab_size"], args.positional)
     history = induction.train_induction(model, task, config, eval_batch, eval_every=config.eval_interval,
-                                        log=log, log_every=100)
+                                        log=lambda line: print(f"seed {seed}: {line}", flush=True), log_every=100)
     x, _, half = held_out.batch(512)
-    return model, config, history, head_scores(model, x, induction.earlier_next(half, x.shape[1]))
+    return dict(seed=seed, weights=model.state_dict(), config=config, history=history,
+                scores=head_scores(model, x, induction.earlier_next(half, x.shape[1])), seconds=time.time() - started)
 
 
 def report(seed, history, scores, seconds):
@@ -71,13 +87,15 @@ def report(seed, history, scores, seconds):
     return induction_head, previous_head
 
 
-def save(path, runs):
+def save(path, runs, max_half, min_half, positional):
     """One .npz: the first run's weights and config, every run's curves, scores and chosen heads."""
-    model, config = runs[0]["model"], runs[0]["config"]
-    arrays = {f"param.{name}": value for name, value in model.state_dict().items()}
-    settings = dict(dataclasses.asdict(config), **TASK)
+    config = runs[0]["config"]
+    arrays = {f"param.{name}": value for name, value in runs[0]["weights"].items()}
+    settings = {name: getattr(config, name) for name in SAVED_FIELDS}
+    settings.update(vocab_size=TASK["vocab_size"], max_half=max_half, min_half=min_half)
     arrays["config_keys"] = np.array(list(settings))
-    arrays["config_values"] = np.array([str(value) for value in settings.values()])
+    arrays["config_values"] = np.array([float(value) for value in settings.values()])
+    arrays["positional"] = np.array(positional)
     for run in runs:
         prefix = f"seed{run['seed']}."
         arrays.update({prefix + name: value for name, value in run["history"].items()})
@@ -92,26 +110,29 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--positional", default="learned", choices=["learned", "rope"])
+    parser.add_argument("--max-half", type=int, default=TASK["max_half"])
     parser.add_argument("--min-half", type=int, default=TASK["min_half"],
                         help=f"shortest half in training (default {TASK['min_half']}; {TASK['max_half']}: every "
                              "half equally long, which a head can learn by position alone)")
+    parser.add_argument("--jobs", type=int, default=1, help="seeds trained at once, one process each")
     parser.add_argument("--out", default=None, help=f"save the weights and curves here (e.g. {OUT})")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     args = parser.parse_args(argv)
     if args.out and os.path.exists(args.out) and not args.force:
         parser.error(f"{args.out} exists; pass --force to overwrite it")
-    if not 2 <= args.min_half <= TASK["max_half"] or args.steps < 1:
-        parser.error(f"--min-half must be in 2 .. {TASK['max_half']} and --steps >= 1, "
+    if not 2 <= args.min_half <= args.max_half or args.steps <= 50:
+        parser.error(f"--min-half must be in 2 .. --max-half ({args.max_half}) and --steps > 50 (the warm-up), "
                      f"got {args.min_half} and {args.steps}")
-    threadpool_limits(1)            # one BLAS thread: on a shared 2-core machine more threads only wait
-    runs = []
-    for seed in args.seeds:
-        started = time.time()
-        model, config, history, scores = train_one(seed, args.steps, args.min_half, print)
-        heads = report(seed, history, scores, time.time() - started)
-        runs.append(dict(seed=seed, model=model, config=config, history=history, scores=scores, heads=heads))
+    with multiprocessing.Pool(args.jobs) as pool:          # seeds are independent: one process each
+        runs = pool.map(functools.partial(train_one, args=args), args.seeds)
+    for run in runs:
+        run["heads"] = report(run["seed"], run["history"], run["scores"], run["seconds"])
     if args.out:
-        save(args.out, runs)
+        save(args.out, runs, args.max_half, args.min_half, args.positional)
 
 
 if __name__ == "__main__":
