@@ -1,5 +1,5 @@
-"""Train the attention-only GPT of notebook 19 on repeated random halves, for several seeds, and watch an
-induction head form.
+"""Train 2-layer attention-only GPTs on repeated random halves, several seeds, and score every head for the
+marks of an induction head.
 
     python benchmarks/train_induction.py [--seeds 0 1 2] [--jobs 3] [--steps 1500] [--out data/induction_gpt.npz]
 
@@ -10,8 +10,9 @@ every 100 steps, the step at which the repeated part's loss has fallen half way 
 and every head's previous-token, prefix-matching and copying scores (minitransformer/models/head_scores.py) on
 held-out sequences; it names the induction head (layer 1's best prefix matcher) and the previous-token head of
 layer 0 that feeds it. Training takes longer than a notebook's time budget, so `--out` saves the first seed's
-weights and every seed's loss curves and scores to one .npz that notebook 19 loads (an existing file is not
-overwritten unless `--force`). The same seed gives the same numbers.
+weights and every seed's loss curves and scores to one .npz for a notebook to load (an existing file is not
+overwritten unless `--force`). The same seed gives the same numbers. The runs so far, and what their scores
+show (no induction head yet), are in benchmarks/README.md.
 """
 
 import argparse

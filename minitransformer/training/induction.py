@@ -10,9 +10,11 @@ heads forming in a sudden phase change, visible as a drop of the loss on repeate
 first half (its loss stays near log V) and, from the model's view, nor does the first token of the repeat; every
 later token of the repeat is the one that followed the current token's earlier copy, which an induction head
 finds. The half length varies from sequence to sequence (`min_half` .. `max_half`), all padded to one length
-(padding has no targets). With one half length, or a narrow range of them, a head of layer 0 learns to look
-back by position alone, a shortcut that is no induction head: trained on halves all 8 tokens long, the model's
-loss on the repeat of halves 4 to 8 tokens long ended above that of guessing (benchmarks/README.md).
+(padding has no targets). With one half length a head of layer 0 learns to look back by position alone, a
+shortcut that is no induction head: trained on halves all 8 tokens long, the model's loss on the repeat of halves
+4 to 8 tokens long ended above that of guessing. Varied lengths do not rule out every shortcut: the repeat
+starts at a position that bounds where the earlier copy can be, and in the runs of benchmarks/README.md layer 0
+learned that prior (prefix-matching scores 0.2-0.35, no previous-token head) before any induction head formed.
 
 * `RepeatedHalfTask.batch`: inputs, targets (-1 at the padding) and each sequence's half length;
 * `random_part`, `repeated_part`: which targets are unpredictable and which an induction head can predict;
