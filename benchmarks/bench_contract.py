@@ -40,10 +40,10 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from minitransformer.core import module  # noqa: E402
+from minitransformer.objectives.language_model import Trainer  # noqa: E402
 from minitransformer.tokenizers import CharTokenizer  # noqa: E402
 from minitransformer.training.config import TrainConfig  # noqa: E402
 from minitransformer.training.data import default_corpus, train_val_split  # noqa: E402
-from minitransformer.objectives.language_model import Trainer  # noqa: E402
 
 BLOCK = 5
 

@@ -15,6 +15,13 @@ The modern (Llama-style) block changes what sits in the sublayers, not where:
 replaces the feed-forward by the gated SwiGLU, and `bias=False` drops the
 biases of every linear map (notebook 16 shows the two blocks side by side).
 
+`d_ff=0` leaves the feed-forward sublayer out (with its norm and dropout): the
+block is its attention sublayer alone, h = x + attn(ln1(x)) (post-norm:
+h = ln1(x + attn(x))). Stacks of such blocks are the attention-only models in
+which Elhage et al. (2021, "A mathematical framework for Transformer circuits")
+and Olsson et al. (2022, "In-context learning and induction heads") study
+induction heads (notebook 19).
+
 Left out: parallel attention and feed-forward (GPT-J, PaLM) and dropout on the
 attention weights themselves (GPT-2's attn_pdrop).
 """
@@ -67,7 +74,7 @@ class TransformerBlock(Module):
     """A self-attention sublayer and a feed-forward sublayer, each with a residual connection.
 
     Args:
-        d_model: C.  n_heads: H.  d_ff: feed-forward hidden width.
+        d_model: C.  n_heads: H.  d_ff: feed-forward hidden width; 0 for none (an attention-only block).
         norm: "pre" (default) or "post".
         causal: mask future positions in attention (a decoder block).
         dropout: drop probability on each sublayer output.
@@ -85,7 +92,7 @@ class TransformerBlock(Module):
         residual_std: that of the two matrices writing into the residual stream,
             attention's W_O and the feed-forward's fc2 (default init_std).
     Children:
-        ln1, attn, drop1, ln2, ff, drop2.
+        ln1, attn, drop1, ln2, ff, drop2 (the last three None when d_ff = 0).
     """
 
     def __init__(self, d_model, n_heads, d_ff, norm="pre", causal=True, dropout=0.0, activation="relu",
@@ -93,6 +100,9 @@ class TransformerBlock(Module):
                  residual_std=None, norm_layer="layernorm", bias=True):
         check_norm(norm, "TransformerBlock")
         check_block_options(norm_layer, activation, "TransformerBlock")
+        if not isinstance(d_ff, (int, np.integer)) or isinstance(d_ff, bool) or d_ff < 0:
+            raise ValueError(f"TransformerBlock expected d_ff an integer >= 0 (0: no feed-forward sublayer), "
+                             f"got {d_ff!r}")
         rng = as_generator(rng)
         dropout_rng = dropout_generator(rng, dropout_rng)
         self.norm = norm
@@ -100,27 +110,33 @@ class TransformerBlock(Module):
         self.attn = MultiHeadAttention(d_model, n_heads, causal=causal, bias=bias, dtype=dtype, rng=rng,
                                        init_std=init_std, out_std=residual_std, **(attention_options or {}))
         self.drop1 = Dropout(dropout, rng=dropout_rng)
-        self.ln2 = make_norm(norm_layer, d_model, dtype)
-        self.ff = make_feedforward(d_model, d_ff, activation, bias, dtype, rng, init_std, residual_std)
-        self.drop2 = Dropout(dropout, rng=dropout_rng)
+        self.ln2 = self.ff = self.drop2 = None                         # attention only (d_ff = 0)
+        if d_ff:
+            self.ln2 = make_norm(norm_layer, d_model, dtype)
+            self.ff = make_feedforward(d_model, d_ff, activation, bias, dtype, rng, init_std, residual_std)
+            self.drop2 = Dropout(dropout, rng=dropout_rng)
 
     def forward(self, x, mask=None, cache=None):
         """x (B, T, C) -> (B, T, C); mask: optional bool attention mask, see MultiHeadAttention.forward;
         cache: optional LayerKVCache for the attention (inference)."""
         if self.norm == "pre":
             h = x + self.drop1(self.attn(self.ln1(x), mask=mask, cache=cache))
-            return h + self.drop2(self.ff(self.ln2(h)))
+            return h if self.ff is None else h + self.drop2(self.ff(self.ln2(h)))
         h = self.ln1(x + self.drop1(self.attn(x, mask=mask, cache=cache)))
-        return self.ln2(h + self.drop2(self.ff(h)))
+        return h if self.ff is None else self.ln2(h + self.drop2(self.ff(h)))
 
     def backward(self, dout):
         """Each residual `a + f(a)` passes da = dout + f'(a)^T dout. dout (B, T, C) -> dx (B, T, C)."""
         ### BEGIN SOLUTION block.backward
         if self.norm == "pre":
-            dh = dout + self.ln2.backward(self.ff.backward(self.drop2.backward(dout)))   # y = h + ff(ln2(h))
+            dh = dout                                                                  # y = h (attention only)
+            if self.ff is not None:
+                dh = dout + self.ln2.backward(self.ff.backward(self.drop2.backward(dout)))  # y = h + ff(ln2(h))
             return dh + self.ln1.backward(self.attn.backward(self.drop1.backward(dh)))  # h = x + attn(ln1(x))
-        dsum2 = self.ln2.backward(dout)                                                # y = ln2(h + ff(h))
-        dh = dsum2 + self.ff.backward(self.drop2.backward(dsum2))
+        dh = dout                                                                      # y = h (attention only)
+        if self.ff is not None:
+            dsum2 = self.ln2.backward(dout)                                            # y = ln2(h + ff(h))
+            dh = dsum2 + self.ff.backward(self.drop2.backward(dsum2))
         dsum1 = self.ln1.backward(dh)                                                  # h = ln1(x + attn(x))
         return dsum1 + self.attn.backward(self.drop1.backward(dsum1))
         ### END SOLUTION

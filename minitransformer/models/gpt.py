@@ -62,7 +62,7 @@ class GPTConfig:
     d_model: int                     # C, width of every token's vector (the residual stream)
     n_heads: int                     # H, attention heads per layer; must divide d_model
     n_layers: int                    # Transformer blocks, bottom to top
-    d_ff: int                        # hidden width of the feed-forward sublayer (4 C in GPT-2)
+    d_ff: int                        # hidden width of the feed-forward sublayer (4 C in GPT-2); 0: attention only
     max_len: int                     # context window: the longest sequence (enforced for "learned" positions only)
     norm: str = "pre"                # "pre": LayerNorm inside each residual branch (GPT-2); "post": the 2017 paper
     positional: str = "learned"      # "learned" (GPT-2), "sinusoidal", "rope", "alibi" or "none"
@@ -81,7 +81,8 @@ class GPT(FromConfig, Module):
 
     Args:
         vocab_size: V.  d_model: C.  n_heads: H.  n_layers: number of blocks.
-        d_ff: feed-forward hidden width (4 C in GPT-2).
+        d_ff: feed-forward hidden width (4 C in GPT-2); 0 leaves the feed-forward sublayers out
+            (an attention-only model, as in Olsson et al. 2022).
         max_len: the longest sequence (context window); enforced only for learned
             positions, whose table has max_len rows: sinusoidal rows past it are computed
             on demand, and "rope", "alibi", "none" have no table.

@@ -84,9 +84,9 @@ def _tied_head_case(V, *shape):
     return build
 
 
-def _gpt_case(norm, positional, tie_weights, with_loss):
+def _gpt_case(norm, positional, tie_weights, with_loss, d_ff=12):
     def build(rng):
-        model = GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=12, max_len=6, norm=norm,
+        model = GPT(vocab_size=7, d_model=8, n_heads=2, n_layers=2, d_ff=d_ff, max_len=6, norm=norm,
                     positional=positional, tie_weights=tie_weights, rng=rng)
         perturb(model, rng, 0.3)                        # larger weights than GPT-2's 0.02: every path matters
         ids = rng.integers(0, 7, size=(2, 5))
@@ -174,12 +174,14 @@ def _llama_gpt_case(with_loss):
     return build
 
 
-def _block_case(norm, dropout_p, activation="gelu", **modern):
+def _block_case(norm, dropout_p, activation="gelu", d_ff=12, **modern):
     def build(rng):
-        block = TransformerBlock(8, 2, 12, norm=norm, dropout=dropout_p, activation=activation, rng=rng, **modern)
+        block = TransformerBlock(8, 2, d_ff, norm=norm, dropout=dropout_p, activation=activation, rng=rng, **modern)
         if dropout_p:
             def forward(x):
-                block.drop1.rng = block.drop2.rng = np.random.default_rng(7)
+                rng_of_masks = np.random.default_rng(7)
+                for drop in filter(None, (block.drop1, block.drop2)):        # drop2 is None when d_ff = 0
+                    drop.rng = rng_of_masks
                 return block.forward(x)
             return block, [_normal(rng, 2, 4, 8)], forward
         return block, [_normal(rng, 2, 4, 8)], None
@@ -253,6 +255,12 @@ CASES = [
                   _block_case("pre", 0.0, activation="swiglu", norm_layer="rmsnorm", bias=False)),
     GradcheckCase("GPT (Llama-style)", "rope, rmsnorm, swiglu, no bias, logits", _llama_gpt_case(False)),
     GradcheckCase("GPT (Llama-style) + loss", "rope, rmsnorm, swiglu, no bias", _llama_gpt_case(True)),
+    # attention only (d_ff = 0): the two-layer models in which induction heads form (notebook 19)
+    GradcheckCase("TransformerBlock", "attention only (d_ff 0), pre-norm", _block_case("pre", 0.0, d_ff=0)),
+    GradcheckCase("TransformerBlock", "attention only (d_ff 0), post-norm, dropout 0.2",
+                  _block_case("post", 0.2, d_ff=0)),
+    GradcheckCase("GPT + loss", "attention only (d_ff 0), pre-norm, learned, tied",
+                  _gpt_case("pre", "learned", True, True, d_ff=0)),
 ]
 
 # Catalogues added by other parts of the package: each module holds its own `CASES` list.

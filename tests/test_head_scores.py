@@ -1,0 +1,120 @@
+"""Head scores (models/head_scores.py): previous-token, prefix-matching and copying, on hand-built heads."""
+
+import numpy as np
+import pytest
+
+from minitransformer import GPT
+from minitransformer.models.head_scores import (
+    copying_score,
+    copying_scores,
+    head_scores,
+    ov_circuits,
+    prefix_matching_scores,
+    previous_token_scores,
+)
+from minitransformer.tasks.repeated_half import RepeatedHalfTask, earlier_next
+
+
+def _causal_uniform(B, H, T):
+    """(B, H, T, T): every query spreads its weight evenly over itself and the positions before it."""
+    weights = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+    return np.broadcast_to(weights, (B, H, T, T)).copy()
+
+
+def _pattern_at(target, H):
+    """(B, H, T, T): all weight on target[b, t] where it is >= 0, else on the query itself."""
+    B, T = target.shape
+    alpha = np.zeros((B, H, T, T))
+    for b in range(B):
+        for t in range(T):
+            alpha[b, :, t, target[b, t] if target[b, t] >= 0 else t] = 1.0
+    return alpha
+
+
+def test_a_perfect_induction_pattern_scores_one_and_a_uniform_one_scores_its_share():
+    task = RepeatedHalfTask(vocab_size=20, max_half=6, min_half=3, rng=0)
+    x, _, half = task.batch(8)
+    target = earlier_next(half, x.shape[1])
+    perfect = _pattern_at(target, H=2)
+    np.testing.assert_allclose(prefix_matching_scores(perfect, target), [1.0, 1.0])
+    uniform = _causal_uniform(8, 2, x.shape[1])
+    queries = np.nonzero(target >= 0)[1]
+    np.testing.assert_allclose(prefix_matching_scores(uniform, target), [np.mean(1 / (queries + 1))] * 2)
+    mixed = np.concatenate([perfect[:, :1], uniform[:, :1]], axis=1)         # head 0 induction, head 1 uniform
+    assert prefix_matching_scores(mixed, target)[0] == 1.0 > 5 * prefix_matching_scores(mixed, target)[1]
+
+
+def test_previous_token_score_of_a_one_back_head_is_one_and_of_a_uniform_head_the_mean_share():
+    T = 7
+    one_back = np.zeros((3, 1, T, T))
+    one_back[:, 0, 0, 0] = 1.0
+    one_back[:, 0, np.arange(1, T), np.arange(T - 1)] = 1.0
+    assert previous_token_scores(one_back).tolist() == [1.0]
+    np.testing.assert_allclose(previous_token_scores(_causal_uniform(2, 3, T)), [np.mean(1 / np.arange(2, T + 1))] * 3)
+    assert previous_token_scores(np.eye(T)[None, None]).tolist() == [0.0]     # attending to itself only
+
+
+def _identity_model(sign):
+    """A pre-norm GPT with V = C = 6, W_E = I, gains 1, and head 0's W_V W_O = sign * I, head 1's random."""
+    model = GPT(6, 6, 2, 1, 0, 4, rng=0)
+    model.token_embedding.weight.data[...] = np.eye(6)
+    attn = model.blocks[0].attn
+    attn.w_v.data[...] = np.random.default_rng(1).standard_normal((6, 6))
+    attn.w_o.data[...] = np.random.default_rng(2).standard_normal((6, 6))
+    attn.w_v.data[:, :3] = np.eye(6)[:, :3]                # head 0: values are the first 3 coordinates ...
+    attn.w_o.data[:3] = sign * np.eye(6)[:3]               # ... written back where they came from
+    return model
+
+
+def test_copying_score_is_one_for_a_copying_circuit_minus_one_for_a_suppressing_one():
+    assert copying_score(np.eye(5)) == 1.0 and copying_score(-2 * np.eye(5)) == -1.0
+    assert copying_score(np.diag([3.0, 1.0, -1.0])) == pytest.approx(3 / 5)
+    rotation = np.array([[0.0, -1.0], [1.0, 0.0]])          # eigenvalues +-i: moves tokens, copies none
+    assert copying_score(rotation) == pytest.approx(0.0, abs=1e-12)
+    random = [copying_score(np.random.default_rng(seed).standard_normal((40, 40))) for seed in range(20)]
+    assert abs(np.mean(random)) < 0.1
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_copying_scores_read_the_ov_circuit_from_the_models_weights(sign):
+    model = _identity_model(sign)
+    circuits = ov_circuits(model, 0)
+    assert circuits.shape == (2, 6, 6)
+    centre = np.eye(6) - 1 / 6                                # LayerNorm removes the mean, before and after
+    np.testing.assert_allclose(circuits[0], sign * centre @ np.diag([1, 1, 1, 0, 0, 0]) @ centre, atol=1e-12)
+    scores = copying_scores(model)
+    assert scores.shape == (1, 2) and scores[0, 0] == pytest.approx(sign)
+    assert abs(scores[0, 1]) < 0.9                            # the random head neither copies nor suppresses all
+
+
+def test_copying_scores_take_the_norm_gains_and_an_untied_head_into_account():
+    model = _identity_model(1.0)
+    model.ln_f.gamma.data[...] = -1.0                         # a negative final gain turns copying into suppression
+    assert copying_scores(model)[0, 0] == pytest.approx(-1.0)
+    untied = GPT(6, 6, 2, 1, 0, 4, rng=0, tie_weights=False)
+    untied.lm_head.weight.data[...] = np.eye(6)
+    untied.token_embedding.weight.data[...] = np.eye(6)
+    untied.blocks[0].attn.w_v.data[...] = np.eye(6)
+    untied.blocks[0].attn.w_o.data[...] = np.eye(6)
+    np.testing.assert_allclose(copying_scores(untied), [[1.0, 1.0]])
+
+
+def test_head_scores_run_the_model_and_return_one_row_per_layer():
+    model = GPT(20, 8, 2, 2, 0, 11, rng=0)
+    x, _, half = RepeatedHalfTask(vocab_size=20, max_half=6, min_half=3, rng=1).batch(4)
+    scores = head_scores(model, x, earlier_next(half, x.shape[1]))
+    assert {name: value.shape for name, value in scores.items()} == {
+        "previous_token": (2, 2), "prefix_matching": (2, 2), "copying": (2, 2)}
+    alpha = model.blocks[1].attn.attention.alpha
+    np.testing.assert_allclose(scores["previous_token"][1], previous_token_scores(alpha))
+
+
+def test_bad_input_is_refused_with_the_expected_shape():
+    with pytest.raises(ValueError, match=r"expected attention weights \(B, H, T, T\), got shape \(2, 3, 3\)"):
+        previous_token_scores(np.zeros((2, 3, 3)))
+    with pytest.raises(ValueError, match=r"expected target \(B, T\) = \(1, 3\), got \(1, 4\)"):
+        prefix_matching_scores(np.zeros((1, 1, 3, 3)), np.zeros((1, 4), dtype=int))
+    with pytest.raises(ValueError, match="at least one query with a target >= 0"):
+        prefix_matching_scores(np.zeros((1, 1, 3, 3)), np.full((1, 3), -1))
+    with pytest.raises(ValueError, match="expected a pre-norm GPT"):
+        ov_circuits(GPT(6, 6, 2, 1, 0, 4, norm="post", rng=0), 0)
