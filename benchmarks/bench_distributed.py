@@ -12,10 +12,19 @@ untimed) after an IDLE_GAP, so that all see the same machine load:
 It prints the median ms per step of each and their ratios to PyTorch's, then the alpha-beta model of
 `alpha_beta_table` (bytes per collective per step, and the step time expected on 4, 16 and 64 machines).
 torch is optional; without it the PyTorch column is left out.
+
+    for n in 1 2 3; do mpiexec -n $n python benchmarks/bench_distributed.py --memory sharded; done
+
+measures memory instead, one mode per process (a peak is the process's own): the Trainer of that mode
+(one process with -n 1) trains MEMORY_STEPS steps, then rank 0 gathers the moments and builds the
+checkpoint's state as a save does. Per rank it prints the bytes of optimizer state held while training
+(deterministic: Adam's m and v, whole or this rank's shard) and the peak resident memory
+(resource.getrusage's ru_maxrss) after the steps and after the checkpoint's gather.
 """
 
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -46,6 +55,7 @@ IDLE_GAP, BLOCK = 0.15, 5               # as bench_train.py: idle BLAS threads s
 ALPHA = 20e-6                           # seconds: one message's latency on a 10 Gb/s Ethernet (TCP) network
 BETA = 10e9 / 8                         # bytes per second: 10 Gb/s
 STEP_MS = 50.0                          # one machine's step (2 cores) on its 12 windows, measured here
+MEMORY_STEPS = 5                        # --memory: steps trained before the peaks are read
 
 
 def alpha_beta_table(weights, machines=(4, 16, 64), step_ms=STEP_MS, alpha=ALPHA, beta=BETA):
@@ -127,12 +137,42 @@ def timed_rounds(made, rounds, comm):
     return times
 
 
+def peak_mib():
+    """This process's peak resident memory so far, in MiB (ru_maxrss is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def memory_per_rank(config, train_data, V, comm, mode):
+    """Rank 0: [(rank, optimizer-state bytes, peak MiB after MEMORY_STEPS steps, after the checkpoint's gather)]."""
+    trainer = Trainer(TrainConfig(**{**vars(config), "workers": comm.Get_size(), "parallel": mode}),
+                      train_data, train_data, V, progress=False)
+    for _ in range(MEMORY_STEPS):
+        trainer.step_on_next_batch()
+    held, trained = trainer.optimizer.state_nbytes(), peak_mib()
+    if trainer.parallel is not None:
+        trainer.parallel.gather_state()
+    if comm.Get_rank() == 0:
+        trainer.optimizer.state_dict()                      # the arrays a checkpoint writes, as a save builds them
+    rows = comm.gather((comm.Get_rank(), held, trained, peak_mib()), root=0)
+    return None if rows is None else sorted(rows)
+
+
+def print_memory(rows, mode, size, weights):
+    print(f"{size} rank(s), {mode if size > 1 else 'one process'}: {weights:,} float32 weights, "
+          f"Adam's whole m and v {8 * weights / 1e6:.2f} MB")
+    for rank, held, trained, saved in rows:
+        print(f"  rank {rank}: optimizer state {held:>10,} bytes ({held / (8 * weights):.3f} of the whole), "
+              f"peak {trained:6.1f} MiB after {MEMORY_STEPS} steps, {saved:6.1f} MiB after the checkpoint's gather")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="training text (read by path)")
     parser.add_argument("--rounds", type=int, default=15, help="rounds of turns (each contender: 4 timed steps)")
     parser.add_argument("--threads", type=int, default=2,
                         help="BLAS and PyTorch threads of the one-process contenders (the ranks use 1 each)")
+    parser.add_argument("--memory", choices=("replicated", "sharded"),
+                        help="measure optimizer-state bytes and peak memory per rank in this mode instead of time")
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD
     with open(args.text, encoding="utf-8") as file:
@@ -140,6 +180,12 @@ def main(argv=None):
     tokenizer = CharTokenizer.train(text)
     train_data, _ = train_val_split(np.array(tokenizer.encode(text), dtype=np.int64))
     config = TrainConfig()
+    if args.memory:
+        rows = memory_per_rank(config, train_data, tokenizer.vocab_size, comm, args.memory)
+        if rows is not None:
+            weights = sum(param.size for param in build_model(config, tokenizer.vocab_size).parameters())
+            print_memory(rows, args.memory, comm.Get_size(), weights)
+        return 0
     made = contenders(config, train_data, tokenizer.vocab_size, comm, args.threads)
     times = timed_rounds(made, 1, comm)                                  # warm up
     times = timed_rounds(made, args.rounds, comm)

@@ -2,8 +2,9 @@
 
 Trains the compatibility record's run (tests/test_compatibility.py, part c: d_model 32, 2 layers, block 16,
 batch 8, the stored corpus) with `TrainConfig(workers=N, **settings)`, optionally saving to and resuming
-from a directory, and prints from rank 0 one JSON line: the losses, the evaluations, the number of ranks and
-whether every rank ends with the very same weights (their SHA-256, all-gathered).
+from a directory, and prints from rank 0 one JSON line: the losses, the evaluations, the number of ranks,
+whether every rank ends with the very same weights (their SHA-256, all-gathered), the bytes of optimizer state
+each rank holds at the end (all-gathered) and the bytes of the weights.
 
 The JSON argument: {"settings": TrainConfig fields, "out": a directory or null, "resume": bool,
 "steps": fit's max_steps or null, "announce": print "evaluated at step N" after each evaluation,
@@ -59,9 +60,12 @@ def main(request):
     trainer.fit(max_steps=request.get("steps"), on_eval=announce if request.get("announce") else None)
     digest = hashlib.sha256(trainer.optimizer.data.tobytes()).hexdigest()
     digests = trainer.parallel.comm.allgather(digest) if trainer.parallel is not None else [digest]
+    held = trainer.optimizer.state_nbytes()
+    state_bytes = trainer.parallel.comm.allgather(held) if trainer.parallel is not None else [held]
     if rank == 0:
         print(json.dumps({"loss": trainer.history["loss"], "eval": trainer.history["eval"], "ranks": size,
-                          "same_weights": len(set(digests)) == 1}))
+                          "same_weights": len(set(digests)) == 1, "state_bytes": state_bytes,
+                          "weight_bytes": trainer.optimizer.data.nbytes}))
 
 
 if __name__ == "__main__":

@@ -57,6 +57,26 @@ def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
         assert figure in result.stdout, figure
 
 
+def test_bench_distributed_memory_reports_each_sharded_ranks_part_of_the_moments(tmp_path):
+    """`--memory sharded` under `mpiexec -n 2`: each rank's optimizer state is half of Adam's whole m and v (the
+    bytes are exact), and every rank's peak memory is printed."""
+    import re
+    import subprocess
+
+    from test_distributed import mpi_command
+
+    text = tmp_path / "tiny.txt"
+    text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
+    script = BENCH.parent / "bench_distributed.py"
+    result = subprocess.run(mpi_command(2, str(script), "--text", str(text), "--memory", "sharded"),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    weights = int(re.search(r"([\d,]+) float32 weights", result.stdout).group(1).replace(",", ""))
+    held = [int(value.replace(",", "")) for value in re.findall(r"optimizer state +([\d,]+) bytes", result.stdout)]
+    assert held == [8 * (weights // 2), 8 * (weights - weights // 2)], result.stdout
+    assert result.stdout.count("after the checkpoint's gather") == 2
+
+
 def test_bench_gpt2_small_builds_the_shape_through_interop_and_every_decoder_agrees(capsys):
     """One layer of GPT-2 small's width and vocabulary; the decoders' tokens are compared inside the script."""
     spec = importlib.util.spec_from_file_location("bench_gpt2_small", BENCH.parent / "bench_gpt2_small.py")

@@ -8,6 +8,8 @@ record's small run and prints rank 0's numbers); they skip, naming what to insta
   same weights, bit for bit;
 * the same seed and number of ranks give the same numbers bit for bit, also across a checkpoint and resume
   (which, sharded, gathers the moments of every shard to rank 0 first);
+* sharded, each rank holds the moments of its shard alone (1/N of their bytes), and the checkpoint holds
+  them all, as a replicated run's;
 * 2 ranks reproduce the compatibility record of 0.3's `--workers 2` (float32, with and without dropout);
 * each rank limits its BLAS threads to its share of the host's cores, or to --threads-per-rank, as the run's
   first line says (threadpoolctl's threadpool_info in every rank).
@@ -112,6 +114,31 @@ def test_the_same_ranks_give_the_same_numbers_bit_for_bit_also_after_resume(tmp_
     resumed = run_ranks(2, {"settings": settings, "out": str(tmp_path), "resume": True})
     assert resumed["loss"] == whole["loss"] and resumed["eval"] == whole["eval"]
     assert resumed["same_weights"]
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_a_sharded_rank_keeps_its_shards_moments_and_the_checkpoint_holds_them_all(tmp_path, ranks):
+    """ZeRO-1's memory: each rank holds Adam's m and v for its shard only (2 * 4P / N bytes, not 2 * 4P), while
+    the checkpoint, gathered to rank 0, holds the whole moments: those of a replicated run of the same steps."""
+    settings = {"dtype": "float64", "eval_interval": 5, "max_steps": 10}
+    sharded = run_ranks(ranks, {"settings": {**settings, "parallel": "sharded"}, "out": str(tmp_path / "s")})
+    replicated = run_ranks(ranks, {"settings": {**settings, "parallel": "replicated"}, "out": str(tmp_path / "r")})
+    whole = 2 * replicated["weight_bytes"]                                  # m and v, float64, all of W
+    assert replicated["state_bytes"] == [whole] * ranks
+    weights = replicated["weight_bytes"] // 8
+    shard = [weights * (k + 1) // ranks - weights * k // ranks for k in range(ranks)]
+    assert sharded["state_bytes"] == [2 * 8 * count for count in shard], (sharded["state_bytes"], whole)
+    assert sum(sharded["state_bytes"]) == whole and max(sharded["state_bytes"]) <= whole / ranks + 16
+    saved = {name: read_checkpoint(tmp_path / name)[1] for name in ("s", "r")}
+    moments = sorted(key for key in saved["r"] if key.startswith("optim."))
+    assert moments and moments == sorted(key for key in saved["s"] if key.startswith("optim."))
+    # to float rounding (the clipping norm is summed in another order), relative to the largest moment of its
+    # kind: a key bias's gradient is zero up to rounding (softmax ignores a shift), so its moments are noise
+    scale = {kind: max(np.abs(saved["r"][key]).max() for key in moments if key.endswith(kind)) for kind in (".m", ".v")}
+    assert all(scale.values()), f"the replicated run's moments are zero: {scale}"
+    for key in moments:
+        np.testing.assert_allclose(saved["s"][key], saved["r"][key], rtol=1e-9, atol=1e-12 * scale[key[-2:]],
+                                   err_msg=key)
 
 
 @pytest.mark.parametrize("setting", ["workers2", "workers2_dropout"])

@@ -179,6 +179,43 @@ def test_a_span_updates_that_part_of_the_buffer_only():
     assert all(np.array_equal(whole.moments[key], parted.moments[key]) for key in whole.moments)
 
 
+def test_an_optimizer_keeping_a_part_of_the_moments_steps_saves_and_loads_as_the_whole():
+    """keep_moments(start, stop), a ZeRO-1 rank's memory: two optimizers, each keeping its part's moments, step to
+    the whole one's weights and moments bit for bit, holding half the bytes each; the state of such a one saves
+    only from gathered whole moments (released once saved), and a whole state loads as its part."""
+    _, (_, whole) = _twin_optimizers(AdamW, np.float32)
+    size, middle = whole.data.size, whole.spans[0][1] - 7                  # a part's edge inside a group
+    parts = [_twin_optimizers(AdamW, np.float32)[1][1] for _ in range(2)]
+    for part, (start, stop) in zip(parts, [(0, middle), (middle, size)]):
+        part.keep_moments(start, stop)
+        assert part.state_nbytes() == 2 * 4 * (stop - start) and part.state is None
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        grads = rng.standard_normal(size).astype(np.float32)
+        whole.grad[...] = grads
+        whole.clip_gradients(0.5)
+        whole.step()
+        for part in parts:
+            part.grad[...], part.grad_scale = grads, whole_scale(grads, 0.5)
+            part.step()                                                   # its kept span
+    for part, (start, stop) in zip(parts, [(0, middle), (middle, size)]):
+        assert np.array_equal(part.data[start:stop], whole.data[start:stop])
+        assert all(np.array_equal(part.moments[key], whole.moments[key][start:stop]) for key in whole.moments)
+    with pytest.raises(ValueError, match=r"span \(0, 5\) is outside the part whose moments are kept"):
+        parts[1].step(span=(0, 5))
+    with pytest.raises(RuntimeError, match="gather the whole moments first"):
+        parts[0].state_dict()
+    parts[0].gathered = {key: moment.copy() for key, moment in whole.moments.items()}
+    saved, expected = parts[0].state_dict(), whole.state_dict()
+    assert parts[0].gathered is None and parts[0].state_nbytes() == 2 * 4 * middle
+    assert saved.keys() == expected.keys() and all(np.array_equal(saved[k], expected[k]) for k in expected)
+    fresh = _twin_optimizers(AdamW, np.float32)[1][1]
+    fresh.keep_moments(middle, size)
+    fresh.load_state_dict(expected)
+    assert fresh.step_count == 3 and fresh.moments["v"].shape == (size - middle,)
+    assert all(np.array_equal(fresh.moments[key], whole.moments[key][middle:]) for key in whole.moments)
+
+
 def whole_scale(grads, max_norm):
     return clip_factor([grads], max_norm)[1]
 

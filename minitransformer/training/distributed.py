@@ -48,9 +48,12 @@ SHARD_GRAD_OP reduce-scatters the gradient the same way, and frees the rest of i
     before a checkpoint: Igatherv(shard k of m, then of v -> rank 0)            # (N-1)/N 4P bytes each, to rank 0
 
 Both move 2 (N - 1) / N 4P bytes per rank and step (3.2 MB each way for nanoGPT's model on 2 ranks); the
-sharded one updates P / N weights per rank instead of P, and needs moments only for its shard (ZeRO's
-memory saving; here every rank keeps room for all of them, a small model's 6.5 MB, only its shard current:
-keeping only the shard is a change of `_sharded_update`, `gather_state` and the optimizer's moments alone).
+sharded one updates P / N weights per rank instead of P, and keeps the moments of its shard alone (ZeRO's
+memory saving: 2 * 4P / N bytes of Adam's state per rank instead of 2 * 4P, 3.2 MB instead of 6.5 MB for
+nanoGPT's model on 2 ranks; `optimizer.keep_moments`, optim/fast.py). Rank 0 holds the whole moments only
+while it writes a checkpoint (gathered to it just before); a resumed run reads the checkpoint on every rank,
+and each keeps its shard's part of the moments (the scatter of the load costs no message, since every rank
+has read the whole file).
 benchmarks/README.md has the measured step times and the alpha-beta model for 4 to 64 machines.
 
 The first message comes before the large ones. It carries the loss, and the stop flag: Ctrl-C under mpiexec
@@ -137,7 +140,8 @@ class DataParallel:
         self.norm = math.nan            # the last step's gradient norm, from every rank's part
 
     def attach(self, optimizer):
-        """Split `optimizer`'s flat buffer into the ranks' shards (sharded: each updates its own)."""
+        """Split `optimizer`'s flat buffer into the ranks' shards (sharded: each keeps the moments of its own
+        and updates it alone)."""
         if not hasattr(optimizer, "data"):
             raise TypeError(f"DataParallel needs an optimizer over one flat buffer (optim/fast.py's FastAdam or "
                             f"FastAdamW), got {type(optimizer).__name__}")
@@ -146,6 +150,8 @@ class DataParallel:
         self.displacements = [size * k // self.size for k in range(self.size)]
         self.shard = (self.displacements[self.rank], self.displacements[self.rank] + self.counts[self.rank])
         self.optimizer = optimizer
+        if self.mode == "sharded":                     # ZeRO-1: this rank keeps its shard's moments alone
+            optimizer.keep_moments(*self.shard)
 
     # ---------------------------------------------------------------- the hook's two halves
     def prepare(self, model, step):
@@ -194,8 +200,7 @@ class DataParallel:
     def _sharded_update(self, grad_clip):
         """Reduce_scatter the gradient, Allreduce the norm's parts, update this shard, Allgatherv W.
 
-        The moments stay whole on every rank (only this shard's current): keeping only a shard of them is
-        where ZeRO-1 saves memory, and the place for it is `optimizer.step(span=)` with shard-sized moments."""
+        The optimizer keeps this shard's moments only (`attach`), so its `step(span=)` updates the shard."""
         (start, stop), optimizer = self.shard, self.optimizer
         mine = np.empty(stop - start, optimizer.grad.dtype)
         self._wait(self.comm.Ireduce_scatter(optimizer.grad, mine, self.counts, op=self.MPI.SUM),   # (N-1)/N 4P
@@ -213,15 +218,19 @@ class DataParallel:
 
     # ---------------------------------------------------------------- checkpoints, failures
     def gather_state(self):
-        """Before rank 0 saves: the moments of every shard to rank 0 (sharded; replicated holds them all)."""
+        """Before rank 0 saves: the moments of every shard to rank 0 (sharded; replicated holds them all).
+
+        Rank 0 receives them into whole arrays, `optimizer.gathered`, which its next `state_dict()` saves
+        and releases: it holds all of the moments only while a checkpoint is written."""
         if self.mode != "sharded":
             return
-        start, stop = self.shard
-        for moment in self.optimizer.moments.values():
-            whole = [moment, self.counts, self.displacements, self._dtype()]
-            own = self.MPI.IN_PLACE if self.rank == 0 else moment[start:stop]
-            self._wait(self.comm.Igatherv(own, whole if self.rank == 0 else None, root=0),      # (N-1)/N 4P bytes
+        optimizer = self.optimizer
+        gathered = {name: np.empty_like(optimizer.data) for name in optimizer.moments} if self.rank == 0 else {}
+        for name, moment in optimizer.moments.items():
+            whole = [gathered[name], self.counts, self.displacements, self._dtype()] if self.rank == 0 else None
+            self._wait(self.comm.Igatherv(moment, whole, root=0),                              # (N-1)/N 4P bytes
                        "the gather of the moments")
+        optimizer.gathered = gathered if self.rank == 0 else None
 
     @property
     def root_pause(self):

@@ -21,7 +21,11 @@ and nothing else:
    w -= (lr sqrt(b2) / b1) m / (sqrt(v) + eps sqrt(b2)), b1 = 1 - beta1^t, b2 = 1 - beta2^t.
 
 `step(span=(start, stop))` updates one span of the buffer only: a ZeRO-1 rank
-updates its shard (training/distributed.py). Replacing `param.data` by a new
+updates its shard (training/distributed.py). `keep_moments(start, stop)` makes
+the optimizer keep the moments of that span alone (ZeRO-1's memory saving: a
+rank holds 2/N of P moments instead of 2 P); its `state_dict()` is then made
+from the whole moments that `gather_state` hands to rank 0 (`gathered`), and
+`load_state_dict()` keeps the span's part of a whole state. Replacing `param.data` by a new
 array after the optimizer is built would cut it off from the buffer; `step()`
 then raises instead of silently skipping it.
 
@@ -56,14 +60,67 @@ class FastAdam(Adam):
             raise ValueError(f"{type(self).__name__} expected parameters of one dtype, got {sorted(map(str, dtypes))}")
         self.data, self.grad = _flatten(parameters)
         self.moments = {name: np.zeros_like(self.data) for name in self.state_names}
+        self.moment_span = (0, self.data.size)           # the part of the buffer whose moments are kept
+        self.gathered = None                             # kept part only: the whole moments, to save once
         self.spans, start = [], 0                        # (start, stop, weight_decay) of each group
         for group in self.groups:
             stop = start + sum(param.size for param in group["params"])
             self.spans.append((start, stop, group["weight_decay"]))
             start = stop
-        self.state = [{name: self.moments[name][start:stop].reshape(param.shape) for name in self.state_names}
-                      for param, (start, stop) in zip(parameters, _offsets(parameters))]
+        self.state = self._views(self.moments)
         self.grad_scale = 1.0                            # the clipping factor the next step() applies
+
+    def _views(self, moments):
+        """Each parameter's {name: view of its part of the whole flat `moments`}: what `state_dict` saves."""
+        parameters = self.parameters()
+        return [{name: moments[name][start:stop].reshape(param.shape) for name in self.state_names}
+                for param, (start, stop) in zip(parameters, _offsets(parameters))]
+
+    @property
+    def sharded(self):
+        return self.moment_span != (0, self.data.size)
+
+    def keep_moments(self, start, stop):
+        """Keep the moments of elements [start, stop) of the buffer only (a ZeRO-1 rank's shard); `step`
+        then updates that span alone. `state` is None: the whole state exists only when gathered."""
+        if not 0 <= start <= stop <= self.data.size:
+            raise ValueError(f"{type(self).__name__}.keep_moments expected 0 <= start <= stop <= "
+                             f"{self.data.size}, got ({start}, {stop})")
+        low = start - self.moment_span[0]
+        self.moments = {name: moment[low:low + stop - start].copy() for name, moment in self.moments.items()}
+        self.moment_span, self.state, self.gathered = (start, stop), None, None
+
+    def state_nbytes(self):
+        """Bytes of the optimizer state this process holds (the moments kept, and any gathered whole ones)."""
+        held = list(self.moments.values()) + list((self.gathered or {}).values())
+        return sum(array.nbytes for array in held)
+
+    def state_dict(self):
+        """As `Optimizer.state_dict`; with a kept part, from the `gathered` whole moments, which it releases."""
+        if not self.sharded:
+            return super().state_dict()
+        if self.gathered is None:
+            raise RuntimeError(f"{type(self).__name__}.state_dict: this optimizer keeps the moments of "
+                               f"{self.moment_span} only; gather the whole moments first "
+                               "(DataParallel.gather_state, on the rank that saves)")
+        self.state, self.gathered = self._views(self.gathered), None
+        try:
+            return super().state_dict()
+        finally:
+            self.state = None
+
+    def load_state_dict(self, state):
+        """As `Optimizer.load_state_dict` (`state` is whole); with a kept part, keeps that part of it."""
+        if not self.sharded:
+            return super().load_state_dict(state)
+        (start, stop), whole = self.moment_span, {name: np.zeros_like(self.data) for name in self.state_names}
+        self.state = self._views(whole)
+        try:
+            super().load_state_dict(state)                # checks every buffer before writing any
+        finally:
+            self.state = None
+        for name, moment in self.moments.items():
+            moment[...] = whole[name][start:stop]
 
     def gradients(self):
         return [self.grad]
@@ -77,10 +134,14 @@ class FastAdam(Adam):
         return norm
 
     def step(self, span=None):
-        """One Adam(W) step over the whole buffer, or over `span` = (start, stop) of it (a ZeRO-1 shard)."""
+        """One Adam(W) step over the part whose moments are kept (all of the buffer unless `keep_moments` was
+        called), or over `span` = (start, stop) within it (a ZeRO-1 shard)."""
         self._check_views()
+        start, stop = self.moment_span if span is None else span
+        if not self.moment_span[0] <= start <= stop <= self.moment_span[1]:
+            raise ValueError(f"{type(self).__name__}.step: span ({start}, {stop}) is outside the part whose "
+                             f"moments are kept, {self.moment_span}")
         self.step_count += 1
-        start, stop = (0, self.data.size) if span is None else span
         for group_start, group_stop, weight_decay in self.spans:
             for chunk_start in range(max(start, group_start), min(stop, group_stop), CHUNK):
                 chunk = slice(chunk_start, min(chunk_start + CHUNK, stop, group_stop))
@@ -88,7 +149,8 @@ class FastAdam(Adam):
         self.grad_scale = 1.0
 
     def _update_chunk(self, chunk, weight_decay):
-        w, g, m, v = self.data[chunk], self.grad[chunk], self.moments["m"][chunk], self.moments["v"][chunk]
+        kept = slice(chunk.start - self.moment_span[0], chunk.stop - self.moment_span[0])
+        w, g, m, v = self.data[chunk], self.grad[chunk], self.moments["m"][kept], self.moments["v"][kept]
         s = self.grad_scale
         if weight_decay and self.decoupled:
             w *= 1.0 - self.lr * weight_decay                          # AdamW: w <- w - lr lambda w
