@@ -48,7 +48,7 @@ def _dropout_rate(text):
 
 
 def add_arguments(parser):
-    from ..training.config import STYLES, TrainConfig
+    from ..training.config import TrainConfig
 
     defaults = TrainConfig()
     data = parser.add_argument_group("data")
@@ -73,24 +73,7 @@ def add_arguments(parser):
                      help="seed of weights, dropout and batches")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_parallel_arguments(parser, defaults)
-    model = parser.add_argument_group("model (defaults: nanoGPT's Shakespeare-char CPU configuration)")
-    sizes = {"block_size": "context window T, in tokens", "batch_size": "windows per step B",
-             "n_layers": "Transformer blocks", "n_heads": "attention heads (must divide --d-model)",
-             "d_model": "model width C"}
-    for name, what in sizes.items():
-        model.add_argument("--" + name.replace("_", "-"), type=positive_int, default=getattr(defaults, name),
-                           help=what)
-    model.add_argument("--style", choices=tuple(STYLES), default=defaults.style,
-                       help="gpt2: learned positions, LayerNorm, GELU, biases; llama: RoPE, RMSNorm, SwiGLU, "
-                            "no biases (Touvron et al. 2023)")
-    model.add_argument("--d-ff", type=positive_int, default=None,
-                       help=f"feed-forward width (default: {defaults.d_ff}; with --style llama, the SwiGLU width "
-                            "that gives the parameter count of the gpt2 model of the same options)")
-    model.add_argument("--dropout", type=_dropout_rate, default=defaults.dropout, help="e.g. the notes' 0.1")
-    model.add_argument("--dtype", choices=("float32", "float64"), default=defaults.dtype, help="parameter dtype")
-    model.add_argument("--kernels", choices=("fast", "plain"), default=defaults.kernels,
-                       help="fast: the speed tier; plain: the lecture's layers (in a student copy, the student's own); "
-                            "same numbers up to rounding")
+    _add_model_arguments(parser, defaults)
     optim = parser.add_argument_group("optimisation")
     optim.add_argument("--lr", type=non_negative_float, default=defaults.lr, help="peak learning rate")
     optim.add_argument("--min-lr", type=non_negative_float, default=defaults.min_lr, help="floor of the cosine decay")
@@ -109,6 +92,30 @@ def add_arguments(parser):
     show.add_argument("--temperature", type=non_negative_float, default=0.8, help="0 for greedy decoding")
     show.add_argument("--top-k", type=positive_int, default=None,
                       help="sample only among the k most likely tokens (default: all tokens)")
+
+
+def _add_model_arguments(parser, defaults):
+    """The model's sizes, its style (training/config.py's STYLES), dropout, dtype and kernels."""
+    from ..training.config import STYLES
+
+    model = parser.add_argument_group("model (defaults: nanoGPT's Shakespeare-char CPU configuration)")
+    sizes = {"block_size": "context window T, in tokens", "batch_size": "windows per step B",
+             "n_layers": "Transformer blocks", "n_heads": "attention heads (must divide --d-model)",
+             "d_model": "model width C"}
+    for name, what in sizes.items():
+        model.add_argument("--" + name.replace("_", "-"), type=positive_int, default=getattr(defaults, name),
+                           help=what)
+    model.add_argument("--style", choices=tuple(STYLES), default=defaults.style,
+                       help="gpt2: learned positions, LayerNorm, GELU, biases; llama: RoPE, RMSNorm, SwiGLU, "
+                            "no biases (Touvron et al. 2023)")
+    model.add_argument("--d-ff", type=positive_int, default=None,
+                       help=f"feed-forward width (default: {defaults.d_ff}; with --style llama, the SwiGLU width "
+                            "that gives the parameter count of the gpt2 model of the same options)")
+    model.add_argument("--dropout", type=_dropout_rate, default=defaults.dropout, help="e.g. the notes' 0.1")
+    model.add_argument("--dtype", choices=("float32", "float64"), default=defaults.dtype, help="parameter dtype")
+    model.add_argument("--kernels", choices=("fast", "plain"), default=defaults.kernels,
+                       help="fast: the speed tier; plain: the lecture's layers (in a student copy, the student's own); "
+                            "same numbers up to rounding")
 
 
 def _add_parallel_arguments(parser, defaults):
