@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_limits
 
 from minitransformer import GPT, LLAMA_STYLE, CharTokenizer
 from minitransformer.objectives.language_model import LanguageModelObjective, Trainer
-from minitransformer.training.config import TrainConfig, build_optimizer
+from minitransformer.training.config import TrainConfig, build_optimizer, matching_llama_width
 from minitransformer.training.data import train_val_split
 
 NAMES = {"gpt2": "GPT-2-style (LayerNorm, GELU, learned positions, biases)",
@@ -48,16 +48,6 @@ def llama_model(config, vocab_size, d_ff):
     """The Llama-style GPT of the recipe's sizes, hidden width d_ff."""
     return GPT(vocab_size, config.d_model, config.n_heads, config.n_layers, d_ff, config.block_size,
                dtype=np.dtype(config.dtype), rng=config.seed, kernels=config.kernels, **LLAMA_STYLE)
-
-
-def matching_llama_width(config, vocab_size, target):
-    """The SwiGLU width whose Llama-style model has the parameter count closest to `target`."""
-    def count(d_ff):
-        return GPT(vocab_size, config.d_model, config.n_heads, config.n_layers, d_ff, config.block_size,
-                   **LLAMA_STYLE).num_parameters()
-    per_unit = count(2) - count(1)                       # 3 C n_layers parameters per hidden unit
-    guess = max(1, round((target - count(0 + 1)) / per_unit) + 1)
-    return min(range(max(1, guess - 2), guess + 3), key=lambda d_ff: abs(count(d_ff) - target))
 
 
 def train_one(kind, config, data, vocab_size, llama_d_ff):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from test_checkpoint_safety import MALFORMED
-from test_train_command import assert_one_error_line, cli, refuse_models
+from test_train_command import TINY, assert_one_error_line, cli, refuse_models
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GREEDY = ["--prompt", "it was the ", "--max-new-tokens", "10", "--temperature", "0"]
@@ -84,3 +84,18 @@ def test_a_checkpoint_asking_for_a_model_larger_than_memory_is_one_line_exit_2(c
     code, out, err = cli(["sample", "--checkpoint", str(checkpoint), *GREEDY], capsys)
     assert code == 2 and not out
     assert_one_error_line(err, "too large for this machine's memory")
+
+
+def test_it_samples_a_llama_style_run_as_train_did(tmp_path, text_file, capsys):
+    """`sample` rebuilds the Llama-style model from the checkpoint's train_config and continues a prompt
+    greedily exactly as `train` did with the model it had just trained."""
+    prompt, tokens = "the lazy", 12                   # the prompt fills the window of --block-size 8
+    code, out, err = cli(["train", "--text", str(text_file), "--max-steps", "4", *TINY[:-2], "--style", "llama",
+                          "--sample-tokens", str(tokens), "--prompt", prompt, "--temperature", "0",
+                          "--out", str(tmp_path / "run")], capsys)
+    assert code == 0, err
+    trained = out.split("--- sample after training ---\n")[1].split("\n---")[0]
+    code, out, err = cli(["sample", "--checkpoint", str(tmp_path / "run"), "--prompt", prompt,
+                          "--max-new-tokens", str(tokens), "--temperature", "0"], capsys)
+    assert code == 0, err
+    assert out == trained + "\n" and out.startswith(prompt) and len(out) == len(prompt) + tokens + 1

@@ -1,10 +1,14 @@
 """`python -m minitransformer train`: where runs go, what it refuses (one `error:` line, exit 2, before any model
 is built), a NaN run (exit 1, the checkpoint kept), --max-steps 0, and --help showing every default."""
 
+import dataclasses
+import json
 import os
+import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_checkpoint_safety import MALFORMED, _files, _finite_weights
 
@@ -184,6 +188,8 @@ USER_ERRORS = {
     "layers 0": (_options("--n-layers", "0"), "error: --n-layers"),
     "d_model negative": (_options("--d-model", "-16"), "error: --d-model"),
     "d_ff not a number": (_options("--d-ff", "wide"), "error: --d-ff: expected a positive whole number, got 'wide'"),
+    "style unknown": (_options("--style", "mistral"), "error: --style: invalid choice: 'mistral' (choose from 'gpt2', "
+                      "'llama')"),
     "max steps negative": (_options("--max-steps", "-1"), "error: --max-steps: expected a whole number >= 0"),
     "sample tokens negative": (_options("--sample-tokens", "-3"), "error: --sample-tokens"),
     "temperature nan": (_options("--temperature", "nan"), "error: --temperature: expected a finite number >= 0"),
@@ -341,3 +347,63 @@ def test_train_prints_perplexity_beside_the_validation_loss(tmp_path, text_file,
     assert float(untrained[2]) == pytest.approx(int(untrained[3]), rel=0.2)     # untrained is about uniform
     history = read_checkpoint(tmp_path / "run")[0]["history"]
     assert [row[0] for row in history["perplexity"]] == [0, 2]                 # the untrained evaluation too
+
+
+def test_style_llama_trains_the_llama_decoder_and_the_checkpoint_records_it(tmp_path, text_file, capsys):
+    """--style llama: RMSNorm, SwiGLU, rotary positions and no biases in every block, in the trained model the
+    checkpoint holds, and the style in its train_config and options (what `sample` and --resume rebuild)."""
+    from minitransformer.layers.rmsnorm import RMSNorm
+    from minitransformer.layers.swiglu import SwiGLU
+    from minitransformer.training.checkpoint import load_checkpoint
+    from minitransformer.training.config import TrainConfig, build_model
+    from minitransformer.variants.rope import RotaryEmbedding
+
+    code, out, err = cli(train(text_file, "--style", "llama", "--out", str(tmp_path / "run")), capsys)
+    assert code == 0, err
+    assert "llama style, d_ff 32" in out
+    meta = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
+    assert meta["train_config"]["style"] == "llama" and meta["run"]["options"]["style"] == "llama"
+    assert {key: meta["model_config"][key] for key in ("positional", "norm_layer", "activation", "bias")} == \
+        dict(positional="rope", norm_layer="rmsnorm", activation="swiglu", bias=False)     # the trained model's
+    model = build_model(TrainConfig(**meta["train_config"]), meta["model_config"]["vocab_size"])
+    load_checkpoint(tmp_path / "run", model)                    # the trained weights fit the Llama-style model
+    assert model.position is None and isinstance(model.ln_f, RMSNorm)
+    for block in model.blocks:
+        assert isinstance(block.ln1, RMSNorm) and isinstance(block.ln2, RMSNorm) and isinstance(block.ff, SwiGLU)
+        assert isinstance(block.attn.position, RotaryEmbedding)
+    names = [name for name, _ in model.named_parameters()]
+    assert names and not [name for name in names if name.split(".")[-1].startswith("b")], names   # no biases
+    with np.load(tmp_path / "run" / meta["arrays_file"]) as arrays:          # the trained model's own parameters
+        assert sorted(name for name in arrays.files if name.startswith("param.")) == sorted("param." + name
+                                                                                            for name in names)
+
+
+def _model_line(out):
+    """(style, d_ff, parameters) from the `model:` line train prints."""
+    line = next(line for line in out.splitlines() if line.startswith("model: "))
+    style, width, parameters = re.search(r", (\w+) style, d_ff (\d+), ([\d,]+) parameters", line).groups()
+    return style, int(width), int(parameters.replace(",", ""))
+
+
+def test_style_llama_without_d_ff_matches_the_gpt2_models_parameter_count(text_file, capsys):
+    """Without --d-ff, --style llama takes the SwiGLU width whose model comes closest to the parameter count of
+    the gpt2 model of the same options (whose d_ff is TrainConfig's 512): no width closer exists."""
+    from minitransformer.tokenizers.char import CharTokenizer
+    from minitransformer.training.config import TrainConfig, build_model
+
+    options = [option for option in TINY if option not in ("--d-ff", "32")]
+    counts = {}
+    for style in ("gpt2", "llama"):
+        code, out, err = cli(["train", "--text", str(text_file), "--max-steps", "0", *options, "--style", style],
+                             capsys)
+        assert code == 0, err
+        counts[style] = _model_line(out)
+    assert counts["gpt2"][:2] == ("gpt2", TrainConfig.d_ff)
+    style, width, parameters = counts["llama"]
+    config = TrainConfig(block_size=8, n_layers=1, n_heads=2, d_model=16, style="llama")
+    vocab_size = CharTokenizer.train(text_file.read_text()).vocab_size
+    neighbours = [build_model(dataclasses.replace(config, d_ff=d_ff), vocab_size).num_parameters()
+                  for d_ff in (width - 1, width + 1)]
+    assert style == "llama" and width != TrainConfig.d_ff
+    assert all(abs(parameters - counts["gpt2"][2]) <= abs(n - counts["gpt2"][2]) for n in neighbours)
+    assert abs(parameters - counts["gpt2"][2]) <= 3 * 16 // 2                 # half of a hidden unit's 3 C

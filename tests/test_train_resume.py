@@ -35,9 +35,11 @@ def interrupt_at(monkeypatch, step):
     monkeypatch.setattr(trainer_module.Trainer, "step_on_next_batch", step_on_next_batch)
 
 
-def test_ctrl_c_saves_at_the_step_boundary_and_resume_continues_bit_for_bit(tmp_path, text_file, capsys, monkeypatch):
+@pytest.mark.parametrize("style", ["gpt2", "llama"])
+def test_ctrl_c_saves_at_the_step_boundary_and_resume_continues_bit_for_bit(style, tmp_path, text_file, capsys,
+                                                                             monkeypatch):
     options = ["train", "--text", str(text_file), "--max-steps", "8", "--eval-interval", "4", *MODEL,
-               "--eval-batches", "1", "--no-progress", "--sample-tokens", "0"]
+               "--eval-batches", "1", "--no-progress", "--sample-tokens", "0", "--style", style]
     whole = tmp_path / "whole"
     assert cli(options + ["--out", str(whole)], capsys)[0] == 0
     parted = tmp_path / "parted"
@@ -51,6 +53,7 @@ def test_ctrl_c_saves_at_the_step_boundary_and_resume_continues_bit_for_bit(tmp_
     code, out, err = cli(["train", "--resume", "--out", str(parted)], capsys)      # no option given again
     assert code == 0 and "resuming at step 3" in out, err
     assert meta(parted)["step"] == 8 and meta(parted)["train_config"] == meta(whole)["train_config"]
+    assert meta(parted)["train_config"]["style"] == style and meta(parted)["model_config"] == meta(whole)["model_config"]
     assert meta(parted)["history"]["loss"] == meta(whole)["history"]["loss"]            # bit for bit (floats in JSON)
     assert meta(parted)["history"]["eval"] == meta(whole)["history"]["eval"]
     for name in ("whole", "parted"):
@@ -183,3 +186,17 @@ def test_a_real_ctrl_c_under_a_pipe_is_one_line_and_progress_has_no_terminal_fra
     assert "\r" not in printed + err and "Traceback" not in err
     steps = [line for line in printed.splitlines() if line.startswith("step ")]
     assert steps[0].startswith("step     5: train loss") and "tok/s)" in steps[0]
+
+
+def test_resuming_with_another_style_is_refused(tmp_path, text_file, capsys):
+    """--style defines the model: a resumed run given another one is refused in one line, the checkpoint kept."""
+    out = tmp_path / "run"
+    options = ["train", "--text", str(text_file), "--max-steps", "2", *MODEL, "--eval-batches", "1", "--no-progress",
+               "--sample-tokens", "0", "--out", str(out)]
+    assert cli(options + ["--style", "llama"], capsys)[0] == 0
+    before = (out / "checkpoint.json").read_text()
+    code, _, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "4", "--style", "gpt2"], capsys)
+    assert code == 2
+    assert_one_error_line(err, f"checkpoint {out} was trained with a different config: --style 'gpt2' "
+                               "(checkpoint: 'llama')", "start a new one")
+    assert (out / "checkpoint.json").read_text() == before

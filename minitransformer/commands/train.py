@@ -73,18 +73,7 @@ def add_arguments(parser):
                      help="seed of weights, dropout and batches")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_parallel_arguments(parser, defaults)
-    model = parser.add_argument_group("model (defaults: nanoGPT's Shakespeare-char CPU configuration)")
-    sizes = {"block_size": "context window T, in tokens", "batch_size": "windows per step B",
-             "n_layers": "Transformer blocks", "n_heads": "attention heads (must divide --d-model)",
-             "d_model": "model width C", "d_ff": "feed-forward width"}
-    for name, what in sizes.items():
-        model.add_argument("--" + name.replace("_", "-"), type=positive_int, default=getattr(defaults, name),
-                           help=what)
-    model.add_argument("--dropout", type=_dropout_rate, default=defaults.dropout, help="e.g. the notes' 0.1")
-    model.add_argument("--dtype", choices=("float32", "float64"), default=defaults.dtype, help="parameter dtype")
-    model.add_argument("--kernels", choices=("fast", "plain"), default=defaults.kernels,
-                       help="fast: the speed tier; plain: the lecture's layers (in a student copy, the student's own); "
-                            "same numbers up to rounding")
+    _add_model_arguments(parser, defaults)
     optim = parser.add_argument_group("optimisation")
     optim.add_argument("--lr", type=non_negative_float, default=defaults.lr, help="peak learning rate")
     optim.add_argument("--min-lr", type=non_negative_float, default=defaults.min_lr, help="floor of the cosine decay")
@@ -105,6 +94,30 @@ def add_arguments(parser):
                       help="sample only among the k most likely tokens (default: all tokens)")
 
 
+def _add_model_arguments(parser, defaults):
+    """The model's sizes, its style (training/config.py's STYLES), dropout, dtype and kernels."""
+    from ..training.config import STYLES
+
+    model = parser.add_argument_group("model (defaults: nanoGPT's Shakespeare-char CPU configuration)")
+    sizes = {"block_size": "context window T, in tokens", "batch_size": "windows per step B",
+             "n_layers": "Transformer blocks", "n_heads": "attention heads (must divide --d-model)",
+             "d_model": "model width C"}
+    for name, what in sizes.items():
+        model.add_argument("--" + name.replace("_", "-"), type=positive_int, default=getattr(defaults, name),
+                           help=what)
+    model.add_argument("--style", choices=tuple(STYLES), default=defaults.style,
+                       help="gpt2: learned positions, LayerNorm, GELU, biases; llama: RoPE, RMSNorm, SwiGLU, "
+                            "no biases (Touvron et al. 2023)")
+    model.add_argument("--d-ff", type=positive_int, default=None,
+                       help=f"feed-forward width (default: {defaults.d_ff}; with --style llama, the SwiGLU width "
+                            "that gives the parameter count of the gpt2 model of the same options)")
+    model.add_argument("--dropout", type=_dropout_rate, default=defaults.dropout, help="e.g. the notes' 0.1")
+    model.add_argument("--dtype", choices=("float32", "float64"), default=defaults.dtype, help="parameter dtype")
+    model.add_argument("--kernels", choices=("fast", "plain"), default=defaults.kernels,
+                       help="fast: the speed tier; plain: the lecture's layers (in a student copy, the student's own); "
+                            "same numbers up to rounding")
+
+
 def _add_parallel_arguments(parser, defaults):
     """Data parallelism on MPI ranks (training/distributed.py; commands/ranks.py)."""
     group = parser.add_argument_group("data parallel (mpiexec -n N, or --workers N; needs the [mpi] extra)")
@@ -122,17 +135,31 @@ def _add_parallel_arguments(parser, defaults):
                             "(or 20 x the slowest step, if longer)")
 
 
-def _config_from_args(args):
+def _config_from_args(args, vocab_size):
     from ..training.config import TrainConfig
 
     warmup = args.warmup_steps if args.warmup_steps < args.max_steps else args.max_steps // 10   # short runs
-    return TrainConfig(block_size=args.block_size, batch_size=args.batch_size, n_layers=args.n_layers,
-                       n_heads=args.n_heads, d_model=args.d_model, d_ff=args.d_ff, dropout=args.dropout,
-                       dtype=args.dtype, max_steps=args.max_steps, lr=args.lr, min_lr=args.min_lr,
-                       warmup_steps=warmup, lr_decay_steps=args.max_steps, schedule=args.schedule,
-                       weight_decay=args.weight_decay, grad_clip=args.grad_clip, eval_interval=args.eval_interval,
-                       eval_batches=args.eval_batches, seed=args.seed, workers=args.workers,
-                       parallel=args.parallel, kernels=args.kernels, worker_timeout=args.worker_timeout)
+    config = TrainConfig(block_size=args.block_size, batch_size=args.batch_size, n_layers=args.n_layers,
+                         n_heads=args.n_heads, d_model=args.d_model, dropout=args.dropout, style=args.style,
+                         dtype=args.dtype, max_steps=args.max_steps, lr=args.lr, min_lr=args.min_lr,
+                         warmup_steps=warmup, lr_decay_steps=args.max_steps, schedule=args.schedule,
+                         weight_decay=args.weight_decay, grad_clip=args.grad_clip, eval_interval=args.eval_interval,
+                         eval_batches=args.eval_batches, seed=args.seed, workers=args.workers,
+                         parallel=args.parallel, kernels=args.kernels, worker_timeout=args.worker_timeout)
+    return dataclasses.replace(config, d_ff=_feed_forward_width(args, config, vocab_size))
+
+
+def _feed_forward_width(args, config, vocab_size):
+    """--d-ff as given; else TrainConfig's for gpt2, and for llama the SwiGLU width whose model has as many
+    parameters as the gpt2 model of the same options (`matching_llama_width`)."""
+    from ..training.config import TrainConfig, build_model, matching_llama_width
+
+    if args.d_ff is not None:
+        return args.d_ff
+    gpt2 = dataclasses.replace(config, style="gpt2", d_ff=TrainConfig.d_ff)
+    if config.style == "gpt2":
+        return gpt2.d_ff
+    return matching_llama_width(config, vocab_size, build_model(gpt2, vocab_size).num_parameters())
 
 
 def _check_options(args):
@@ -192,7 +219,7 @@ def _start(args):
     except ValueError as error:
         raise UsageError(f"--tokenizer {args.tokenizer}: {error}") from None
     return types.SimpleNamespace(text=text, source=source, text_path=args.text, tokenizer=tokenizer,
-                                 config=_config_from_args(args), contents=None, notes=[])
+                                 config=_config_from_args(args, tokenizer.vocab_size), contents=None, notes=[])
 
 
 def _resume(args, out):
@@ -310,7 +337,8 @@ def _introduce(args, setup, trainer, out):
     config, tokenizer = setup.config, setup.tokenizer
     print(f"corpus: {setup.source}, {len(setup.text):,} characters -> {len(setup.ids):,} tokens "
           f"({tokenizer!r}; {len(setup.train_data):,} train / {len(setup.val_data):,} validation)")
-    print(f"model: {trainer.model!r}, {trainer.model.num_parameters():,} parameters, {config.dtype}; "
+    print(f"model: {trainer.model!r}, {config.style} style, d_ff {config.d_ff}, "
+          f"{trainer.model.num_parameters():,} parameters, {config.dtype}; "
           f"{config.max_steps} steps of {config.batch_size} x {config.block_size} tokens")
     if trainer.step > 0:
         print(f"resuming at step {trainer.step} ({out})")

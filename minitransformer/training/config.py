@@ -16,10 +16,14 @@ import dataclasses
 
 import numpy as np
 
-from ..models.gpt import GPT
+from ..models.gpt import GPT, LLAMA_STYLE
 from .optim import Adam, AdamW, parameter_groups
 from .optim.fast import FastAdam, FastAdamW
 from .schedules import cosine_rate, scaled_noam_rate
+
+# The decoders a run can build, by name (`TrainConfig.style`): GPT's options that make each one
+STYLES = {"gpt2": dict(positional="learned", norm_layer="layernorm", activation="gelu", bias=True),  # GPT-2
+          "llama": LLAMA_STYLE}         # Touvron et al. (2023): RoPE, RMSNorm, SwiGLU, no biases
 
 
 @dataclasses.dataclass
@@ -30,10 +34,12 @@ class TrainConfig:
     block_size: int = 64            # T, the context window (the model's max_len)
     batch_size: int = 12            # B, windows per step
     # model
+    style: str = "gpt2"             # which decoder (`STYLES`): "gpt2" (learned positions, LayerNorm, GELU, biases)
+                                    # or "llama" (RoPE, RMSNorm, SwiGLU, no biases)
     n_layers: int = 4
     n_heads: int = 4                # H
     d_model: int = 128              # C
-    d_ff: int = 512                 # feed-forward width (4 C)
+    d_ff: int = 512                 # feed-forward width (4 C); "llama": SwiGLU's hidden width (`matching_llama_width`)
     dropout: float = 0.0            # the notes' 0.1 helps on small corpora with long runs
     dtype: str = "float32"
     # optimisation
@@ -76,10 +82,24 @@ class TrainConfig:
 
 
 def build_model(config, vocab_size):
-    """The GPT that `config` describes (GELU, pre-norm, learned positions, tied embeddings)."""
+    """The GPT that `config` describes: pre-norm, tied embeddings, and the decoder `config.style` names (`STYLES`)."""
+    if config.style not in STYLES:
+        raise ValueError(f"TrainConfig expected style in {tuple(STYLES)}, got {config.style!r}")
     return GPT(vocab_size, config.d_model, config.n_heads, config.n_layers, config.d_ff, config.block_size,
-               dropout=config.dropout, activation="gelu", dtype=np.dtype(config.dtype), rng=config.seed,
-               kernels=config.kernels)
+               dropout=config.dropout, dtype=np.dtype(config.dtype), rng=config.seed, kernels=config.kernels,
+               **STYLES[config.style])
+
+
+def matching_llama_width(config, vocab_size, target):
+    """The SwiGLU hidden width whose Llama-style model of `config`'s other sizes has the parameter count
+    closest to `target` (e.g. the GPT-2-style model's). SwiGLU has three matrices, so each hidden unit costs
+    3 C parameters per layer; the Llama model has no position table and no biases to pay for."""
+    def count(d_ff):
+        llama = dataclasses.replace(config, style="llama", d_ff=d_ff, dropout=0.0, kernels="plain")
+        return build_model(llama, vocab_size).num_parameters()
+    per_unit = count(2) - count(1)                       # 3 C n_layers parameters per hidden unit
+    guess = max(1, round((target - count(1)) / per_unit) + 1)
+    return min(range(max(1, guess - 2), guess + 3), key=lambda d_ff: abs(count(d_ff) - target))
 
 
 def build_parameter_groups(model, config):
