@@ -30,6 +30,7 @@ from minitransformer import (
     TransformerBlock,
 )
 from minitransformer.fast import fast_forms, use_kernels
+from minitransformer.variants.tiled_attention import TiledAttention
 
 RNG = np.random.default_rng(0)
 X3 = RNG.standard_normal((2, 4, 3))
@@ -51,6 +52,8 @@ LAYERS = {
                                    lambda layer, x: layer.forward(*x)),
     "ScaledDotProductAttention": (lambda: ScaledDotProductAttention(causal=True), [X3, X3, X3],
                                   lambda layer, x: layer.forward(*x)),
+    "TiledAttention": (lambda: TiledAttention(causal=True, block_size=2), [X3, X3, X3],
+                       lambda layer, x: layer.forward(*x)),
     "MultiHeadAttention": (lambda: MultiHeadAttention(4, 2, rng=0), [X4], lambda layer, x: layer.forward(*x)),
     "MultiHeadAttention (cross)": (lambda: MultiHeadAttention(4, 2, rng=0), [X4, X4],
                                    lambda layer, x: layer.forward(x[0], context=x[1])),

@@ -143,9 +143,6 @@ class FastTiledAttention(TiledAttention):
     def _workers(self):
         return blas_threads() if self.workers is None else self.workers
 
-    def __repr__(self):
-        return f"FastTiledAttention(causal={self.causal}, scale={self.scale}, block_size={self.block_size})"
-
 
 def share(costs, n_parts):
     """The indices of `costs` in at most n_parts lists of about equal total cost: largest first, each to the
