@@ -26,16 +26,10 @@ import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _threads import threads_from_argv  # noqa: E402
 
-def _threads_from_argv(argv):
-    """`--threads N` must act before NumPy loads its BLAS, so it is read here, ahead of argparse."""
-    threads = argv[argv.index("--threads") + 1] if "--threads" in argv else "2"
-    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[variable] = threads
-    return int(threads)
-
-
-THREADS = _threads_from_argv(sys.argv)
+THREADS = int(threads_from_argv(sys.argv, "2"))
 
 import numpy as np  # noqa: E402
 

@@ -32,16 +32,10 @@ import resource
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _threads import threads_from_argv  # noqa: E402
 
-def _threads_from_argv(argv):
-    """`--threads N` must act before NumPy loads its BLAS, so it is read here, ahead of argparse."""
-    if "--threads" in argv:
-        threads = argv[argv.index("--threads") + 1]
-        for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[variable] = threads
-
-
-_threads_from_argv(sys.argv)
+threads_from_argv(sys.argv)
 
 import numpy as np  # noqa: E402
 
