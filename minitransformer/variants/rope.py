@@ -55,10 +55,9 @@ def rotate(x, cos, sin):
     cos, sin = cos.astype(x.dtype), sin.astype(x.dtype)
     ### BEGIN SOLUTION rope.forward
     even, odd = x[..., 0::2], x[..., 1::2]                   # (..., T, hs/2) each
-    out = np.empty_like(x)
-    out[..., 0::2] = even * cos - odd * sin
-    out[..., 1::2] = even * sin + odd * cos
-    return out
+    rotated_even = even * cos - odd * sin                    # (..., T, hs/2)
+    rotated_odd = even * sin + odd * cos                     # (..., T, hs/2)
+    return np.stack([rotated_even, rotated_odd], axis=-1).reshape(x.shape)   # pairs interleaved back: (..., T, hs)
     ### END SOLUTION
 
 
