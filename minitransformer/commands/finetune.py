@@ -17,11 +17,12 @@ and `--resume --out DIR` continues bit for bit, a NaN stops the run (commands/re
 import sys
 import time
 
+from ..training.resuming import WATCHING
 from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int
 
 RESUMES = True          # __main__ records which options were given (args.given), for --resume
-CHANGEABLE = ("eval_interval", "no_progress", "parallel", "worker_timeout")      # what --resume may change
+CHANGEABLE = WATCHING                    # what --resume may change (training/resuming.py)
 
 HELP = "pre-train a small GPT, fine-tune it for classification with L3 = L2 + lambda*L1, print held-out accuracy"
 
@@ -72,7 +73,8 @@ def run(args):
         loop = make(model, strings, steps, args.lr, *extra, generators={"data": rng},
                     log=lambda line, name=name: print(f"{name} {line}", flush=True),
                     **{**options, "overwrite": options["overwrite"] or name == "fine-tune"})
-        status = resumable.fit(loop, args, contents, "finetune")
+        resumable.restore(loop, args, contents)
+        status, _ = resumable.fit(loop, "finetune", args.out)
         if status is not None:
             return status
     print(f"trained in {time.perf_counter() - started:.0f} s")

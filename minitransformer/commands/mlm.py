@@ -19,11 +19,12 @@ bit for bit, a NaN stops the run (commands/resumable.py).
 import sys
 import time
 
+from ..training.resuming import WATCHING
 from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int, read_text_file
 
 RESUMES = True          # __main__ records which options were given (args.given), for --resume
-CHANGEABLE = ("eval_interval", "no_progress", "parallel", "worker_timeout")      # what --resume may change
+CHANGEABLE = WATCHING                    # what --resume may change (training/resuming.py)
 
 N_HEADS = 4
 
@@ -79,7 +80,8 @@ def run(args):
     loop = masked_lm_loop(model, corpus, rng, args.steps, args.batch_size, args.lr, args.nsp,
                           **resumable.loop_options(args, "mlm", args.steps))
     started = time.perf_counter()
-    status = resumable.fit(loop, args, contents, "mlm")
+    resumable.restore(loop, args, contents)
+    status, _ = resumable.fit(loop, "mlm", args.out)
     if status is not None:
         return status
     print(f"trained in {time.perf_counter() - started:.0f} s")

@@ -7,7 +7,8 @@
 * `--resume` reads the checkpoint once and continues the run as it was configured: every option is stored in
   it, an option not given again takes its stored value, and one given again with another value is refused in
   one `error:` line unless it only says how to watch (--eval-interval, --no-progress, the evaluation's
-  printing); the checkpoint must be this command's.
+  printing); the checkpoint must be this command's. These rules are training/resuming.py's, the same as
+  `train`'s.
 * A loss or a gradient norm that becomes NaN or infinite stops the run with one `error:` line naming the step
   and exit status 1; the last checkpoint stays as it was.
 """
@@ -15,11 +16,8 @@
 import os
 import sys
 
-from . import resume
+from ..training import resuming
 from .errors import UsageError, positive_float, positive_int
-
-# dests that are not options of the run itself
-NOT_STORED = ("command", "out", "resume", "force", "given", "argv")
 
 
 def add_arguments(parser):
@@ -43,14 +41,15 @@ def add_arguments(parser):
 
 
 def prepare(args, command, add_command_arguments, changeable):
-    """Check --out and, on --resume, read its checkpoint once and apply its options to `args`.
+    """Check --out and, on --resume, read its checkpoint once and apply its options to `args`
+    (training/resuming.py's `resume_options`).
 
     Returns:
         (the checkpoint's contents `read_checkpoint` gave, or None for a fresh run, the notes to print).
     Raises:
         UsageError (one line) for an --out that cannot be used, a checkpoint of another run or command.
     """
-    from ..training.checkpoint import CheckpointError, check_loop_meta, has_checkpoint, read_checkpoint
+    from ..training.checkpoint import CheckpointError, has_checkpoint, read_checkpoint
 
     if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out} is a file, expected a directory")
@@ -63,16 +62,11 @@ def prepare(args, command, add_command_arguments, changeable):
         raise UsageError("--resume needs --out, the directory of the run to continue")
     try:
         contents = read_checkpoint(args.out)                    # read and verified once
-        meta = contents[0]
-        check_loop_meta(meta, args.out)
-        if meta["objective"] != command:
-            raise UsageError(f"--resume: checkpoint {args.out} is a run of {meta['objective']}, not of {command}")
-        stored = resume.stored_options(meta["run"], f"checkpoint {args.out}", add_command_arguments,
-                                       NOT_STORED, command)
-    except CheckpointError as error:
+        notes = resuming.resume_options(contents[0], args.out, command, args,
+                                        resuming.options_parser(add_command_arguments), changeable)
+    except CheckpointError as error:                            # ResumeRefused among them
         raise UsageError(str(error)) from None
-    given = resume.given_options(args, add_command_arguments)
-    return contents, resume.apply_stored_options(args, stored, given, args.out, changeable)
+    return contents, notes
 
 
 def ranks():
@@ -95,28 +89,33 @@ def loop_options(args, command, steps, **meta):
 
     rank, size = mpi_world()
     interval = args.eval_interval or max(steps // 10, 1)
-    options = {dest: value for dest, value in sorted(vars(args).items()) if dest not in NOT_STORED}
+    options = resuming.run_options(args)
     parallel = DataParallel(args.parallel, args.seed, args.worker_timeout, interval) if size > 1 else None
     return {"out_dir": args.out if rank == 0 else None, "overwrite": args.resume or args.force,
             "progress": not args.no_progress, "eval_interval": interval, "parallel": parallel,
             "meta": lambda: {"objective": command, **meta, "run": {"options": options}}}
 
 
-def fit(loop, args, contents, command):
-    """Restore the loop from `contents` (on --resume), run it; the exit status of an interruption or a
-    divergence (130, 1), or None when it trained to its end."""
-    from ..training.loop import TrainingDiverged, TrainingInterrupted
-
+def restore(loop, args, contents):
+    """On --resume, put the checkpoint read by `prepare` (`contents`) back into `loop`, if it is of this loop's
+    phase (a run in two phases resumes the phase it was in)."""
     if contents is not None and contents[0].get("phase", loop.name) == loop.name:
         loop.restore(args.out, contents=contents)
         print(f"resuming {loop.name} at step {loop.step} ({args.out})", file=sys.stderr)
+
+
+def fit(loop, command, out):
+    """Run `loop` to its end: (exit status, the last evaluation's losses). (None, losses) when it trained to its
+    end (losses None when no step was left to take); (1, None) when it diverged, and (130, None) on Ctrl-C, each
+    said in one line (how to continue: `command` --resume --out `out`, when the run saves)."""
+    from ..training.loop import TrainingDiverged, TrainingInterrupted
+
     try:
-        loop.fit()
+        return None, loop.fit()
     except TrainingDiverged as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return 1, None
     except TrainingInterrupted as stop:
-        again = f"; continue with: python -m minitransformer {command} --resume --out {args.out}" if args.out else ""
+        again = f"; continue with: python -m minitransformer {command} --resume --out {out}" if out else ""
         print(f"{stop}{again}", file=sys.stderr)
-        return 130
-    return None
+        return 130, None

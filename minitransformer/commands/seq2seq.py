@@ -17,11 +17,12 @@ bit for bit, a NaN stops the run (commands/resumable.py).
 import sys
 import time
 
+from ..training.resuming import WATCHING
 from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int
 
 RESUMES = True          # __main__ records which options were given (args.given), for --resume
-CHANGEABLE = ("eval_interval", "no_progress", "parallel", "worker_timeout", "beam", "examples")      # what --resume may change
+CHANGEABLE = WATCHING + ("beam", "examples")      # what --resume may change (training/resuming.py)
 
 HELP = "train an encoder-decoder Transformer on string reversal; print held-out exact match, BLEU and examples"
 
@@ -97,7 +98,8 @@ def run(args):
                         **resumable.loop_options(args, "seq2seq", args.steps))
     started = time.perf_counter()
     model.train()
-    status = resumable.fit(loop, args, contents, "seq2seq")
+    resumable.restore(loop, args, contents)
+    status, _ = resumable.fit(loop, "seq2seq", args.out)
     if status is not None:
         return status
     print(f"trained {args.steps} steps in {time.perf_counter() - started:.0f} s")

@@ -13,7 +13,7 @@ checkpoint; other files there stay). `--resume` alone continues the newest run.
 
 `--resume` continues the run as it was configured: every option is stored in
 the checkpoint, and one given again with another value is applied and said, or
-refused (commands/resume.py). Ctrl-C stops at the end of the step under way,
+refused (training/resuming.py). Ctrl-C stops at the end of the step under way,
 saves a checkpoint there and exits with status 130; `--resume` continues from
 that step bit for bit. A run directory is left only if something was saved in it.
 
@@ -25,18 +25,25 @@ it was.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
+import time
 import types
 
-from . import ranks, resume, threads
+from ..training import resuming
+from . import ranks, resumable, threads
 from .errors import UsageError, non_negative_float, non_negative_int, positive_float, positive_int, read_text_file
 
 HELP = "train a GPT language model on a text (default: CPython's pydoc help topics) and print samples"
 
 DEFAULT_STEPS = 2000
 RESUMES = True          # __main__ records which options were given (args.given), for --resume
+NOT_STORED = resuming.NOT_STORED + ("text",)        # a checkpoint keeps the text as a record of its own (path, hash)
+# what --resume may change (training/resuming.py): how far to go, the evaluation, the processes, the kernels, the samples
+CHANGEABLE = resuming.WATCHING + ("max_steps", "eval_batches", "workers", "threads_per_rank", "kernels", "prompt",
+                                  "sample_tokens", "temperature", "top_k")
 
 
 def _dropout_rate(text):
@@ -135,6 +142,136 @@ def _add_parallel_arguments(parser, defaults):
                             "(or 20 x the slowest step, if longer)")
 
 
+def run(args):
+    """Train as the options say; the exit status. The command's phases, each a function called once, in order
+    (tests/test_train_command_flow.py holds `run` to that):
+
+    1. `_join_ranks`: this process's place among the MPI ranks (`--workers N` runs the command under mpiexec);
+    2. `_check_and_read`: every option, the text, on --resume the checkpoint (read once, its resuming rules
+       applied: training/resuming.py) and --out, checked and read before any model is built; every rank agrees,
+       so a mistake is one `error:` line and exit status 2;
+    3. `_kept_only_if_saved`: a run directory made for this run is removed again if nothing was saved in it;
+    4. `_build`: the threads of each rank, then the trainer, fresh or restored from the checkpoint read in 2;
+    5. `_introduce`: the notes, the corpus, the model, and the untrained model's loss and sample;
+    6. `_train`: the loop's run (Ctrl-C saves there, status 130; a NaN stops it, status 1);
+    7. `_report`: the trained model's loss and sample, where its checkpoint is; the exit status.
+    """
+    job = _join_ranks(args)
+    plan = _check_and_read(args, job)
+    with _kept_only_if_saved(plan):
+        trainer = _build(args, plan, job)
+        _introduce(args, plan, trainer, job)
+        outcome = _train(plan, trainer)
+        return _report(args, plan, trainer, outcome)
+
+
+# ---------------------------------------------------------------- 1. the ranks
+def _join_ranks(args):
+    """SimpleNamespace(comm: MPI_COMM_WORLD or None, rank, size): None, 0, 1 for one process. `--workers N`
+    outside mpiexec runs this command under `mpiexec -n N` instead (commands/ranks.py), its options checked
+    first; under mpiexec, ranks but 0 are silenced."""
+    from ..training.distributed import mpi_world, world
+
+    rank, size = mpi_world()
+    if size == 1 and args.workers > 1:
+        _check_options(args)                    # a mistake found here is not worth starting mpiexec for
+        ranks.launch(args.workers, args.argv, threads.launch_environment(args.workers, args.threads_per_rank))
+    if size > 1:
+        ranks.quiet_unless_rank_0(rank)
+        if args.workers not in (1, size):
+            raise UsageError(f"--workers {args.workers} under mpiexec -n {size}: give one or the other, or the same")
+        args.workers = size
+    return types.SimpleNamespace(comm=world() if size > 1 else None, rank=rank, size=size)
+
+
+# ---------------------------------------------------------------- 2. everything checked and read
+def _check_and_read(args, job):
+    """The plan of the run (`_plan`); every rank agrees on it: if any rank failed, every rank stops with the
+    first failure, rank 0 saying it (commands/ranks.py), as one UsageError."""
+    from ..training.checkpoint import CheckpointError
+
+    plan = failure = None
+    try:
+        plan = _plan(args, job)
+    except (UsageError, CheckpointError) as error:          # ResumeRefused among them
+        failure = error
+    if job.comm is not None:
+        ranks.agree(job.comm, failure)
+    elif failure is not None:
+        raise UsageError(str(failure)) from None
+    return plan
+
+
+def _plan(args, job):
+    """The options, then --out, the checkpoint (on --resume), the text and the tokens, then the run directory,
+    each checked before the next is read.
+
+    Returns:
+        SimpleNamespace(out, created: True if this run made its directory, text, source, text_path, tokenizer,
+        config, contents: the checkpoint read (None for a new run), notes, ids, train_data, val_data, saves).
+    """
+    _check_options(args)                                        # the options as given
+    out = _run_directory(args)
+    plan = _resumed(args, out, job.size) if args.resume else _started(args, out)
+    _split(args, plan)
+    plan.saves = args.resume or plan.config.max_steps > 0      # --max-steps 0 trains nothing, saves nothing
+    _make_directory(plan, job.rank)
+    return plan
+
+
+def _check_options(args):
+    """What argparse cannot see alone: options that must agree with each other, --out."""
+    if args.d_model % args.n_heads:
+        raise UsageError(f"--d-model {args.d_model} must be divisible by --n-heads {args.n_heads}")
+    if not args.resume:                                         # a resumed run's: once its config is known
+        _check_workers(args.workers, args.batch_size)
+    _check_threads(args)
+    if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out} is a file, expected a directory")
+
+
+def _check_workers(workers, batch_size):
+    if workers > batch_size:
+        raise UsageError(f"--workers {workers} must be at most the batch size {batch_size} "
+                         "(each rank takes at least one window of the batch)")
+
+
+def _check_threads(args):
+    """--threads-per-rank, given or (resumed) stored, at most the cores this process may run on."""
+    message = threads.check(args.threads_per_rank)
+    if message:
+        raise UsageError(message)
+
+
+def _run_directory(args):
+    """(the directory this run reads and writes, or None for a new numbered run) after checking it."""
+    from ..training.checkpoint import has_checkpoint
+    from .runs import RUNS_DIRECTORY, latest_run
+
+    if args.resume:
+        directory = args.out if args.out is not None else latest_run()
+        if directory is None:
+            raise UsageError(f"--resume: no run to continue: no --out given and no run under {RUNS_DIRECTORY}/")
+        return directory
+    if args.out is not None and has_checkpoint(args.out) and not args.force:
+        raise UsageError(f"--out {args.out} already holds a checkpoint; continue it with --resume, replace it "
+                         "with --force, or choose another --out")
+    return args.out
+
+
+def _started(args, out):
+    """A new run: its text, tokenizer and config from the command line."""
+    from ..tokenizers import make_tokenizer
+
+    text, source = _read_text(args.text)
+    try:
+        tokenizer = make_tokenizer(args.tokenizer, text, args.vocab_size)
+    except ValueError as error:
+        raise UsageError(f"--tokenizer {args.tokenizer}: {error}") from None
+    return types.SimpleNamespace(out=out, text=text, source=source, text_path=args.text, tokenizer=tokenizer,
+                                 config=_config_from_args(args, tokenizer.vocab_size), contents=None, notes=[])
+
+
 def _config_from_args(args, vocab_size):
     from ..training.config import TrainConfig
 
@@ -162,41 +299,6 @@ def _feed_forward_width(args, config, vocab_size):
     return matching_llama_width(config, vocab_size, build_model(gpt2, vocab_size).num_parameters())
 
 
-def _check_options(args):
-    """What argparse cannot see alone: options that must agree with each other, --out."""
-    if args.d_model % args.n_heads:
-        raise UsageError(f"--d-model {args.d_model} must be divisible by --n-heads {args.n_heads}")
-    if not args.resume and args.workers > args.batch_size:
-        raise UsageError(f"--workers {args.workers} must be at most the batch size {args.batch_size} "
-                         "(each rank takes at least one window of the batch)")
-    _check_threads(args)
-    if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise UsageError(f"--out {args.out} is a file, expected a directory")
-
-
-def _check_threads(args):
-    """--threads-per-rank, given or (resumed) stored, at most the cores this process may run on."""
-    message = threads.check(args.threads_per_rank)
-    if message:
-        raise UsageError(message)
-
-
-def _run_directory(args):
-    """(the directory this run reads and writes, or None for a new numbered run) after checking it."""
-    from ..training.checkpoint import has_checkpoint
-    from .runs import RUNS_DIRECTORY, latest_run
-
-    if args.resume:
-        directory = args.out if args.out is not None else latest_run()
-        if directory is None:
-            raise UsageError(f"--resume: no run to continue: no --out given and no run under {RUNS_DIRECTORY}/")
-        return directory
-    if args.out is not None and has_checkpoint(args.out) and not args.force:
-        raise UsageError(f"--out {args.out} already holds a checkpoint; continue it with --resume, replace it "
-                         "with --force, or choose another --out")
-    return args.out
-
-
 def _read_text(path):
     """(text, how to name it) of --text PATH, or of the default corpus when PATH is None."""
     from ..training.data import default_corpus
@@ -209,58 +311,39 @@ def _read_text(path):
     return text, path
 
 
-def _start(args):
-    """A new run: its text, tokenizer and config from the command line."""
-    from ..tokenizers import make_tokenizer
+def _resumed(args, out, size):
+    """A resumed run: its checkpoint read once, the resuming rules applied to the options (every option not
+    given again from the checkpoint; training/resuming.py), its text read again and compared, its tokenizer
+    the checkpoint's, its config for this job's `size` ranks."""
+    from ..training.checkpoint import read_checkpoint
 
-    text, source = _read_text(args.text)
-    try:
-        tokenizer = make_tokenizer(args.tokenizer, text, args.vocab_size)
-    except ValueError as error:
-        raise UsageError(f"--tokenizer {args.tokenizer}: {error}") from None
-    return types.SimpleNamespace(text=text, source=source, text_path=args.text, tokenizer=tokenizer,
-                                 config=_config_from_args(args, tokenizer.vocab_size), contents=None, notes=[])
-
-
-def _resume(args, out):
-    """A resumed run: every option not given again from the checkpoint (commands/resume.py), its tokenizer."""
-    from ..training.checkpoint import check_training_meta, checkpoint_tokenizer, read_checkpoint
-
-    contents = read_checkpoint(out)                         # read and verified once
-    meta = contents[0]
-    saved = check_training_meta(meta, out)
-    given = resume.given_options(args, add_arguments)
-    info = meta.get("run")
-    stored = (resume.stored_options(info, f"checkpoint {out}", add_arguments) if info is not None
-              else resume.options_of_an_old_checkpoint(saved, args))
-    notes = resume.apply_stored_options(args, stored, given, out)
-    notes = [note for note in notes if not note.startswith("note: --max-steps")]
-    text_path = args.text if "text" in given or info is None else info["text"]["path"]
+    contents = read_checkpoint(out)                             # read and verified once
+    resumed = resuming.resume_training(contents[0], out, args, resuming.options_parser(add_arguments), NOT_STORED,
+                                       CHANGEABLE)
+    _check_threads(args)                                        # a stored value too
+    text_path = args.text if "text" in resumed.given or resumed.text is None else resumed.text["path"]
     text, source = _read_text(text_path)
-    notes.append(resume.check_text(info["text"] if info else None, text_path, text, given))
-    config = resume.resumed_config(saved, args)
-    notes.append(resume.horizon_note(saved.max_steps, config))
-    return types.SimpleNamespace(text=text, source=source, text_path=text_path, config=config, contents=contents,
-                                 tokenizer=checkpoint_tokenizer(meta, out), notes=[n for n in notes if n])
+    text_note = resuming.check_text(resumed.text, text_path, text, resumed.given)
+    config, ranks_note = resuming.continue_on_ranks(resumed.config, size)
+    args.workers = size
+    return types.SimpleNamespace(out=out, text=text, source=source, text_path=text_path, tokenizer=resumed.tokenizer,
+                                 config=config, contents=contents,
+                                 notes=[note for note in resumed.notes + [text_note, ranks_note] if note])
 
 
-def _split(args, setup):
-    """Token ids, split 90/10, checked against the window and the prompt."""
+def _split(args, plan):
+    """Token ids, split 90/10, checked against the window, the ranks and the prompt."""
     import numpy as np
 
     from ..training.data import train_val_split
 
     try:
-        ids = np.array(setup.tokenizer.encode(setup.text), dtype=np.int64)
+        plan.ids = np.array(plan.tokenizer.encode(plan.text), dtype=np.int64)
     except ValueError as error:
-        raise UsageError(f"--text {setup.source} does not fit the checkpoint's tokenizer: {error}") from None
-    if setup.config.workers > setup.config.batch_size:
-        raise UsageError(f"--workers {setup.config.workers} must be at most the batch size {setup.config.batch_size} "
-                         "(each rank takes at least one window of the batch)")
-    setup.ids = ids
-    setup.train_data, setup.val_data = train_val_split(ids)
-    _check_data(args, setup.text, setup.source, setup.tokenizer, setup.train_data, setup.val_data,
-                setup.config.block_size)
+        raise UsageError(f"--text {plan.source} does not fit the checkpoint's tokenizer: {error}") from None
+    _check_workers(plan.config.workers, plan.config.batch_size)
+    plan.train_data, plan.val_data = train_val_split(plan.ids)
+    _check_data(args, plan.text, plan.source, plan.tokenizer, plan.train_data, plan.val_data, plan.config.block_size)
 
 
 def _check_data(args, text, source, tokenizer, train_data, val_data, block_size):
@@ -281,41 +364,140 @@ def _check_data(args, text, source, tokenizer, train_data, val_data, block_size)
                              "(or --sample-tokens 0 for no samples)")
 
 
-def _make_directory(args, out, saves):
-    """(the run's directory, True if this call created it, a note or None); nothing when nothing will be saved."""
+def _make_directory(plan, rank):
+    """Rank 0 makes the run's directory (a new numbered one when no --out was given): sets plan.out and
+    plan.created, and puts a note first when runs/latest could not be pointed at it. Nothing when nothing will
+    be saved."""
     from .runs import new_run_directory
 
-    if not saves:
-        return out, False, None
-    if out is None:
+    plan.created = False
+    if not plan.saves or rank != 0:
+        return
+    if plan.out is None:
         try:
-            out, note = new_run_directory()
+            plan.out, note = new_run_directory()
         except OSError as error:
             raise UsageError(f"cannot create a run directory under runs/: {error}") from None
-        return out, True, note
-    created = not os.path.isdir(out)
+        plan.created = True
+        plan.notes[:0] = [note] if note else []
+        return
+    plan.created = not os.path.isdir(plan.out)
     try:
-        os.makedirs(out, exist_ok=True)
+        os.makedirs(plan.out, exist_ok=True)
     except OSError as error:
-        raise UsageError(f"--out {out} cannot be created: {error.strerror or error}") from None
-    return out, created, None
+        raise UsageError(f"--out {plan.out} cannot be created: {error.strerror or error}") from None
 
 
-def _build_trainer(args, setup, out, out_dir):
-    """The Trainer: a new one, or the checkpoint in `out` resumed; it saves to `out_dir` (None: nowhere)."""
+# ---------------------------------------------------------------- 3. a run directory only where something was saved
+@contextlib.contextmanager
+def _kept_only_if_saved(plan):
+    """Around the rest of the run: the directory this run made is removed again if nothing was put in it (the
+    run diverged, was stopped or failed before its first save)."""
+    from .runs import remove_if_empty
+
+    try:
+        yield
+    finally:
+        if plan.created:
+            remove_if_empty(plan.out)                       # a directory holding anything is left as it is
+
+
+# ---------------------------------------------------------------- 4. the trainer
+def _build(args, plan, job):
+    """This rank's threads (the job's line, the run's first), then the Trainer: a new one, or the checkpoint read
+    in `_check_and_read` restored; it saves to plan.out on rank 0 (nowhere with --max-steps 0)."""
+    from ..training.checkpoint import CheckpointError
+
+    line = threads.limit(job.comm, args.threads_per_rank, plan.config.parallel)
+    if line and job.rank == 0:
+        print(line, flush=True)
+    try:
+        trainer = _trainer(args, plan, plan.out if plan.saves and job.rank == 0 else None)
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
+    trainer.run_info = {"options": resuming.run_options(args, NOT_STORED),      # to resume the run as it was
+                        "text": resuming.text_record(plan.text_path, plan.text)}
+    return trainer
+
+
+def _trainer(args, plan, out_dir):
     from ..objectives.language_model import Trainer
     from ..training.checkpoint import CheckpointError
 
-    if not args.resume:
-        return Trainer(setup.config, setup.train_data, setup.val_data, setup.tokenizer.vocab_size,
-                       out_dir=out_dir, tokenizer_config=setup.tokenizer.to_config(),
-                       progress=not args.no_progress, overwrite=args.force)
+    if plan.contents is None:
+        return Trainer(plan.config, plan.train_data, plan.val_data, plan.tokenizer.vocab_size, out_dir=out_dir,
+                       tokenizer_config=plan.tokenizer.to_config(), progress=not args.no_progress,
+                       overwrite=args.force)
     try:
-        return Trainer.resume(out, setup.train_data, setup.val_data, config=setup.config, out_dir=out_dir,
-                              contents=setup.contents, progress=not args.no_progress)
+        return Trainer.resume(plan.out, plan.train_data, plan.val_data, config=plan.config, out_dir=out_dir,
+                              contents=plan.contents, progress=not args.no_progress)
     except MemoryError:                     # e.g. a hand-edited d_model of 10**9
-        raise CheckpointError(f"checkpoint {out}: its train_config asks for a model too large for this "
+        raise CheckpointError(f"checkpoint {plan.out}: its train_config asks for a model too large for this "
                               "machine's memory (was checkpoint.json edited?)") from None
+
+
+# ---------------------------------------------------------------- 5. before training
+def _introduce(args, plan, trainer, job):
+    """The notes; on rank 0 the corpus, the model, and the untrained model's loss and sample (or where it
+    resumes)."""
+    import numpy as np
+
+    from ..training.metrics import perplexity
+
+    for note in plan.notes:
+        print(note, file=sys.stderr)
+    if job.rank != 0:
+        return
+    config, tokenizer = plan.config, plan.tokenizer
+    print(f"corpus: {plan.source}, {len(plan.text):,} characters -> {len(plan.ids):,} tokens "
+          f"({tokenizer!r}; {len(plan.train_data):,} train / {len(plan.val_data):,} validation)")
+    print(f"model: {trainer.model!r}, {config.style} style, d_ff {config.d_ff}, "
+          f"{trainer.model.num_parameters():,} parameters, {config.dtype}; "
+          f"{config.max_steps} steps of {config.batch_size} x {config.block_size} tokens")
+    if trainer.step > 0:
+        print(f"resuming at step {trainer.step} ({plan.out})")
+        return
+    first = trainer.evaluate()
+    trainer.record_evaluation(first)                                    # measured: the curve starts untrained
+    print(f"untrained: val loss {first['val']:.4f}, perplexity {perplexity(first['val']):.2f} "
+          f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f}, perplexity V = "
+          f"{tokenizer.vocab_size})")
+    _print_sample("sample before training", trainer, tokenizer, args)
+
+
+# ---------------------------------------------------------------- 6. the loop's run
+def _train(plan, trainer):
+    """Hand the loop its run (none with --max-steps 0): SimpleNamespace(status: the exit status when it stopped
+    early (1 diverged, 130 Ctrl-C, each said in one line), else None; losses: the last evaluation's, None when
+    no step was left; seconds)."""
+    started = time.perf_counter()
+    status, losses = resumable.fit(trainer, "train", plan.out) if plan.saves else (None, None)
+    return types.SimpleNamespace(status=status, losses=losses, seconds=time.perf_counter() - started)
+
+
+# ---------------------------------------------------------------- 7. the report
+def _report(args, plan, trainer, outcome):
+    """What the run learned, a sample, where its checkpoint is; the exit status."""
+    import numpy as np
+
+    from ..training.metrics import perplexity
+
+    if outcome.status is not None:
+        return outcome.status
+    if not plan.saves:
+        print("\n--max-steps 0: nothing trained, nothing saved")
+        return 0
+    if outcome.losses is None:
+        print(f"nothing to do: the checkpoint is already at step {trainer.step} >= --max-steps {plan.config.max_steps}")
+        return 0
+    losses = outcome.losses
+    print(f"\ntrained to step {trainer.step} in {outcome.seconds:.0f} s "
+          f"(median {np.median(trainer.step_times) * 1e3:.0f} ms/step): val loss {losses['val']:.4f}, "
+          f"perplexity {perplexity(losses['val']):.2f}")
+    _print_sample("sample after training", trainer, plan.tokenizer, args)
+    print(f"\ncheckpoint: {plan.out}   loss curve: {os.path.join(plan.out, 'loss.png')}")
+    print(f'sample more: python -m minitransformer sample --checkpoint {plan.out} --prompt "..."')
+    return 0
 
 
 def _print_sample(title, trainer, tokenizer, args):
@@ -326,137 +508,3 @@ def _print_sample(title, trainer, tokenizer, args):
     text = sample_text(trainer.model, tokenizer, args.prompt, args.sample_tokens, temperature=args.temperature,
                        top_k=args.top_k, rng=args.seed)
     print(f"\n--- {title} ---\n{text}\n---", flush=True)
-
-
-def _introduce(args, setup, trainer, out):
-    """The lines before training: corpus, model, and the untrained model's loss and sample (or where it resumes)."""
-    import numpy as np
-
-    from ..training.metrics import perplexity
-
-    config, tokenizer = setup.config, setup.tokenizer
-    print(f"corpus: {setup.source}, {len(setup.text):,} characters -> {len(setup.ids):,} tokens "
-          f"({tokenizer!r}; {len(setup.train_data):,} train / {len(setup.val_data):,} validation)")
-    print(f"model: {trainer.model!r}, {config.style} style, d_ff {config.d_ff}, "
-          f"{trainer.model.num_parameters():,} parameters, {config.dtype}; "
-          f"{config.max_steps} steps of {config.batch_size} x {config.block_size} tokens")
-    if trainer.step > 0:
-        print(f"resuming at step {trainer.step} ({out})")
-        return
-    first = trainer.evaluate()
-    trainer.record_evaluation(first)                                    # measured: the curve starts untrained
-    print(f"untrained: val loss {first['val']:.4f}, perplexity {perplexity(first['val']):.2f} "
-          f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f}, perplexity V = "
-          f"{tokenizer.vocab_size})")
-    _print_sample("sample before training", trainer, tokenizer, args)
-
-
-def _train(args, setup, trainer, out):
-    """Fit and report; the exit status."""
-    import time
-
-    import numpy as np
-
-    from ..training.loop import TrainingDiverged, TrainingInterrupted
-    from ..training.metrics import perplexity
-
-    started = time.perf_counter()
-    try:
-        with trainer:
-            losses = trainer.fit()
-    except TrainingDiverged as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except TrainingInterrupted as stop:
-        print(f"{stop}; continue with: python -m minitransformer train --resume --out {out}", file=sys.stderr)
-        return 130
-    if losses is None:
-        print(f"nothing to do: the checkpoint is already at step {trainer.step} >= --max-steps {setup.config.max_steps}")
-        return 0
-    print(f"\ntrained to step {trainer.step} in {time.perf_counter() - started:.0f} s "
-          f"(median {np.median(trainer.step_times) * 1e3:.0f} ms/step): val loss {losses['val']:.4f}, "
-          f"perplexity {perplexity(losses['val']):.2f}")
-    _print_sample("sample after training", trainer, setup.tokenizer, args)
-    print(f"\ncheckpoint: {out}   loss curve: {os.path.join(out, 'loss.png')}")
-    print(f'sample more: python -m minitransformer sample --checkpoint {out} --prompt "..."')
-    return 0
-
-
-def _ranks(args):
-    """(MPI_COMM_WORLD or None, this rank): None, 0 for one process. `--workers N` outside mpiexec runs this
-    command under `mpiexec -n N` instead (commands/ranks.py); under mpiexec, ranks but 0 are silenced."""
-    from ..training.distributed import mpi_world, world
-
-    rank, size = mpi_world()
-    if size == 1 and args.workers > 1:
-        _check_options(args)                    # a mistake found here is not worth starting mpiexec for
-        ranks.launch(args.workers, args.argv, threads.launch_environment(args.workers, args.threads_per_rank))
-    if size == 1:
-        return None, 0
-    ranks.quiet_unless_rank_0(rank)
-    if args.workers not in (1, size):
-        raise UsageError(f"--workers {args.workers} under mpiexec -n {size}: give one or the other, or the same")
-    args.workers = size
-    return world(), rank
-
-
-def _ranks_note(args, setup, comm):
-    """The run's config (and stored options) for this job's number of ranks, and a note when a resumed
-    checkpoint had another."""
-    size = 1 if comm is None else comm.Get_size()
-    if setup.config.workers != size:
-        setup.notes.append(f"note: the checkpoint was trained on {setup.config.workers} rank(s) and continues on "
-                           f"{size}: its numbers will no longer match an uninterrupted run's bit for bit")
-        setup.config = dataclasses.replace(setup.config, workers=size)
-    args.workers = size
-
-
-def _prepare(args, rank):
-    """Everything checked and read before a model is built: (setup, out, saves, created, note)."""
-    _check_options(args)
-    out = _run_directory(args)
-    setup = _resume(args, out) if args.resume else _start(args)
-    _check_threads(args)                                       # a resumed run's stored value too
-    _split(args, setup)
-    saves = args.resume or setup.config.max_steps > 0          # --max-steps 0 trains nothing, saves nothing
-    out, created, note = _make_directory(args, out, saves) if rank == 0 else (out, False, None)
-    return setup, out, saves, created, note
-
-
-def run(args):
-    from ..training.checkpoint import CheckpointError
-    from .runs import remove_if_empty
-
-    comm, rank = _ranks(args)
-    failure = None
-    try:
-        setup, out, saves, created, note = _prepare(args, rank)
-        _ranks_note(args, setup, comm)
-    except (UsageError, CheckpointError) as error:
-        failure = error
-    if comm is not None:
-        ranks.agree(comm, failure)                  # every rank stops if one failed, rank 0 saying why
-    elif failure is not None:
-        raise UsageError(str(failure)) from None
-    job = threads.limit(comm, args.threads_per_rank, setup.config.parallel)
-    if job and rank == 0:
-        print(job, flush=True)                      # the run's first line
-    trainer = None
-    try:
-        try:
-            trainer = _build_trainer(args, setup, out, out if saves and rank == 0 else None)
-        except CheckpointError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        trainer.run_info = resume.run_info(args, setup.text_path, setup.text)
-        for line in ([note] if note else []) + setup.notes:
-            print(line, file=sys.stderr)
-        if rank == 0:
-            _introduce(args, setup, trainer, out)
-        if not saves:
-            print("\n--max-steps 0: nothing trained, nothing saved")
-            return 0
-        return _train(args, setup, trainer, out)
-    finally:
-        if created and (trainer is None or trainer.last_saved is None):
-            remove_if_empty(out)                # a run directory only where something was saved

@@ -26,12 +26,13 @@ import numpy as np
 
 from ..core.module import Module
 from ..layers.loss import CrossEntropyLoss
-from ..training.checkpoint import CheckpointError, check_training_meta, read_checkpoint, refuse_to_replace
-from ..training.config import TrainConfig, build_model, build_optimizer
+from ..training.checkpoint import check_training_meta, read_checkpoint, refuse_to_replace
+from ..training.config import build_model, build_optimizer
 from ..training.data import get_batch
 from ..training.distributed import MODES, DataParallel, mpi_world
 from ..training.loop import TrainingLoop
 from ..training.metrics import perplexity
+from ..training.resuming import continued_config
 
 
 class LanguageModelObjective(Module):
@@ -141,7 +142,8 @@ class Trainer(TrainingLoop):
 
         Args:
             config: optional TrainConfig; it may differ from the saved one only in
-                TrainConfig.RESUMABLE fields (e.g. a larger max_steps), else CheckpointError.
+                TrainConfig.RESUMABLE fields (e.g. a larger max_steps), else ResumeRefused (a CheckpointError;
+                training/resuming.py's `continued_config`).
             out_dir: where the continued run saves (None: nowhere); `directory` itself continues the
                 run in place, another directory holding a checkpoint is refused unless `overwrite`.
             contents: `read_checkpoint(directory)`'s result, if the caller has read it already.
@@ -150,13 +152,7 @@ class Trainer(TrainingLoop):
         meta = contents[0]
         saved = check_training_meta(meta, directory)
         if config is not None:
-            differences = [f"{field}: checkpoint {getattr(saved, field)!r}, now {getattr(config, field)!r}"
-                           for field in _config_dict(saved)
-                           if field not in TrainConfig.RESUMABLE and getattr(saved, field) != getattr(config, field)]
-            if differences:
-                raise CheckpointError(f"checkpoint {directory} was trained with a different config: "
-                                      + "; ".join(differences))
-            saved = config
+            saved = continued_config(saved, config, directory)          # only its RESUMABLE fields may differ
         in_place = out_dir is not None and os.path.realpath(out_dir) == os.path.realpath(directory)
         trainer = cls(saved, train_data, val_data, meta["model_config"]["vocab_size"], out_dir=out_dir,
                       tokenizer_config=meta.get("tokenizer"), progress=progress, overwrite=overwrite or in_place)
