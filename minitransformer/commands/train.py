@@ -326,9 +326,9 @@ def _resumed(args, out, size):
     text_note = resuming.check_text(resumed.text, text_path, text, resumed.given)
     config, ranks_note = resuming.continue_on_ranks(resumed.config, size)
     args.workers = size
+    notes = resumed.notes + [text_note, resumed.schedule_note, ranks_note]
     return types.SimpleNamespace(out=out, text=text, source=source, text_path=text_path, tokenizer=resumed.tokenizer,
-                                 config=config, contents=contents,
-                                 notes=[note for note in resumed.notes + [text_note, ranks_note] if note])
+                                 config=config, contents=contents, notes=[note for note in notes if note])
 
 
 def _split(args, plan):
@@ -422,7 +422,6 @@ def _build(args, plan, job):
 
 def _trainer(args, plan, out_dir):
     from ..objectives.language_model import Trainer
-    from ..training.checkpoint import CheckpointError
 
     if plan.contents is None:
         return Trainer(plan.config, plan.train_data, plan.val_data, plan.tokenizer.vocab_size, out_dir=out_dir,
@@ -432,8 +431,8 @@ def _trainer(args, plan, out_dir):
         return Trainer.resume(plan.out, plan.train_data, plan.val_data, config=plan.config, out_dir=out_dir,
                               contents=plan.contents, progress=not args.no_progress)
     except MemoryError:                     # e.g. a hand-edited d_model of 10**9
-        raise CheckpointError(f"checkpoint {plan.out}: its train_config asks for a model too large for this "
-                              "machine's memory (was checkpoint.json edited?)") from None
+        raise UsageError(f"checkpoint {plan.out}: its train_config asks for a model too large for this "
+                         "machine's memory (was checkpoint.json edited?)") from None
 
 
 # ---------------------------------------------------------------- 5. before training
@@ -463,6 +462,16 @@ def _introduce(args, plan, trainer, job):
           f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f}, perplexity V = "
           f"{tokenizer.vocab_size})")
     _print_sample("sample before training", trainer, tokenizer, args)
+
+
+def _print_sample(title, trainer, tokenizer, args):
+    from ..generation.sampling import sample_text
+
+    if args.sample_tokens <= 0:
+        return
+    text = sample_text(trainer.model, tokenizer, args.prompt, args.sample_tokens, temperature=args.temperature,
+                       top_k=args.top_k, rng=args.seed)
+    print(f"\n--- {title} ---\n{text}\n---", flush=True)
 
 
 # ---------------------------------------------------------------- 6. the loop's run
@@ -498,13 +507,3 @@ def _report(args, plan, trainer, outcome):
     print(f"\ncheckpoint: {plan.out}   loss curve: {os.path.join(plan.out, 'loss.png')}")
     print(f'sample more: python -m minitransformer sample --checkpoint {plan.out} --prompt "..."')
     return 0
-
-
-def _print_sample(title, trainer, tokenizer, args):
-    from ..generation.sampling import sample_text
-
-    if args.sample_tokens <= 0:
-        return
-    text = sample_text(trainer.model, tokenizer, args.prompt, args.sample_tokens, temperature=args.temperature,
-                       top_k=args.top_k, rng=args.seed)
-    print(f"\n--- {title} ---\n{text}\n---", flush=True)

@@ -157,7 +157,7 @@ def resume_training(meta, directory, args, parser, not_stored, changeable):
 
     Returns:
         SimpleNamespace(config: TrainConfig, tokenizer, text: the stored `text_record` or None (0.3), given:
-        the dests given again, notes: the lines to say, None for none).
+        the dests given again, notes: the lines for the options given anew, schedule_note: `horizon_note`'s).
     Raises:
         CheckpointError for a malformed checkpoint; ResumeRefused for an option that would make another run.
     """
@@ -168,9 +168,9 @@ def resume_training(meta, directory, args, parser, not_stored, changeable):
               else options_of_an_old_checkpoint(saved, args))
     notes = apply_stored_options(args, stored, given, directory, changeable, said_elsewhere=("max_steps",))
     config = resumed_config(saved, args)
-    notes.append(horizon_note(saved.max_steps, config))
     return types.SimpleNamespace(config=config, tokenizer=checkpoint_tokenizer(meta, directory),
-                                 text=None if info is None else info["text"], given=given, notes=notes)
+                                 text=None if info is None else info["text"], given=given, notes=notes,
+                                 schedule_note=horizon_note(saved.max_steps, config))
 
 
 def options_of_an_old_checkpoint(saved, args):
