@@ -6,8 +6,8 @@
   each phase is a function of train.py, called once there, and defined in the order `run` calls them; `run`'s
   docstring lists them in that order.
 * Traced: a fresh run and a resumed one call every phase once, in that order.
-* Counted: `train --resume` opens the checkpoint's files (checkpoint.json, its arrays) exactly as often as one
-  `read_checkpoint` does, before the loop runs.
+* Counted: `--resume` of `train` (and of `seq2seq`, `mlm`, `finetune`) opens the checkpoint's files
+  (checkpoint.json, its arrays) exactly as often as one `read_checkpoint` does, before the loop runs.
 """
 
 import ast
@@ -140,9 +140,22 @@ def _count_opens(monkeypatch, directory):
     return opened
 
 
-def test_resume_reads_the_checkpoint_once(tmp_path, text_file, capsys, monkeypatch):
+def _first_run(command, tmp_path, text_file):
+    """The command line of a short run of `command` into tmp_path/run, and what its --resume adds."""
+    from test_one_loop import TINY as LOOP_RUNS
+
+    out = ["--out", str(tmp_path / "run"), "--no-progress"]
+    if command == "train":
+        return ["train", "--text", str(text_file), "--max-steps", "2", *TINY, *out], ["--max-steps", "4"]
+    text = ["--text", str(text_file)] if command == "mlm" else []
+    return [*LOOP_RUNS[command], *text, *out], []
+
+
+@pytest.mark.parametrize("command", ["train", "seq2seq", "mlm", "finetune"])
+def test_resume_reads_the_checkpoint_once(command, tmp_path, text_file, capsys, monkeypatch):
     out = tmp_path / "run"
-    assert cli(["train", "--text", str(text_file), "--max-steps", "2", *TINY, "--out", str(out)], capsys)[0] == 0
+    first, more = _first_run(command, tmp_path, text_file)
+    assert cli(first, capsys)[0] == 0
     with monkeypatch.context() as patch:
         opened = _count_opens(patch, out)
         read_checkpoint(out)
@@ -153,9 +166,10 @@ def test_resume_reads_the_checkpoint_once(tmp_path, text_file, capsys, monkeypat
     real_fit = TrainingLoop.fit
 
     def fit(self, *args, **kwargs):
-        before_the_loop.extend(opened)                     # what was opened to resume, before any step or save
+        if not before_the_loop:                            # what was opened to resume, before any step or save
+            before_the_loop.append(sorted(opened))
         return real_fit(self, *args, **kwargs)
     monkeypatch.setattr(TrainingLoop, "fit", fit)
-    code, printed, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "4"], capsys)
-    assert code == 0 and "resuming at step 2" in printed, err
-    assert sorted(before_the_loop) == one_read, f"--resume opened {sorted(before_the_loop)}, one read opens {one_read}"
+    code, printed, err = cli([command, "--resume", "--out", str(out), *more], capsys)
+    assert code == 0 and "resuming" in printed + err, err
+    assert before_the_loop == [one_read], f"--resume opened {before_the_loop}, one read opens {one_read}"

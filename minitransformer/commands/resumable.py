@@ -11,6 +11,9 @@
   `train`'s.
 * A loss or a gradient norm that becomes NaN or infinite stops the run with one `error:` line naming the step
   and exit status 1; the last checkpoint stays as it was.
+
+`train` has options and a run directory of its own (commands/train.py) and shares `fit`: how a command says
+that its loop stopped early.
 """
 
 import os
