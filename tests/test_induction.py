@@ -116,5 +116,4 @@ def test_the_shipped_weights_hold_an_induction_head_fed_by_a_previous_token_head
     assert scores["copying"][1, scores["prefix_matching"][1].argmax()] > 0.5          # ... and copies what it sees
     assert scores["previous_token"][0].max() > 0.5                      # layer 0 looks one place back
     assert scores["prefix_matching"][0].max() < 0.2                     # layer 0 alone cannot find the copy
-    random_loss, repeated_loss = part_losses(model, x, y, earlier_next)
-    assert repeated_loss < 0.5 and abs(random_loss - np.log(config["vocab_size"])) < 0.3
+    assert part_losses(model, x, y, earlier_next)[1] < 0.5               # the repeat: from log V = 4.16 to near 0
