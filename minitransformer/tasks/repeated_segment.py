@@ -9,8 +9,8 @@ induction heads", §2; Strabel 2023, *Transformers*, §6).
 
 Why the segment sits at a random start and distance: if every sequence were one half and its repeat
 (`a b c d a b c d`), the copy would lie at a distance the position alone nearly gives away, and a single head
-learns that prior instead (a look back by 4 to 16 places scores some of the loss without knowing where the
-earlier copy is). Here the distance ranges over most of the context, so looking back by position is worth
+learns that prior instead (with halves of 8 to 16 tokens, looking back 8 to 16 places scores some of the loss
+without knowing where the earlier copy is; benchmarks/README.md). Here the distance ranges over most of the context, so looking back by position is worth
 little, and the only way down is content matching.
 
 * `RepeatedSegmentTask.batch`: inputs, next-token targets, and for each query the position an induction head
