@@ -4,7 +4,7 @@ blocks in order, from a temporary folder), and every command line the documentat
 A block too long or too demanding to run carries its reason on the line before it:
 `<!-- not run: needs GPT-2's released files -->`; it is still compiled, and the command lines in it still parse.
 `python -m minitransformer ...` is parsed by the package's own parser (`build_parser`, nothing run);
-`python benchmarks/bench_x.py ...` has each option checked against the script's `--help`.
+`python benchmarks/bench_x.py ...` (or `train_x.py`) has each option checked against the script's `--help`.
 """
 
 import contextlib
@@ -30,7 +30,7 @@ FENCE = re.compile(r"^```(\w*)\s*$")
 NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>.+?) -->$")
 WORD = r"""(?:"[^"\n]*"|'[^'\n]*'|[^\s`|;&)"'])+"""      # a shell word: quoted parts may hold | ; & )
 PROGRAM = re.compile(rf"python -m minitransformer(?P<argv>(?: +{WORD})*)")
-BENCHMARK = re.compile(rf"python (?P<script>benchmarks/bench_\w+\.py)(?P<argv>(?: +{WORD})*)")
+BENCHMARK = re.compile(rf"python (?P<script>benchmarks/(?:bench|train)_\w+\.py)(?P<argv>(?: +{WORD})*)")
 
 
 def blocks(path):

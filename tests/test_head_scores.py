@@ -12,7 +12,7 @@ from minitransformer.models.head_scores import (
     prefix_matching_scores,
     previous_token_scores,
 )
-from minitransformer.tasks.repeated_half import RepeatedHalfTask, earlier_next
+from minitransformer.tasks.repeated_segment import RepeatedSegmentTask
 
 
 def _causal_uniform(B, H, T):
@@ -32,9 +32,8 @@ def _pattern_at(target, H):
 
 
 def test_a_perfect_induction_pattern_scores_one_and_a_uniform_one_scores_its_share():
-    task = RepeatedHalfTask(vocab_size=20, max_half=6, min_half=3, rng=0)
-    x, _, half = task.batch(8)
-    target = earlier_next(half, x.shape[1])
+    task = RepeatedSegmentTask(vocab_size=20, seq_len=12, min_length=3, max_length=6, rng=0)
+    x, _, target = task.batch(8)
     perfect = _pattern_at(target, H=2)
     np.testing.assert_allclose(prefix_matching_scores(perfect, target), [1.0, 1.0])
     uniform = _causal_uniform(8, 2, x.shape[1])
@@ -101,8 +100,8 @@ def test_copying_scores_take_the_norm_gains_and_an_untied_head_into_account():
 
 def test_head_scores_run_the_model_and_return_one_row_per_layer():
     model = GPT(20, 8, 2, 2, 0, 11, rng=0)
-    x, _, half = RepeatedHalfTask(vocab_size=20, max_half=6, min_half=3, rng=1).batch(4)
-    scores = head_scores(model, x, earlier_next(half, x.shape[1]))
+    x, _, earlier_next = RepeatedSegmentTask(vocab_size=20, seq_len=11, min_length=3, max_length=6, rng=1).batch(4)
+    scores = head_scores(model, x, earlier_next)
     assert {name: value.shape for name, value in scores.items()} == {
         "previous_token": (2, 2), "prefix_matching": (2, 2), "copying": (2, 2)}
     alpha = model.blocks[1].attn.attention.alpha

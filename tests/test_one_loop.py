@@ -6,6 +6,7 @@
 * `seq2seq`, `mlm` and `finetune` save on Ctrl-C (a real SIGINT during step k: exit status 130, a checkpoint
   of step k - 1... the step under way is finished first) and `--resume --out DIR` continues bit for bit: the
   weights, the optimizer's state and every step's loss equal an uninterrupted run's.
+* `fit(evaluate_first=True)` evaluates a fresh loop at step 0, before its first step, and only a fresh one.
 """
 
 import ast
@@ -161,3 +162,26 @@ def test_two_ranks_train_every_command_to_the_numbers_of_one_process(command, mo
         if name.startswith("param."):
             np.testing.assert_allclose(two_arrays[name], array, rtol=1e-12, atol=1e-11 * scale, err_msg=name)
     assert json.dumps(two_meta["run"]["options"]["parallel"]) == json.dumps(mode)
+
+
+def test_evaluate_first_records_the_untrained_model_at_step_0_and_a_fresh_loop_alone():
+    from minitransformer import GPT
+    from minitransformer.layers.loss import CrossEntropyLoss
+    from minitransformer.objectives.language_model import LanguageModelObjective
+    from minitransformer.training.optim.adam import Adam
+
+    def fitted(evaluate_first, steps=(3,)):
+        model = GPT(8, 8, 2, 1, 0, 6, rng=0)
+        batch = (np.arange(12).reshape(2, 6) % 8, (np.arange(12).reshape(2, 6) + 1) % 8)
+        objective = LanguageModelObjective(model, CrossEntropyLoss())
+        evaluated = []
+        loop = loop_module.TrainingLoop(objective, Adam(model.parameters(), lr=1e-2), lambda: batch, lambda step: 1e-2,
+                                        max_steps=steps[-1], eval_interval=2, log=False, progress=False,
+                                        evaluate=lambda: {"val": float(objective.forward(*batch))})
+        for max_steps in steps:
+            loop.fit(max_steps, on_eval=lambda loop, losses: evaluated.append(loop.step), evaluate_first=evaluate_first)
+        return [row[0] for row in loop.history["eval"]], evaluated
+
+    assert fitted(True) == ([0, 2, 3], [0, 2, 3])                 # step 0 first, then the usual ones
+    assert fitted(False) == ([2, 3], [2, 3])
+    assert fitted(True, steps=(1, 3))[0] == [0, 1, 2, 3]           # a second fit does not evaluate step 1 twice

@@ -44,7 +44,7 @@ def previous_token_scores(alpha):
 
 def prefix_matching_scores(alpha, target):
     """alpha (B, H, T, T), target int (B, T) -> (H,): the mean of alpha[b, h, t, target[b, t]] over the
-    queries with target[b, t] >= 0 (`tasks.repeated_half.earlier_next` gives the targets of repeated halves)."""
+    queries with target[b, t] >= 0 (`RepeatedSegmentTask.batch`, tasks/repeated_segment.py, gives them)."""
     alpha, target = _check_weights(alpha, "prefix_matching_scores"), np.asarray(target)
     if target.shape != (alpha.shape[0], alpha.shape[2]):
         raise ValueError(f"prefix_matching_scores expected target (B, T) = {(alpha.shape[0], alpha.shape[2])}, "

@@ -231,7 +231,7 @@ class TrainingLoop:
         return ", ".join(f"{name} loss {losses[name]:.4f} (perplexity {ppl[name]:.2f})" for name in losses)
 
     # ---------------------------------------------------------------- the loop
-    def fit(self, max_steps=None, on_eval=None):
+    def fit(self, max_steps=None, on_eval=None, evaluate_first=False):
         """Train until `max_steps` (default the loop's), evaluating and checkpointing on the way.
 
         Progress: a tqdm bar on a terminal; written to a file or a pipe, one line per evaluation instead.
@@ -240,6 +240,8 @@ class TrainingLoop:
 
         Args:
             on_eval: optional callback(loop, losses) after each evaluation.
+            evaluate_first: also evaluate at step 0, before the first step of a fresh loop, so that the history
+                starts from the untrained model (a resumed loop has that evaluation already).
         Returns:
             the last evaluation's losses, or None if no step was left to take.
         """
@@ -251,6 +253,8 @@ class TrainingLoop:
         bar = tqdm(total=max_steps, initial=self.step, disable=not on_terminal, unit="step", dynamic_ncols=True)
         try:
             with stop_at_step_boundary() as stop:
+                if evaluate_first and self.step == 0:
+                    losses = self._evaluate_and_save(bar if on_terminal else None, on_eval)
                 while self.step < max_steps:
                     started = time.perf_counter()
                     if self.parallel is not None:       # the ranks agree on stopping in the step's first message
@@ -307,7 +311,7 @@ class TrainingLoop:
         line = f"step {self.step:>5}: {self.record_evaluation(losses)}"
         if bar is not None:
             bar.write(line)
-        elif self.log is not None and self.progress:   # a file or a pipe: the bar's figures on the line
+        elif self.log is not None and self.progress and self.history["lr"]:   # a file or a pipe: the bar's figures
             self.log(f"{line}  (lr {self.history['lr'][-1]:.2e}, {self._rate_text()})")
         elif self.log is not None:
             self.log(line)
