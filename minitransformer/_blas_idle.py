@@ -4,10 +4,11 @@ After every product it ran on several threads, OpenBLAS keeps its helper threads
 cycles (about 0.1 s here) before they sleep, in case another product follows. That spinning takes a core: in
 the fast tier's training step at long sequences, the linear layers' products (BLAS on the process's threads)
 come right before the tiled attention, whose own threads (`fast/tiled_attention.py`) then share the cores with
-a helper thread that does nothing. Measured at T = 2048 on the 2-core machine (benchmarks/README.md, "Long
-sequences on two cores"): the attention's forward and backward right after a 2-thread product took 21 % longer,
-and the process used 48 ms more CPU, than after an idle pause; with the spin cut to 2^22 cycles (under 2 ms:
-long enough to bridge the gap between two products of one layer) the difference was gone.
+a helper thread that does nothing. Measured at T = 2048 on the shared 2-core machine, load average 4.4
+(benchmarks/README.md, "What kept the second core idle"): one layer's tiled attention, forward and backward,
+right after a 2-thread product took 21 % longer, and the process used 48 ms more CPU, than after an idle pause;
+with the spin cut to 2^22 cycles (under 2 ms: long enough to bridge the gap between two products of one layer)
+the difference was gone.
 
 OpenBLAS reads `OPENBLAS_THREAD_TIMEOUT` (the exponent, 4 to 30) once, when it loads; so this takes effect when
 minitransformer is imported before NumPy (`python -m minitransformer ...`, the benchmarks); a program that
