@@ -2,7 +2,7 @@
 its argv here, ahead of argparse, before it imports NumPy.
 
 It then imports minitransformer before NumPy, as `python -m minitransformer` does, so that the package's setting
-of OpenBLAS's idle threads (`minitransformer/_blas_idle.py`) holds in the benchmarks as it does for users.
+of OpenBLAS's idle threads (`minitransformer/fast/blas_idle.py`) holds in the benchmarks as it does for users.
 """
 
 import os

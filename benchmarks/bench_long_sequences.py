@@ -12,7 +12,7 @@ tokens. One step is forward, backward and the optimizer's update. Sides:
   (minitransformer/fast/tiled_attention.py);
 * `ours-spinning`: `ours` with OpenBLAS's helper threads spinning 2^28 cycles (about 0.1 s) after each
   multi-threaded product, OpenBLAS's default, instead of the 2^22 minitransformer sets
-  (minitransformer/_blas_idle.py): the spinning thread takes a core from the tiled attention's threads;
+  (minitransformer/fast/blas_idle.py): the spinning thread takes a core from the tiled attention's threads;
 * `ours-serial`: the same with the tiled attention on one thread (`FastTiledAttention.workers = 1`; BLAS
   keeps its --threads threads): the tiled attention before it used threads;
 * `ours-dense`: the same with tiling switched off (`FastScaledDotProductAttention.tiled_from` set past

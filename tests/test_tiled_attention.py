@@ -233,7 +233,7 @@ def test_threads_stay_within_the_process_share_of_cores(monkeypatch):
 
 def test_openblas_idle_spin_is_cut_before_numpy_loads():
     """The package sets OPENBLAS_THREAD_TIMEOUT (how long OpenBLAS's idle threads spin, read once when NumPy loads
-    OpenBLAS; minitransformer/_blas_idle.py) before it first imports NumPy, and keeps a value the user gave."""
+    OpenBLAS; minitransformer/fast/blas_idle.py) before it first imports NumPy, and keeps a value the user gave."""
     import os
     import pathlib
     import subprocess

@@ -1,4 +1,4 @@
-"""How long OpenBLAS's idle threads spin: set before NumPy loads OpenBLAS, so first among the package's imports.
+"""How long OpenBLAS's idle threads spin: set before NumPy loads OpenBLAS, so the package imports this first.
 
 After every product it ran on several threads, OpenBLAS keeps its helper threads spinning for 2^28 processor
 cycles (about 0.1 s here) before they sleep, in case another product follows. That spinning takes a core: in
