@@ -10,13 +10,24 @@ right after a 2-thread product took 21 % longer, and the process used 48 ms more
 with the spin cut to 2^22 cycles (under 2 ms: long enough to bridge the gap between two products of one layer)
 the difference was gone.
 
-OpenBLAS reads `OPENBLAS_THREAD_TIMEOUT` (the exponent, 4 to 30) once, when it loads; so this takes effect when
-minitransformer is imported before NumPy (`python -m minitransformer ...`, the benchmarks); a program that
-imports NumPy first sets the variable itself. A value already in the environment is kept.
+OpenBLAS reads `OPENBLAS_THREAD_TIMEOUT` (the exponent, 4 to 30) once, when NumPy loads it. So this module sets
+the variable, imports NumPy, and takes the variable out of the environment again: it acts on this process's
+OpenBLAS only, and is not passed on to the programs this process starts (a child that imports minitransformer
+sets it for itself). It takes effect when minitransformer is imported before NumPy (`python -m minitransformer
+...`, the benchmarks); a program that imports NumPy first sets the variable itself. A value already in the
+environment is kept, and left there.
 """
 
 import os
 
 SPIN_EXPONENT = 22          # OpenBLAS's helper threads spin 2^22 cycles (under 2 ms) before they sleep
+VARIABLE = "OPENBLAS_THREAD_TIMEOUT"
 
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", str(SPIN_EXPONENT))
+if VARIABLE in os.environ:
+    import numpy  # noqa: F401  (OpenBLAS reads the user's value)
+else:
+    os.environ[VARIABLE] = str(SPIN_EXPONENT)
+    try:
+        import numpy  # noqa: F401  (OpenBLAS loads now and reads the variable)
+    finally:
+        del os.environ[VARIABLE]
