@@ -10,6 +10,9 @@ tokens. One step is forward, backward and the optimizer's update. Sides:
 * `ours`: the fast tier (`kernels="fast"`), whose attention tiles from Tk >= `TILED_FROM` keys
   (minitransformer/fast/attention.py), the tiles' blocks shared between --threads threads
   (minitransformer/fast/tiled_attention.py);
+* `ours-spinning`: `ours` with OpenBLAS's helper threads spinning 2^28 cycles (about 0.1 s) after each
+  multi-threaded product, OpenBLAS's default, instead of the 2^22 minitransformer sets
+  (minitransformer/fast/blas_idle.py): the spinning thread takes a core from the tiled attention's threads;
 * `ours-serial`: the same with the tiled attention on one thread (`FastTiledAttention.workers = 1`; BLAS
   keeps its --threads threads): the tiled attention before it used threads;
 * `ours-dense`: the same with tiling switched off (`FastScaledDotProductAttention.tiled_from` set past
@@ -34,16 +37,18 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SIDES = ("ours", "ours-serial", "ours-dense", "torch")
+sys.path.insert(0, HERE)
+from _threads import threads_from_argv  # noqa: E402
+
+THREADS = int(threads_from_argv(sys.argv, "2"))       # before NumPy loads (a --one child reads its own)
+SIDES = ("ours", "ours-spinning", "ours-serial", "ours-dense", "torch")
+OPENBLAS_DEFAULT_SPIN = "28"                          # OpenBLAS's own OPENBLAS_THREAD_TIMEOUT: 2^28 cycles
 
 
 def _one(side, T, steps, threads):
     """Run `steps` training steps of one side at length T in this process; return its figures."""
-    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[variable] = str(threads)
     import numpy as np
-    sys.path.insert(0, os.path.join(HERE, ".."))
-    sys.path.insert(0, HERE)
+
     from minitransformer.fast.attention import FastScaledDotProductAttention
     from minitransformer.fast.tiled_attention import FastTiledAttention
     from minitransformer.objectives.language_model import Trainer
@@ -82,7 +87,10 @@ def _one(side, T, steps, threads):
 def _run_in_process(side, T, steps, threads):
     command = [sys.executable, os.path.abspath(__file__), "--one", side, str(T), "--steps", str(steps),
                "--threads", str(threads)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    environment = dict(os.environ)
+    if side == "ours-spinning":           # read by OpenBLAS when it loads, so set for the child process
+        environment["OPENBLAS_THREAD_TIMEOUT"] = OPENBLAS_DEFAULT_SPIN
+    done = subprocess.run(command, capture_output=True, text=True, env=environment)
     if done.returncode:
         print(f"error: {side} at T = {T} failed:\n{done.stderr.strip()}", file=sys.stderr)
         return None

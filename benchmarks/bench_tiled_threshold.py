@@ -14,6 +14,12 @@ Everything runs in this one process, in rounds: round r times every (T, form) on
 sees the same load; the table gives per T the median time over rounds and the median over rounds of each tiled
 form's time divided by the dense form's in the same round (below 1: tiling pays). The machine is shared: quote
 the ratios, with the load printed before and after.
+
+Last it prints the decision: for each tile size, the shortest measured length from which on the tiled form is
+never slower than the dense one (its ratio at most 1 there and at every longer length measured), and the
+`TILED_FROM` and `TILE_SIZE` this run supports beside the values in minitransformer/fast/attention.py. Below
+the threshold the dense form holds (B, H, T, T) weights; above it memory grows with T only, so a tie goes to
+tiling.
 """
 
 import argparse
@@ -23,6 +29,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from _threads import threads_from_argv  # noqa: E402
+
+THREADS = int(threads_from_argv(sys.argv, "2"))       # before NumPy loads
 
 
 def forms(tiles):
@@ -76,8 +86,44 @@ def table(times, lengths, names):
     for T in lengths:
         cells = [str(T), str(max(1, 768 // T))]
         cells += [f"{statistics.median(times[T, name]) * 1e3:.1f}" for name in names]
-        cells += [f"{statistics.median(a / b for a, b in zip(times[T, name], times[T, 'dense'])):.2f}" for name in tiled]
+        cells += [f"{ratio(times, T, name):.2f}" for name in tiled]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ratio(times, T, name):
+    """The median over rounds of form `name`'s time divided by the dense form's in the same round, at T."""
+    return statistics.median(a / b for a, b in zip(times[T, name], times[T, "dense"]))
+
+
+def crossover(times, lengths, name):
+    """The shortest length from which on `name` is never slower than dense (None: slower at the longest)."""
+    start = None
+    for T in sorted(lengths, reverse=True):
+        if ratio(times, T, name) > 1:
+            break
+        start = T
+    return start
+
+
+def decision(times, lengths, tiles):
+    """The lines that say where the fast attention should start tiling, and with which tile size."""
+    from minitransformer.fast.attention import TILE_SIZE, TILED_FROM
+    longest = max(lengths)
+    starts = {tile: crossover(times, lengths, f"tiled-{tile}") for tile in tiles}
+    lines = ["Decision:"]
+    for tile, start in starts.items():
+        where = f"from T = {start} on" if start is not None else f"nowhere up to T = {longest}"
+        lines.append(f"  tiles of {tile} x {tile}: tiled at most as slow as dense {where} "
+                     f"(ratio at T = {longest}: {ratio(times, longest, f'tiled-{tile}'):.2f})")
+    found = [tile for tile, start in starts.items() if start is not None]
+    if not found:
+        lines.append(f"  -> the dense form is faster at every length measured: measure beyond T = {longest}")
+    else:
+        best = min(found, key=lambda tile: (starts[tile], ratio(times, longest, f"tiled-{tile}")))
+        lines.append(f"  -> TILED_FROM = {starts[best]}, TILE_SIZE = {best} (the earliest crossover; "
+                     f"a tie goes to the lower ratio at T = {longest})")
+    lines.append(f"  now in minitransformer/fast/attention.py: TILED_FROM = {TILED_FROM}, TILE_SIZE = {TILE_SIZE}")
     return "\n".join(lines)
 
 
@@ -86,19 +132,17 @@ def main(argv=None):
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 192, 256, 384, 512, 1024])
     parser.add_argument("--tiles", type=int, nargs="+", default=[64, 128, 256])
     parser.add_argument("--rounds", type=int, default=9, help="rounds; each times every (T, form) once")
-    parser.add_argument("--threads", type=int, default=2, help="BLAS threads, and the tiled form's threads")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="BLAS threads, and the tiled form's threads (read before NumPy loads)")
     args = parser.parse_args(argv)
-    if min(args.lengths) < 1 or min(args.tiles) < 1 or args.rounds < 1 or args.threads < 1:
-        parser.error("--lengths, --tiles, --rounds and --threads must be at least 1")
-    sys.path.insert(0, os.path.join(HERE, ".."))
-    import numpy  # noqa: F401  (loads BLAS, so that the limit below finds it)
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=args.threads, user_api="blas"):
-        print(f"load average before: {os.getloadavg()[0]:.1f}; {args.threads} threads; {args.rounds} rounds",
-              flush=True)
-        times = run(args.lengths, args.tiles, args.rounds)
-        print(f"load average after: {os.getloadavg()[0]:.1f}\n")
+    if min(args.lengths) < 1 or min(args.tiles) < 1 or args.rounds < 1:
+        parser.error("--lengths, --tiles and --rounds must be at least 1")
+    print(f"load average before: {os.getloadavg()[0]:.1f}; {THREADS} threads; {args.rounds} rounds", flush=True)
+    times = run(args.lengths, args.tiles, args.rounds)
+    print(f"load average after: {os.getloadavg()[0]:.1f}\n")
     print(table(times, args.lengths, ["dense"] + [f"tiled-{tile}" for tile in args.tiles]))
+    print()
+    print(decision(times, args.lengths, args.tiles))
     return 0
 
 

@@ -10,6 +10,7 @@ Shape legend, used in every docstring of the package:
     V   vocabulary size
 """
 
+from .fast import blas_idle  # noqa: F401, I001  (first: before NumPy loads OpenBLAS)
 from .gradcheck.checker import check_module, numerical_gradient, rel_error
 from .layers.activations import GELU, ReLU
 from .layers.attention import ScaledDotProductAttention, causal_mask

@@ -121,3 +121,48 @@ def test_bench_contract_turns_the_checks_off_and_on_again_and_reports_every_cont
         assert name in out, name
     with pytest.raises(InputChangedError):
         changed_in_place()
+
+
+def _load_threshold_bench(monkeypatch):
+    """bench_tiled_threshold.py as a module; the thread variables its import sets are put back afterwards."""
+    import os
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        if variable in os.environ:
+            monkeypatch.setenv(variable, os.environ[variable])
+        else:
+            monkeypatch.delenv(variable, raising=False)
+    spec = importlib.util.spec_from_file_location("bench_tiled_threshold", BENCH.parent / "bench_tiled_threshold.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_threshold_decision_is_the_earliest_length_from_which_tiling_never_loses(monkeypatch):
+    """Per tile size, the shortest length with the tiled form at most as slow as dense there and at every longer
+    length (a dip below 1 followed by a loss does not count); the earliest such crossover is the decision."""
+    bench = _load_threshold_bench(monkeypatch)
+    lengths = [128, 256, 384, 512]
+    ratios = {"tiled-128": [1.3, 0.95, 0.9, 0.8], "tiled-256": [1.2, 0.9, 1.1, 0.7], "tiled-64": [1.5, 1.4, 1.2, 1.1]}
+    times = {(T, "dense"): [2.0, 1.0, 4.0] for T in lengths}
+    for name, per_length in ratios.items():
+        for T, ratio in zip(lengths, per_length):
+            times[T, name] = [ratio * 2.0, ratio * 1.0, ratio * 4.0]
+    assert bench.crossover(times, lengths, "tiled-128") == 256
+    assert bench.crossover(times, lengths, "tiled-256") == 512
+    assert bench.crossover(times, lengths, "tiled-64") is None
+    said = bench.decision(times, lengths, [64, 128, 256])
+    assert "-> TILED_FROM = 256, TILE_SIZE = 128" in said, said
+    assert "tiles of 64 x 64: tiled at most as slow as dense nowhere up to T = 512" in said, said
+    assert "now in minitransformer/fast/attention.py: TILED_FROM = " in said, said
+    only_losing = bench.decision(times, lengths, [64])
+    assert "-> the dense form is faster at every length measured: measure beyond T = 512" in only_losing
+
+
+def test_benchmark_threads_option_refuses_a_bad_count_in_one_line():
+    import subprocess
+    import sys
+    for script in ("bench_tiled_threshold.py", "bench_long_sequences.py"):
+        done = subprocess.run([sys.executable, str(BENCH.parent / script), "--threads", "0"], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 2, (script, done.stderr)
+        assert done.stderr.strip().splitlines() == ["error: --threads expected an integer >= 1, got '0'"], done.stderr

@@ -231,6 +231,33 @@ def test_threads_stay_within_the_process_share_of_cores(monkeypatch):
     assert max(loads) - min(loads) <= 1, f"blocks shared unevenly: {loads}"
 
 
+def test_openblas_idle_spin_is_cut_before_numpy_loads():
+    """The package sets OPENBLAS_THREAD_TIMEOUT (how long OpenBLAS's idle threads spin, read once when NumPy loads
+    OpenBLAS; minitransformer/fast/blas_idle.py) before it first imports NumPy and takes it out of the environment
+    after (the programs it starts do not inherit it); a value the user gave is kept, and left."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    probe = ("import builtins, os\n"
+             "original = builtins.__import__\n"
+             "def spy(name, *args, **kwargs):\n"
+             "    if name.split('.')[0] == 'numpy' and not hasattr(spy, 'seen'):\n"
+             "        spy.seen = os.environ.get('OPENBLAS_THREAD_TIMEOUT')\n"
+             "    return original(name, *args, **kwargs)\n"
+             "builtins.__import__ = spy\n"
+             "import minitransformer\n"
+             "print(spy.seen, os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n")
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    clean = {name: value for name, value in os.environ.items() if name != "OPENBLAS_THREAD_TIMEOUT"}
+    for environment, expected in [(clean, "22 None"), ({**clean, "OPENBLAS_THREAD_TIMEOUT": "9"}, "9 9")]:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=root,
+                              env={**environment, "PYTHONPATH": root}, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split()[-2:] == expected.split(), f"(value when NumPy loaded, value after): {done.stdout}"
+
+
 def _peak_bytes(layer, T, causal=True):
     """Peak bytes NumPy allocates during one forward and backward at length T (B = 1, H = 2, hs = 16)."""
     q, k, v, dout = _inputs(np.random.default_rng(0), (1, 2), T, T, 16, 16)

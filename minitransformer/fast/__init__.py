@@ -5,7 +5,8 @@ Every file here holds the fast form of one plain layer (`fast/layernorm.py` for
 measurement that justifies it in its docstring, and a table `FAST_FORMS = {Plain: Fast}`.
 `tests/test_fast.py` proves every fast form equal to its plain parent on the gradient
 checker's cases (forward and every gradient) and runs the checker on the fast forms.
-`row_blocks.py` and `reductions.py` are the helpers they share.
+`row_blocks.py` and `reductions.py` are the helpers they share;
+`blas_idle.py` sets how long OpenBLAS's idle threads spin (the package imports it before NumPy).
 
 `use_kernels(model, "fast")` turns every layer of a model that has a fast form into it, in
 place: the fast class is a subclass with the same attributes, so the parameters, their names,
