@@ -128,7 +128,6 @@ class BubblewrapIsolation(ProcessIsolation):
     def __init__(self, bwrap, reference):
         super().__init__("", reference)
         self.bwrap = bwrap
-        self.fresh = self.batched = os.geteuid() == 0      # root in the sandbox may unshare; without root, one each
 
     def _python(self):
         """(host prefix, its path inside, the interpreter inside): a Python outside /usr is bound at /sandbox/python."""
@@ -199,15 +198,17 @@ def _bubblewrap(reference):
     if bwrap is None:
         return None, "bwrap not found (apt-get install bubblewrap)"
     sandbox = BubblewrapIsolation(bwrap, reference)
-    script = f"import sys; sys.path.insert(0, {sandbox.site!r}); import numpy; print('ok')"
+    script = (f"import sys, ctypes; sys.path.insert(0, {sandbox.site!r}); import numpy; print('ok', "   # as root: fresh
+              f"ctypes.CDLL(None).unshare(0x20000 | 0x8000000) == 0)")     # namespaces for each child (runner.py)
     try:
         done = subprocess.run(sandbox.command(None, "-c", script), capture_output=True, text=True,
                               timeout=60, stdin=subprocess.DEVNULL, env=ENVIRONMENT)
     except (OSError, subprocess.TimeoutExpired, ValueError) as error:    # ValueError: a Python outside its prefix
         return None, f"bwrap did not start: {error}"
-    if done.returncode != 0 or done.stdout.strip() != "ok":
+    if done.returncode != 0 or done.stdout.split()[:1] != ["ok"]:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         return None, f"bwrap did not run Python with NumPy here: {last}"
+    sandbox.fresh = sandbox.batched = done.stdout.split()[-1] == "True"    # else one sandbox per exercise
     return sandbox, None
 
 

@@ -188,10 +188,6 @@ class CompiledPackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             where, package, _ = self.modules[name]
             return importlib.util.spec_from_file_location(name, where, loader=self,
                                                           submodule_search_locations=[str(where.parent)] if package else None)
-        return None
-
-    def create_module(self, spec):
-        return None
 
     def exec_module(self, module):
         exec(self.modules[module.__name__][2], module.__dict__)
