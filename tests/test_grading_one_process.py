@@ -8,33 +8,20 @@ import copy
 import os
 
 import pytest
-from _grading_answers import fresh_copy, indented, isolation_levels, make_once, put_bodies, reference_body
+import test_grading_attacks as attacks
+from _grading_answers import indented, put_bodies, reference_body
 
 from minitransformer.exercises.assignment import new_assignment
 from minitransformer.exercises.grade import grade_copy
 from minitransformer.exercises.isolation import choose_isolation
 from minitransformer.exercises.make import reference_package
 
-ASSIGNED = ["layernorm.backward", "relu.backward"]          # graded in the catalogue's order: relu, then layernorm
+# the attack tests' copy (relu and layernorm.backward assigned: graded in the catalogue's order, relu first), levels
+made, student, level, ASSIGNED = attacks.made, attacks.student, attacks.level, attacks.ASSIGNED
 
 
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    return make_once(tmp_path_factory, ASSIGNED)
-
-
-@pytest.fixture
-def student(made, tmp_path):
-    return fresh_copy(made, tmp_path)
-
-
-@pytest.fixture(params=isolation_levels())
-def level(request):
-    return request.param
-
-
-def points(copy, isolation):
-    grades = grade_copy(copy, new_assignment(ASSIGNED, reference_package(), seed=23), isolation=isolation)
+def points(submission, isolation):
+    grades = grade_copy(submission, new_assignment(ASSIGNED, reference_package(), seed=23), isolation=isolation)
     return {g.exercise: (g.status, g.points) for g in grades}
 
 

@@ -390,7 +390,7 @@ def _session(isolation, workdir, jobs, limits):
                 with suppress(BrokenPipeError):
                     os.write(commands[1], f"{job.index} {' '.join(map(str, fds[n]))}\n".encode())
                 report, silent = _status(status[0], limits.timeout + GRACE)
-                code = report.get("returncode", -1) if report else process.poll()
+                code = report.get("returncode", -1) if report else None if silent else process.wait(GRACE)
                 with open(private / "stderr.txt", "rb") as handle:
                     handle.seek(max(seen, os.fstat(handle.fileno()).st_size - 16384))
                     tail = handle.read().decode("utf-8", "replace")

@@ -162,16 +162,14 @@ def kill_descendants(before=()):
 # ---------------------------------------------------------------- the parent: the package compiled once, a child per exercise
 
 class CompiledPackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """The package's modules, imported from code compiled once in the parent: a child never reads the package's
-    files again (what one child wrote there never runs), and compiles only the files its exercise changes."""
+    """The package's modules, imported from code compiled once, in the parent, for each module it imports: a child
+    compiles only the files its exercise changes (and a module the parent never imported)."""
 
     def __init__(self, package):
         self.package, self.modules = Path(package), {}
         for path in sorted(self.package.rglob("*.py")):
             parts = path.relative_to(self.package.parent).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            self.modules[name] = (path, parts[-1] == "__init__", compile(path.read_bytes(), str(path), "exec",
-                                                                         dont_inherit=True))
+            self.modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = (path, parts[-1] == "__init__", None)
 
     def replace(self, sources):
         """In a child: the files {relative path: text} in place of the parent's, and every module imported anew."""
@@ -190,7 +188,11 @@ class CompiledPackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                                                           submodule_search_locations=[str(where.parent)] if package else None)
 
     def exec_module(self, module):
-        exec(self.modules[module.__name__][2], module.__dict__)
+        path, package, code = self.modules[module.__name__]
+        if code is None:
+            code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+            self.modules[module.__name__] = (path, package, code)
+        exec(code, module.__dict__)
 
 
 def _fresh_namespaces():
