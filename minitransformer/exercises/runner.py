@@ -172,14 +172,15 @@ class CompiledPackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             self.modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = (path, parts[-1] == "__init__", None)
 
     def replace(self, sources):
-        """In a child: the files {relative path: text} in place of the parent's, and every module imported anew."""
+        """In a child: the files {relative path: text} in place of the parent's (compiled when imported: a syntax error
+        is the import's), and every module imported anew."""
         for name in [name for name in sys.modules if name.split(".")[0] == self.package.name]:
             del sys.modules[name]
         for relative, text in sources.items():
             path = self.package / relative
             name = ".".join((self.package.name, *Path(relative).with_suffix("").parts)).removesuffix(".__init__")
             linecache.cache[str(path)] = (len(text), None, text.splitlines(keepends=True), str(path))
-            self.modules[name] = (path, path.name == "__init__.py", compile(text, str(path), "exec", dont_inherit=True))
+            self.modules[name] = (path, path.name == "__init__.py", text)
 
     def find_spec(self, name, path=None, target=None):
         if name in self.modules:
@@ -188,9 +189,9 @@ class CompiledPackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                                                           submodule_search_locations=[str(where.parent)] if package else None)
 
     def exec_module(self, module):
-        path, package, code = self.modules[module.__name__]
-        if code is None:
-            code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        path, package, code = self.modules[module.__name__]             # code: None, or a text not yet compiled
+        if not hasattr(code, "co_code"):
+            code = compile(path.read_bytes() if code is None else code, str(path), "exec", dont_inherit=True)
             self.modules[module.__name__] = (path, package, code)
         exec(code, module.__dict__)
 
