@@ -32,7 +32,7 @@ EXERCISE_MODE_LINES = 2250         # exercises/ and commands/exercises*.py toget
 # byte-code check of the reference (~35)
 EXERCISE_MODE_LINES += 12          # the notebooks' problem sets: their catalogue entries, hidden tests kept out of a
                                    # copy, an answer left out taking its grade cells' metadata (no orphaned check)
-EXERCISE_MODE_LINES += 186         # one contained process per submission, a child forked per exercise (grading 60
+EXERCISE_MODE_LINES += 185         # one contained process per submission, a child forked per exercise (grading 60
 # submissions took 13.5-16.9 s each, process start and imports nine times over): the runner's parent (the package
 # compiled once, a command per exercise, waiting and killing, ~95), the child's own /tmp and IPC namespace and its
 # files compiled in place (~35), the grader's side of the commands, a new process when one dies (~55); what went: a

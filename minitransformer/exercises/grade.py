@@ -379,7 +379,6 @@ def _session(isolation, workdir, jobs, limits):
     fds = [(os.open(private / f"{job.index}.files.json", os.O_RDONLY), *(
         os.open(private / f"{job.index}.{name}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         for name in ("result.json", "arrays.npz"))) for job in jobs]
-    ours = [commands[1], status[0]]
     try:
         with contained(isolation, workdir, [isolation.paths(workdir)["task"], str(commands[0]), str(status[1])],
                        (commands[0], status[1], *sum(fds, ())), private / "stdout.txt", private / "stderr.txt") as process:
@@ -400,8 +399,7 @@ def _session(isolation, workdir, jobs, limits):
                 if report is None:
                     return jobs[n + 1:]
     finally:
-        for fd in ours:
-            os.close(fd)
+        os.close(commands[1]), os.close(status[0])
     return []
 
 
