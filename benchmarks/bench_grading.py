@@ -2,18 +2,25 @@
 
     python benchmarks/bench_grading.py [--students 60] [--jobs 2] [--levels bubblewrap process]
                                        [--exercises linear,relu,gelu,softmax,layernorm,embedding,attention,multihead,crossentropy]
+                                       [--no-compare]
 
 Makes a student copy with the exercises assigned, then a class of --students submissions cycling through five
 kinds: right (the reference's bodies), a wrong forward, a wrong backward (each a classic mistake), missing (the
 copy as made) and hostile (forks a sleeper, then asks for 3 GB of memory). Grades the class with -j --jobs under each
-isolation level, from scratch, and prints seconds in all and per submission, and the extrapolation to 200 students.
-Then the parts of one exercise's grading, timed alone: starting the contained Python with NumPy, importing the
-package inside it, copying the reference into the temporary package, and the reference's numbers (central
-differences of the reference forward in float64, computed once per worker process). Wall-clock times on a shared
-machine: the load average is printed with them.
+isolation level, from scratch: one contained process per submission, which imports NumPy and the package once and
+forks a child per exercise (the grader's layout), and, unless --no-compare, one contained process per exercise (the
+layout before it, still used by bubblewrap without root), in the same run, so that the two compare as a ratio on a
+loaded machine. Prints seconds in all and per submission, and the extrapolation to 200 students. Then where one
+submission's time goes: starting the contained Python with NumPy, compiling and importing the package in it (once
+per submission), one exercise's child (fork, compile its files, import the package anew, run its cases), the
+grader's copy of the reference and its hash checks, and the reference's numbers (central differences of the
+reference forward in float64, computed once per worker process). Wall-clock times on a shared machine: the load
+average is printed with them.
 """
 
 import argparse
+import copy
+import json
 import os
 import shutil
 import subprocess
@@ -22,17 +29,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from _grading_answers import REFERENCE, REGIONS, indented, put_bodies, reference_body, wrong_body  # noqa: E402
 
-from minitransformer.__main__ import main as cli  # noqa: E402
-from minitransformer.exercises.assignment import new_assignment, write_assignment  # noqa: E402
+from minitransformer.exercises.assignment import new_assignment, read_assignment, verify_reference, write_assignment  # noqa: E402,E501
 from minitransformer.exercises.catalogue import exercise_named  # noqa: E402
-from minitransformer.exercises.grade import _build_package, reference_cases  # noqa: E402
-from minitransformer.exercises.isolation import ENVIRONMENT, choose_isolation, new_workdir  # noqa: E402
-from minitransformer.exercises.make import make_student_copy  # noqa: E402
+from minitransformer.exercises.classroom import grade_class as grade_folder  # noqa: E402
+from minitransformer.exercises.grade import RUNNER, _exercise_files, reference_cases  # noqa: E402
+from minitransformer.exercises.isolation import ENVIRONMENT, Limits, choose_isolation, new_workdir, open_for_student  # noqa: E402,E501
+from minitransformer.exercises.make import _copy_package, make_student_copy  # noqa: E402
 
 KINDS = ("right", "wrong forward", "wrong backward", "missing", "hostile")
 HOSTILE = ("import os, time", "if os.fork() == 0:", "    os.setsid()", "    time.sleep(600)",
@@ -69,49 +78,99 @@ def make_class(root, exercises, students):
     return root / "class", assignment
 
 
-def grade_class(folder, assignment, jobs, level):
-    """Seconds to grade the class from scratch under `level`, its output silenced."""
-    shutil.rmtree(folder.with_name(f"{folder.name}.gradebook.grades"), ignore_errors=True)
+def grade_class(folder, assignment, jobs, isolation):
+    """Seconds to grade the class from scratch under `isolation`, its output silenced."""
+    grades = folder.with_name(f"{folder.name}.grades-{isolation.name}-{isolation.batched}")
+    shutil.rmtree(grades, ignore_errors=True)
+    assigned = read_assignment(assignment)
     started = time.perf_counter()
-    with open(os.devnull, "w") as quiet:
-        stdout, sys.stdout = sys.stdout, quiet
-        try:
-            status = cli(["exercises", "grade", str(folder), "--class", "--assignment", str(assignment),
-                          "-j", str(jobs), "--isolation", level])
-        finally:
-            sys.stdout = stdout
-    assert status == 0, f"grading under {level} ended with exit status {status}"
-    return time.perf_counter() - started
+    rows = grade_folder(folder, assigned, REGIONS, jobs, grades, (Limits(), isolation, REFERENCE), say=lambda *_: None)
+    seconds = time.perf_counter() - started
+    assert all(not row.get("error") for row in rows), [row["error"] for row in rows if row.get("error")]
+    return seconds
 
 
-def parts(level, exercise, repeats=5):
-    """Median seconds of: a contained Python importing NumPy; the same importing the package; copying the
-    reference into a temporary package; the reference's numbers for `exercise` (finite differences)."""
-    isolation = choose_isolation(level, REFERENCE)
+# Run in the contained Python: the parent's work (NumPy, the package compiled and imported) and one child's per
+# exercise (fork, its files compiled, the package imported anew, its cases run); prints the seconds as JSON.
+PARTS = """
+import json, os, sys, time
+started = time.perf_counter()
+sys.path[:0] = [{root!r}, *{site!r}]
+import numpy
+numpy_done = time.perf_counter()
+sys.path.insert(0, {harness!r})
+from runner import CompiledPackage, run_cases
+package = CompiledPackage({package!r})
+sys.meta_path.insert(0, package)
+import minitransformer.gradcheck.cases
+package_done = time.perf_counter()
+task = json.load(open({task!r}))
+children = []
+for exercise, files in enumerate(json.load(open({files!r}))):
+    begun = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        inputs = dict(numpy.load({inputs!r}))
+        mine = {{name.split("/", 1)[1]: value for name, value in inputs.items() if name.startswith(f"{{exercise}}/")}}
+        package.replace(files)
+        run_cases(task["exercises"][exercise]["cases"], mine, package.package.resolve())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    children.append(time.perf_counter() - begun)
+print(json.dumps([numpy_done - started, package_done - numpy_done, sum(children) / len(children)]))
+"""
+
+
+def parts(isolation, exercises, repeats=5):
+    """Median seconds of: the contained Python importing NumPy; compiling and importing the package; one exercise's
+    child (the mean over `exercises`); the grader's copy of the reference and its two hash checks; the reference's
+    numbers for all `exercises` (central differences, once per worker)."""
+    assignment = new_assignment(sorted(name for name in REGIONS if name.split(".")[0] in exercises), REFERENCE, 1)
     workdir = new_workdir(isolation, "bench-")
     try:
         started = time.perf_counter()
-        _build_package(workdir / "pkg" / "minitransformer", REFERENCE, {}, REGIONS)
-        copying = time.perf_counter() - started
+        _copy_package(REFERENCE, workdir / "pkg" / "minitransformer", sorted(assignment.points), REGIONS)
+        for _ in range(2):
+            verify_reference(REFERENCE, assignment)
+        grader = time.perf_counter() - started
+        numbers = time.perf_counter()
+        reference_cases.cache_clear()
+        cases = [reference_cases(tuple(exercise_named(name).layers), 1, 1e-7) for name in exercises]
+        numbers = time.perf_counter() - numbers
+        shutil.copy2(RUNNER, workdir / "harness" / "runner.py")
+        files = [_exercise_files(REFERENCE, REGIONS, sorted(assignment.points), {}) for _ in exercises]
+        (workdir / "task" / "files.json").write_text(json.dumps(files))
+        _task(workdir, cases)
         if isolation.user:
-            from minitransformer.exercises.isolation import open_for_student
             open_for_student(workdir)
         paths = isolation.paths(workdir)
-        site = f"import sys; sys.path[:0] = [{paths['package_root']!r}, *{paths['site']!r}]; import numpy"
-        timings = {}
-        for what, code in (("start Python + import NumPy", site), ("+ import the package", site + "; import minitransformer")):
-            runs = []
-            for _ in range(repeats):
-                started = time.perf_counter()
-                subprocess.run(isolation.command(workdir, "-c", code), cwd=workdir / "cwd", env=ENVIRONMENT,
-                               check=True, capture_output=True)
-                runs.append(time.perf_counter() - started)
-            timings[what] = sorted(runs)[len(runs) // 2]
+        task = Path(paths["task"])
+        code = PARTS.format(root=paths["package_root"], site=paths["site"], harness=str(Path(paths["runner"]).parent),
+                            package=f"{paths['package_root']}/minitransformer", task=str(task / "task.json"),
+                            files=str(task / "files.json"), inputs=str(task / "inputs.npz"))
+        runs = []
+        for _ in range(repeats):
+            done = subprocess.run(isolation.command(workdir, "-c", code), cwd=workdir / "cwd", env=ENVIRONMENT,
+                                  check=True, capture_output=True, text=True)
+            runs.append(json.loads(done.stdout.splitlines()[-1]))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    started = time.perf_counter()
-    reference_cases(tuple(exercise_named(exercise).layers), 1, 1e-7)
-    return timings, copying, time.perf_counter() - started
+    median = [sorted(run[i] for run in runs)[len(runs) // 2] for i in range(3)]
+    return median, grader, numbers
+
+
+def _task(workdir, cases):
+    """task.json and inputs.npz as the grader writes them (`grade._write_task`'s layout) for these cases."""
+    arrays, exercises = {}, []
+    for index, mine in enumerate(cases):
+        for case in mine:
+            arrays.update({f"{index}/{case.key}.input{i}": value for i, value in enumerate(case.inputs)})
+            arrays.update({f"{index}/{case.key}.param{j}": value for j, value in enumerate(case.params)})
+            arrays[f"{index}/{case.key}.upstream"] = case.upstream
+        exercises.append({"cases": [{"key": case.key, "index": case.index, "id": case.id, "inputs": len(case.inputs),
+                                     "rng": case.rng} for case in mine]})
+    np.savez(workdir / "task" / "inputs.npz", **arrays)
+    (workdir / "task" / "task.json").write_text(json.dumps({"exercises": exercises}))
 
 
 def main(argv=None):
@@ -121,6 +180,7 @@ def main(argv=None):
     parser.add_argument("--levels", nargs="+", default=["bubblewrap", "process"])
     parser.add_argument("--exercises", default="linear,relu,gelu,softmax,layernorm,embedding,attention,multihead,"
                                                 "crossentropy")
+    parser.add_argument("--no-compare", action="store_true", help="leave out one contained process per exercise")
     args = parser.parse_args(argv)
     exercises = args.exercises.split(",")
     print(f"load average before: {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} cores; "
@@ -128,15 +188,24 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as scratch:
         folder, assignment = make_class(Path(scratch), exercises, args.students)
         for level in args.levels:
-            seconds = grade_class(folder, assignment, args.jobs, level)
-            print(f"{level:>10}: {seconds:6.1f} s in all, {seconds / args.students:5.2f} s per submission, "
-                  f"{seconds / args.students / len(exercises) * args.jobs:5.2f} s per exercise per core; "
-                  f"200 students: {seconds / args.students * 200:5.0f} s (load {os.getloadavg()[0]:.1f})")
+            isolation = choose_isolation(level, REFERENCE)
+            layouts = [("one process per submission", True)] + [("one process per exercise", False)] * (not args.no_compare)
+            seconds = {}
+            for layout, batched in layouts:
+                isolation = copy.copy(isolation)
+                isolation.batched = batched and (isolation.fresh or level == "process")
+                seconds[batched] = grade_class(folder, assignment, args.jobs, isolation)
+                print(f"{level:>10}, {layout}: {seconds[batched]:6.1f} s in all, {seconds[batched] / args.students:5.2f} "
+                      f"s per submission; 200 students: {seconds[batched] / args.students * 200:5.0f} s "
+                      f"(load {os.getloadavg()[0]:.1f})")
+            if len(seconds) == 2:
+                print(f"{level:>10}: one process per exercise takes {seconds[False] / seconds[True]:.2f} times as long")
     for level in args.levels:
-        timings, copying, numbers = parts(level, exercises[-1])
-        print(f"{level:>10}, one exercise's parts: " + ", ".join(f"{what} {t:.2f} s" for what, t in timings.items())
-              + f"; copying the reference {copying:.2f} s; the reference's numbers for {exercises[-1]} "
-              f"{numbers:.2f} s (once per worker)")
+        (start, package, child), grader, numbers = parts(choose_isolation(level, REFERENCE), exercises)
+        print(f"{level:>10}, where one submission's time goes: starting Python and importing NumPy {start:.2f} s, "
+              f"compiling and importing the package {package:.2f} s (once each); one exercise's child {child:.2f} s "
+              f"(x {len(exercises)}); the grader's copy of the reference and hash checks {grader:.2f} s; the reference's "
+              f"numbers for the {len(exercises)} exercises {numbers:.2f} s (once per worker)")
     return 0
 
 

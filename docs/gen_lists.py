@@ -9,7 +9,9 @@ Generated lists (each between two marker lines of its page; never edit inside th
   the first sentence of its `__init__` docstring, with its files and subfolders. Rooms are listed by floor: a room's
   floor is the length of the longest chain of rooms it imports (every import counts, also one inside a
   function), so each room imports only rooms listed above it.
-- **exercises** (docs/guide/for-instructors.md): the catalogue of `minitransformer/exercises/catalogue.py`.
+- **exercises** (docs/guide/instructors-class-grading.md): the catalogue of `minitransformer/exercises/catalogue.py`,
+  each exercise with its regions (read from the package's `### BEGIN SOLUTION` lines), their files and the fast forms
+  a copy leaves out; the README's page for instructors links to it.
 - **commands** (docs/guide/quickstart.md): `COMMANDS` of `minitransformer/__main__.py`, each with its `HELP`.
 
 Tables of names written by hand (a class or function in backquotes in the first column, the files that define
@@ -118,10 +120,22 @@ def _literal_calls(path, variable):
     raise ValueError(f"{path} assigns no {variable} at its top level")
 
 
+def _regions(root):
+    """{region name: the package file (`layers/linear.py`) whose `### BEGIN SOLUTION` line opens it}."""
+    return {name: path.relative_to(root / PACKAGE).as_posix() for path in sorted((root / PACKAGE).rglob("*.py"))
+            for name in re.findall(r"^[ \t]*### BEGIN SOLUTION (\S+)", path.read_text(encoding="utf-8"), re.M)}
+
+
 def exercises_list(root):
-    rows = ["| exercise (`--only`, `pytest -m`) | graded on the gradient checks of |", "| --- | --- |"]
-    for name, layers, *_ in _literal_calls(root / PACKAGE / "exercises" / "catalogue.py", "EXERCISES"):
-        rows.append(f"| `{name}` | {', '.join(f'`{layer}`' for layer in layers)} |")
+    rows = ["| exercise (`--only`, `pytest -m`) | graded on the gradient checks of | regions | file | fast forms a copy "
+            "leaves out |", "| --- | --- | --- | --- | --- |"]
+    regions = _regions(root)
+    for name, layers, *fast in _literal_calls(root / PACKAGE / "exercises" / "catalogue.py", "EXERCISES"):
+        mine = sorted(region for region in regions if region.split(".")[0] == name)
+        files = ", ".join(f"`{path}`" for path in sorted({regions[region] for region in mine})) or "none: no region"
+        rows.append(f"| `{name}` | {', '.join(f'`{layer}`' for layer in layers)} | "
+                    f"{', '.join(region.split('.', 1)[1] for region in mine)} | {files} | "
+                    f"{', '.join(f'`fast/{form}.py`' for form in (fast[0] if fast else ())) or 'none'} |")
     return "\n".join(rows)
 
 
@@ -141,7 +155,7 @@ def commands_list(root):
 
 
 LISTS = {"map": ("docs/guide/the-map.md", map_list),
-         "exercises": ("docs/guide/for-instructors.md", exercises_list),
+         "exercises": ("docs/guide/instructors-class-grading.md", exercises_list),
          "commands": ("docs/guide/quickstart.md", commands_list)}
 
 

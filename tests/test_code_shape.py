@@ -1,5 +1,5 @@
 """The code base keeps its own rules (issue 25): every path a reader is pointed to exists, no function of the
-package is longer than 60 lines, and the exercise mode stays within 2,250 lines.
+package is longer than 60 lines, and the exercise mode stays within its line cap.
 
 Paths: every `dir/file.py`-like name (.py, .md, .ipynb, .cfg, .toml) in a docstring of the package, in the
 README and the other documentation pages, and in the notebooks must name a file of the repository: relative
@@ -32,6 +32,11 @@ EXERCISE_MODE_LINES = 2250         # exercises/ and commands/exercises*.py toget
 # byte-code check of the reference (~35)
 EXERCISE_MODE_LINES += 12          # the notebooks' problem sets: their catalogue entries, hidden tests kept out of a
                                    # copy, an answer left out taking its grade cells' metadata (no orphaned check)
+EXERCISE_MODE_LINES += 185         # one contained process per submission, a child forked per exercise (grading 60
+# submissions took 13.5-16.9 s each, process start and imports nine times over): the runner's parent (the package
+# compiled once, a command per exercise, waiting and killing, ~95), the child's own /tmp and IPC namespace and its
+# files compiled in place (~35), the grader's side of the commands, a new process when one dies (~55); what went: a
+# process per exercise and its package copy, hash checks and bookkeeping
 LONG_FOR_NOW = set()                # (file, function) pairs allowed over LONGEST while they are split
 REMOVAL = re.compile(r"\b(removed|went|goes|gone|replaces|replaced|deleted)\b", re.I)
 

@@ -126,8 +126,18 @@ def test_a_command_added_or_taken_away_turns_the_command_list_red(copy):
     assert "the commands list differs" in _stale(copy)
 
 
+def test_a_region_renamed_or_moved_turns_the_exercise_list_red(copy):
+    activations = copy / "minitransformer" / "layers" / "activations.py"
+    text = activations.read_text()
+    activations.write_text(text.replace("### BEGIN SOLUTION gelu.forward", "### BEGIN SOLUTION gelu.forward_pass"))
+    assert "the exercises list differs" in _stale(copy)                 # renamed
+    activations.write_text(text.replace("### BEGIN SOLUTION relu.backward", "### BEGIN SOLUTION relu_old.backward"))
+    (copy / "minitransformer" / "layers" / "relu.py").write_text("        ### BEGIN SOLUTION relu.backward\n")
+    assert "the exercises list differs" in _stale(copy)                 # moved to another file
+
+
 def test_a_hand_edited_list_turns_red_and_the_generator_mends_it(copy):
-    page = copy / "docs" / "guide" / "for-instructors.md"
+    page = copy / "docs" / "guide" / "instructors-class-grading.md"
     page.write_text(re.sub(r"\| `relu` \|.*\n", "", page.read_text()))
     assert "the exercises list differs" in _stale(copy)
     assert gen_lists.main(["--root", str(copy)]) == 0

@@ -206,7 +206,9 @@ def _daemon(token, then):
 @pytest.mark.parametrize("ending", ["hangs", "returns"])
 def test_a_process_left_behind_is_killed_with_its_exercise(student, level, ending):
     token = f"left-behind-{ending}-{os.getpid()}"
-    then = ["while True:", "    pass"] if ending == "hangs" else ["return dout * self.positive"]
+    # returning: after a second, so that the watcher below sees the daemon before its exercise ends
+    then = ["while True:", "    pass"] if ending == "hangs" else ["import time", "time.sleep(1)",
+                                                                   "return dout * self.positive"]
     put_bodies(student, {"relu.backward": _daemon(token, then)})
     seen, done = [], threading.Event()
 

@@ -21,9 +21,10 @@ from _grading_answers import REFERENCE, REGIONS, fresh_copy, indented, make_once
 from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import new_assignment, write_assignment
 from minitransformer.exercises.catalogue import exercise_named
-from minitransformer.exercises.grade import OutputRefused, _build_package, grade_copy, read_arrays, read_records
+from minitransformer.exercises.grade import OutputRefused, _exercise_files, grade_copy, read_arrays, read_records
 from minitransformer.exercises.isolation import Limits, _others_can_read, choose_isolation, scratch
 from minitransformer.exercises.leaks import leaks_in, package_secrets
+from minitransformer.exercises.make import _copy_package
 
 try:
     choose_isolation("bubblewrap")
@@ -170,9 +171,15 @@ def test_forged_output_is_refused(student, level):
     put_bodies(student, {"relu.backward": indented(
         "relu.backward",
         "import os, sys, pickle, numpy",
-        "with os.fdopen(int(sys.argv[3]), 'wb') as arrays:      # the runner's arrays: an object array (a pickle)",
+        "def is_open(fd):",
+        "    try:",
+        "        return bool(os.fstat(fd))",
+        "    except OSError:",
+        "        return False",
+        "result_fd, arrays_fd = [fd for fd in range(3, 1024) if is_open(fd)]   # all the child holds: its own two",
+        "with os.fdopen(arrays_fd, 'wb') as arrays:      # the runner's arrays: an object array (a pickle)",
         "    numpy.savez(arrays, **{'case0.dinput0': numpy.array([object()] * 24).reshape(2, 3, 4)})",
-        "with os.fdopen(int(sys.argv[2]), 'w') as result:",
+        "with os.fdopen(result_fd, 'w') as result:",
         "    result.write('[{\"key\": \"case0\", \"forward_error\": null, \"backward_error\": null}]')",
         "os._exit(0)")})
     result = grade_relu(student, level)
@@ -255,11 +262,16 @@ def test_nothing_is_left_behind_in_the_scratch_directory(student, tmp_path, monk
 # ---------------------------------------------------------------- the temporary package holds no solution
 
 @pytest.mark.parametrize("exercise", ["softmax", "layernorm", "attention", "linear"])
-def test_the_temporary_package_holds_no_answer_of_the_exercise_graded(exercise, tmp_path):
+def test_what_the_exercises_child_sees_holds_no_answer_of_it(exercise, tmp_path):
+    """The contained process's package (every graded region blank), with the files its child compiles written in."""
     names = sorted(name for name in REGIONS if name.split(".")[0] == exercise)
+    graded = sorted({*names, "relu.backward", "multihead.backward"})          # others graded beside it
     bodies = {name: indented(name, "raise NotImplementedError('Exercise blank')") for name in names}
     target = tmp_path / "pkg" / "minitransformer"
-    _build_package(target, REFERENCE, bodies, REGIONS)
+    _copy_package(REFERENCE, target, graded, REGIONS)
+    assert leaks_in(tmp_path / "pkg", package_secrets(REFERENCE, REGIONS, graded)) == []
+    for relative, text in _exercise_files(REFERENCE, REGIONS, graded, bodies).items():
+        (target / relative).write_text(text)
     assert leaks_in(tmp_path / "pkg", package_secrets(REFERENCE, REGIONS, names)) == []
     for fast in exercise_named(exercise).fast_files:
         assert not (target / "fast" / f"{fast}.py").exists()

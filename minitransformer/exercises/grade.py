@@ -1,20 +1,25 @@
 """Grade a student copy by the instructor's assignment, the verdict out of the student's reach.
 
-Per exercise: check the reference against the assignment's hashes; read the student's answer from between the
-assigned markers (nothing else of the copy); put it into a temporary copy of the reference; run `runner.py`
-contained (`isolation.py`) on inputs from the assignment's seed; judge the arrays it hands back (read with bounded
-sizes, no pickles) against the reference's output and the central differences, in float64, of the reference
-forward (this process imports no student code). A wrong forward costs the forward's points only; a hang, a crash
-or an exception costs the exercise, never the grading. What this cannot catch: README.md.
+Per submission: check the reference against the assignment's hashes (before and after); read the student's answers
+from between the assigned markers (nothing else of the copy); compute the reference's numbers here; start `runner.py`
+contained (`isolation.py`) on a temporary copy of the reference with every graded region blank, and hand each
+exercise's child its files (its regions the student's answer, the others the reference's) on inputs from the
+assignment's seed; judge the arrays each hands back (read with bounded sizes, no pickles) against the reference's
+output and the central differences, in float64, of the reference forward (this process imports no student code). A
+wrong forward costs the forward's points only; a hang, a crash or an exception costs the exercise, never the grading.
+What this cannot catch: README.md.
 """
 
 import functools
 import io
 import json
 import os
+import select
 import shutil
 import stat
 import zipfile
+from collections import namedtuple
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -24,13 +29,17 @@ from .. import __version__
 from ..gradcheck.cases import all_cases
 from ..gradcheck.checker import compare, compare_gradients, float_inputs, input_names
 from .assignment import Assignment, read_assignment, verify_reference
-from .isolation import Limits, choose_isolation, count_processes, new_workdir, open_for_student, run_contained
+from .isolation import Limits, choose_isolation, contained, new_workdir, open_for_student
 from .make import _copy_package, check_is_reference, read_manifest, reference_package
 from .regions import find_regions, package_regions, replace_regions
+from .runner import count_processes
 
 RUNNER = Path(__file__).resolve().with_name("runner.py")
 SOURCE_LIMIT = 2**20                  # bytes of a student's source file the grader reads
 RESULT_LIMIT = 2**20                  # bytes of the JSON the student's process may hand back
+GRACE = 30                            # seconds the contained process may take beyond the time limit (its start)
+# How an exercise's child ended: its exit code (None when stopped at the time limit), and its stderr's last 16 kB
+Outcome = namedtuple("Outcome", "returncode timed_out stderr")
 
 
 # ---------------------------------------------------------------- the reference's numbers
@@ -269,13 +278,11 @@ def _student_bodies(student_pkg, names, reference_regions):
     return bodies
 
 
-def _build_package(target, reference, bodies, reference_regions):
-    """The temporary package: the reference as a student copy for this one exercise holds it (its regions blank,
-    its fast form left out: `make._copy_package`), with the student's answer put in."""
-    _copy_package(reference, target, sorted(bodies), reference_regions)
-    for relative in sorted({reference_regions[name][0] for name in bodies}):
-        path = target / relative
-        path.write_text(replace_regions(path.read_text(), bodies, relative))
+def _exercise_files(reference, reference_regions, graded, bodies):
+    """{file relative to the package: text} of every file holding a `graded` region, as one exercise's child compiles
+    it: that exercise's regions the student's `bodies`, the other graded regions the reference's (what it calls)."""
+    return {relative: replace_regions((reference / relative).read_text(), bodies, relative)
+            for relative in sorted({reference_regions[name][0] for name in graded})}
 
 
 def _score(grade, verdicts, points):
@@ -297,38 +304,58 @@ def _score(grade, verdicts, points):
         grade.status = "error" if raised else "wrong"
 
 
-def _write_task(isolation, workdir, cases, limits):
+@dataclass
+class _Job:
+    """One exercise of a submission on its way through the contained process."""
+
+    index: int                         # its place in task.json's "exercises"
+    grade: ExerciseGrade
+    points: dict                       # graded region -> points
+    cases: list                        # its ReferenceCases
+    files: dict                        # what its child compiles (`_exercise_files`)
+    handed_back: tuple = None          # (records, arrays) the child handed back, read as untrusted
+
+
+def _write_task(isolation, workdir, jobs, limits):
     """Write the task the runner reads into the job directory `workdir`: inputs.npz, the cases' inputs, parameter
-    values and upstream gradients, and task.json, what to run and under which limits."""
+    values and upstream gradients; task.json, what to run and under which limits; and, where only the grader reads
+    them (private/, 0600), each exercise's files, handed to its child alone as a descriptor."""
     uid = isolation.user[0] if isolation.user else os.geteuid()
     count = count_processes(uid) if uid != 0 else None       # RLIMIT_NPROC never holds for root
-    arrays, specs = {}, []
-    for case in cases:
-        arrays.update({f"{case.key}.input{i}": value for i, value in enumerate(case.inputs)})
-        arrays.update({f"{case.key}.param{j}": value for j, value in enumerate(case.params)})
-        arrays[f"{case.key}.upstream"] = case.upstream
-        specs.append({"key": case.key, "index": case.index, "id": case.id, "inputs": len(case.inputs), "rng": case.rng})
+    arrays, exercises = {}, []
+    for job in jobs:
+        for case in job.cases:
+            prefix = f"{job.index}/{case.key}"
+            arrays.update({f"{prefix}.input{i}": value for i, value in enumerate(case.inputs)})
+            arrays.update({f"{prefix}.param{j}": value for j, value in enumerate(case.params)})
+            arrays[f"{prefix}.upstream"] = case.upstream
+        exercises.append({"cases": [{"key": case.key, "index": case.index, "id": case.id, "inputs": len(case.inputs),
+                                     "rng": case.rng} for case in job.cases]})
+        with os.fdopen(os.open(workdir / "private" / f"{job.index}.files.json", os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
+            json.dump(job.files, out)
     np.savez(workdir / "task" / "inputs.npz", **arrays)
     paths = isolation.paths(workdir)
     (workdir / "task" / "task.json").write_text(json.dumps({
-        "package_root": paths["package_root"], "site": paths["site"], "cases": specs,
+        "package_root": paths["package_root"], "site": paths["site"], "exercises": exercises, "fresh": isolation.fresh,
         "user": list(isolation.user) if isolation.user else None, "preload": isolation.preload(),
         "nproc": None if count is None else count + limits.processes,
-        "limits": {"memory_mb": limits.memory_mb, "file_mb": limits.file_mb}}))
+        "limits": {"memory_mb": limits.memory_mb, "file_mb": limits.file_mb, "timeout": limits.timeout}}))
 
 
-def _handed_back(grade, isolation, workdir, cases, limits):
-    """Run the runner contained; (records, arrays) it handed back through two descriptors, read as untrusted, or
-    None, with the grade's status and problem said, when it timed out, crashed or handed back something else."""
-    private = workdir / "private"
-    paths = [private / "result.json", private / "arrays.npz"]
-    fds = [os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) for path in paths]
-    try:
-        outcome = run_contained(isolation, workdir, [isolation.paths(workdir)["task"], *map(str, fds)], limits,
-                                tuple(fds), private / "stdout.txt", private / "stderr.txt")
-    finally:
-        for fd in fds:
-            os.close(fd)
+def _status(fd, timeout):
+    """(the runner's status line for the exercise it was given, one write of a few bytes, as a dict; or None when it
+    ended or stayed silent for `timeout` s, and whether it stayed silent)."""
+    if not select.select([fd], [], [], timeout)[0]:
+        return None, True
+    with suppress(ValueError):
+        report = json.loads(os.read(fd, 4096))
+        return (report if isinstance(report, dict) else None), False
+    return None, False
+
+
+def _handed_back(grade, outcome, paths, cases, limits):
+    """(records, arrays) the child handed back, read as untrusted, or None, with the grade's status and problem said,
+    when it timed out, crashed or handed back something else."""
     if outcome.timed_out:
         grade.status, grade.problems = "timed out", [f"stopped after the time limit of {limits.timeout:g} s "
                                                      f"(an endless loop?)"]
@@ -345,32 +372,78 @@ def _handed_back(grade, isolation, workdir, cases, limits):
     return None
 
 
-def grade_exercise(exercise, points, student_pkg, reference, reference_regions, assignment, limits, isolation):
-    """Grade one exercise of the student package (`points`: its graded regions -> points); an ExerciseGrade."""
-    grade = ExerciseGrade(exercise.name, list(exercise.layers), sorted(points), max_points=sum(points.values()),
-                          region_points=dict.fromkeys(points, 0), region_max=dict(points))
+def _session(isolation, workdir, jobs, limits):
+    """Grade `jobs` in one contained process, one command each; the jobs it did not reach, to grade in a new one
+    (it ended or hung: the job it was on is said to have crashed or timed out)."""
+    private, (commands, status) = workdir / "private", (os.pipe(), os.pipe())
+    fds = [(os.open(private / f"{job.index}.files.json", os.O_RDONLY), *(
+        os.open(private / f"{job.index}.{name}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        for name in ("result.json", "arrays.npz"))) for job in jobs]
     try:
-        bodies = _student_bodies(student_pkg, sorted(points), reference_regions)
-    except LookupError as error:
-        grade.status, grade.problems = "markers missing", [str(error)]
-        return grade
-    verify_reference(reference, assignment)                 # before each exercise: nobody changed it since
-    cases = reference_cases(tuple(exercise.layers), int(assignment.seed), float(assignment.tolerance))
-    workdir = new_workdir(isolation, f"grade-{exercise.name}-")
+        with contained(isolation, workdir, [isolation.paths(workdir)["task"], str(commands[0]), str(status[1])],
+                       (commands[0], status[1], *sum(fds, ())), private / "stdout.txt", private / "stderr.txt") as process:
+            for fd in (commands[0], status[1], *sum(fds, ())):
+                os.close(fd)
+            for n, job in enumerate(jobs):
+                seen = (private / "stderr.txt").stat().st_size
+                with suppress(BrokenPipeError):
+                    os.write(commands[1], f"{job.index} {' '.join(map(str, fds[n]))}\n".encode())
+                report, silent = _status(status[0], limits.timeout + GRACE)
+                code = report.get("returncode", -1) if report else None if silent else process.wait(GRACE)
+                with open(private / "stderr.txt", "rb") as handle:
+                    handle.seek(max(seen, os.fstat(handle.fileno()).st_size - 16384))
+                    tail = handle.read().decode("utf-8", "replace")
+                outcome = Outcome(code, silent or (report is not None and code is None), tail)
+                job.handed_back = _handed_back(job.grade, outcome, [private / f"{job.index}.{name}" for name in
+                                                                    ("result.json", "arrays.npz")], job.cases, limits)
+                if report is None:
+                    return jobs[n + 1:]
+    finally:
+        os.close(commands[1]), os.close(status[0])
+    return []
+
+
+def _grade_jobs(isolation, jobs, reference, graded, reference_regions, limits):
+    """Run the jobs contained: one process for all where the level allows it (`isolation.batched`), else one each."""
+    workdir = new_workdir(isolation, "grade-")
     try:
-        _build_package(workdir / "pkg" / "minitransformer", reference, bodies, reference_regions)
+        _copy_package(reference, workdir / "pkg" / "minitransformer", graded, reference_regions)   # no answer in it
         shutil.copy2(RUNNER, workdir / "harness" / "runner.py")
-        _write_task(isolation, workdir, cases, limits)
+        _write_task(isolation, workdir, jobs, limits)
         if isolation.user:
             open_for_student(workdir)
-        handed_back = _handed_back(grade, isolation, workdir, cases, limits)
+        batches = [jobs] if isolation.batched else [[job] for job in jobs]
+        for batch in batches:
+            while batch:
+                batch = _session(isolation, workdir, batch, limits)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    verify_reference(reference, assignment)                 # and after: what it ran left the reference as it was
-    if handed_back is not None:
-        records, arrays = handed_back
-        _score(grade, [judge(case, records.get(case.key), arrays, assignment.tolerance) for case in cases], points)
-    return grade
+
+
+def grade_exercises(chosen, student_pkg, reference, reference_regions, assignment, limits, isolation):
+    """Grade the `chosen` exercises ((Exercise, {region: points})) of the student package; a list of ExerciseGrade.
+    The reference is checked before and after (what ran left it as it was); its numbers are computed before."""
+    grades, jobs, graded = [], [], sorted(name for _, points in chosen for name in points)
+    verify_reference(reference, assignment)
+    for exercise, points in chosen:
+        grades.append(ExerciseGrade(exercise.name, list(exercise.layers), sorted(points), max_points=sum(points.values()),
+                                    region_points=dict.fromkeys(points, 0), region_max=dict(points)))
+        try:
+            bodies = _student_bodies(student_pkg, sorted(points), reference_regions)
+        except LookupError as error:
+            grades[-1].status, grades[-1].problems = "markers missing", [str(error)]
+            continue
+        cases = reference_cases(tuple(exercise.layers), int(assignment.seed), float(assignment.tolerance))
+        files = _exercise_files(reference, reference_regions, graded, bodies)
+        jobs.append(_Job(len(jobs), grades[-1], points, cases, files))
+    if jobs:
+        _grade_jobs(isolation, jobs, reference, graded, reference_regions, limits)
+    verify_reference(reference, assignment)
+    for job in (job for job in jobs if job.handed_back is not None):
+        records, arrays = job.handed_back
+        _score(job.grade, [judge(case, records.get(case.key), arrays, assignment.tolerance) for case in job.cases],
+               job.points)
+    return grades
 
 
 def copy_notes(directory, assignment):
@@ -428,8 +501,8 @@ def grade_copy(directory, assignment, only=None, limits=None, isolation="auto", 
         raise ValueError("that is the reference package itself; give the student copy's directory")
     if isinstance(isolation, str):
         isolation = choose_isolation(isolation, reference)
-    return [grade_exercise(exercise, points, student_pkg, reference, regions, assignment, limits or Limits(),
-                           isolation) for exercise, points in select_exercises(assignment, only)]
+    return grade_exercises(select_exercises(assignment, only), student_pkg, reference, regions, assignment,
+                           limits or Limits(), isolation)
 
 
 def score_table(grades):

@@ -14,14 +14,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections import namedtuple
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy
 
 from ..core.checks import is_finite_number
+from .runner import _processes, kill_descendants
 
 NOBODY = "nobody"
 USR = Path("/usr")
@@ -62,6 +62,9 @@ class ProcessIsolation:
     directory's parts (None: where they are); `site`: where it finds NumPy."""
 
     name, SANDBOX, site = "process", None, str(NUMPY.parent)
+    # fresh: each exercise's child gets a /tmp and IPC of its own; batched: one contained process per submission (else
+    # one per exercise: where a level's promise of a private /tmp can only be kept by a sandbox of its own)
+    fresh, batched = False, True
     SUMMARY = "no namespaces: a new session, an empty environment and limits only"    # also --isolation's help
 
     def __init__(self, reason="", reference=None):
@@ -195,68 +198,26 @@ def _bubblewrap(reference):
     if bwrap is None:
         return None, "bwrap not found (apt-get install bubblewrap)"
     sandbox = BubblewrapIsolation(bwrap, reference)
-    script = f"import sys; sys.path.insert(0, {sandbox.site!r}); import numpy; print('ok')"
+    script = (f"import sys, ctypes; sys.path.insert(0, {sandbox.site!r}); import numpy; print('ok', "   # as root: fresh
+              f"ctypes.CDLL(None).unshare(0x20000 | 0x8000000) == 0)")     # namespaces for each child (runner.py)
     try:
         done = subprocess.run(sandbox.command(None, "-c", script), capture_output=True, text=True,
                               timeout=60, stdin=subprocess.DEVNULL, env=ENVIRONMENT)
     except (OSError, subprocess.TimeoutExpired, ValueError) as error:    # ValueError: a Python outside its prefix
         return None, f"bwrap did not start: {error}"
-    if done.returncode != 0 or done.stdout.strip() != "ok":
+    if done.returncode != 0 or done.stdout.split()[:1] != ["ok"]:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         return None, f"bwrap did not run Python with NumPy here: {last}"
+    sandbox.fresh = sandbox.batched = done.stdout.split()[-1] == "True"    # else one sandbox per exercise
     return sandbox, None
 
 
 # ---------------------------------------------------------------- running and killing
 
-def _processes():
-    """dict pid -> (parent pid, real uid, threads) of every process (Linux /proc)."""
-    table = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with suppress(OSError, ValueError, KeyError):
-            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-            fields = dict(line.split(":", 1) for line in lines if ":" in line)
-            table[int(pid)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]), int(fields["Threads"]))
-    return table
-
-
-def count_processes(uid):
-    """How many processes and threads the user `uid` has (what RLIMIT_NPROC counts)."""
-    return sum(threads for _, owner, threads in _processes().values() if owner == uid)
-
-
-def _kill_descendants(process, before):
-    """SIGKILL the exercise's `process` (a Popen), its group, and every descendant of this process but the children
-    it had `before` (pids), until none is left: one that detached (double fork, setsid) came back to this one."""
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.kill()
-    process.wait()
-    me = os.getpid()
-    for _ in range(1000):
-        parents = {pid: parent for pid, (parent, _, _) in _processes().items()}
-        victims, frontier = set(), {pid for pid, parent in parents.items() if parent == me} - before
-        while frontier:
-            victims |= frontier
-            frontier = {pid for pid, parent in parents.items() if parent in frontier} - victims
-        if not victims:
-            return
-        for pid in victims:
-            with suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in victims:
-            if parents[pid] == me:                       # handed to us: wait for it, so it leaves the table
-                with suppress(ChildProcessError):
-                    os.waitpid(pid, 0)
-    raise RuntimeError("the student's processes could not all be killed (they fork faster than they die)")
-
-
-# How the exercise's process ended: its exit code (None when stopped at the time limit), and its stderr's last 16 kB
-Outcome = namedtuple("Outcome", "returncode timed_out stderr")
-
-
-def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path, stderr_path):
-    """Run the runner for the job in `workdir` under `isolation`; kill all it started when it ends; its Outcome."""
+@contextmanager
+def contained(isolation, workdir, runner_args, pass_fds, stdout_path, stderr_path):
+    """Start the runner for the job in `workdir` under `isolation` and yield its Popen; when the block ends (also on
+    Ctrl-C), kill it, its group and every process it started (this process their child subreaper meanwhile)."""
     argv = isolation.command(workdir, isolation.paths(workdir)["runner"], *runner_args)
     before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()}
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)                 # PR_SET_CHILD_SUBREAPER: orphans come back to us
@@ -265,16 +226,15 @@ def run_contained(isolation, workdir, runner_args, limits, pass_fds, stdout_path
             process = subprocess.Popen(argv, cwd=workdir / "cwd", env=ENVIRONMENT, stdin=subprocess.DEVNULL,
                                        stdout=out, stderr=err, pass_fds=pass_fds, start_new_session=True)
         try:
-            returncode, timed_out = process.wait(timeout=limits.timeout), False
-        except subprocess.TimeoutExpired:
-            returncode, timed_out = None, True
-        finally:                                       # also on Ctrl-C: nothing of the student's outlives it
-            _kill_descendants(process, before)
+            yield process
+        finally:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.kill()
+            process.wait()
+            kill_descendants(before)
     finally:
         ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)
-    with open(stderr_path, "rb") as handle:
-        handle.seek(max(0, os.fstat(handle.fileno()).st_size - 16384))
-        return Outcome(returncode, timed_out, handle.read().decode("utf-8", "replace"))
 
 
 def scratch():
@@ -288,7 +248,7 @@ def new_workdir(isolation, prefix):
     (the output files, opened by the grader and handed over as descriptors: the grader's alone)."""
     workdir = Path(tempfile.mkdtemp(prefix=prefix, dir=scratch()))
     for part in ("pkg", "task", "harness", "cwd", "private"):
-        (workdir / part).mkdir()
+        (workdir / part).mkdir(mode=0o700 if part == "private" else 0o777)
     if isolation.user:                                    # nobody runs the student's code: let it in
         open_for_student(workdir)
         if isolation.name == "process" and not _others_can_read(workdir):

@@ -1,17 +1,27 @@
-"""The student's side of grading: run one exercise's layers on given inputs, hand back the arrays. `grade.py`
-starts `python -I -S runner.py TASK RESULT_FD ARRAYS_FD` contained (`isolation.py`); this trusted code imports
-NumPy, drops to `nobody` under root, sets the limits, and only then imports the temporary package holding the
-answer. Nothing after that is believed: the grader, which never imports student code, judges.
-TASK: task.json {"package_root", "site", "user", "limits", "nproc", "preload", "cases": [{"key", "index",
-"id", "inputs": n, "rng": the bit generator's state}]}; inputs.npz "<key>.input<i>", "<key>.param<j>", "<key>.upstream".
-RESULT_FD (opened by the grader): a JSON list of {"key", "forward_error", "backward_error"} (messages or
-null). ARRAYS_FD: an .npz of "<key>.out", "<key>.dinput<i>" (float input i), "<key>.dparam<j>".
+"""The student's side of grading, started contained (`isolation.py`) once per submission: `python -I -S runner.py TASK
+COMMANDS_FD STATUS_FD`. This trusted parent imports NumPy and the temporary package once, from code it compiles
+before any student code runs (every graded region of the assignment blank there: no answer in its memory). For each
+line "<exercise> <source fd> <result fd> <arrays fd>" the grader writes, it forks a child that closes every other
+descriptor, takes a /tmp and IPC of its own (bubblewrap as root), drops to `nobody` under root with the limits,
+compiles the exercise's files (its regions the student's, the others the reference's: read from the source fd, which
+the parent never reads) in place of the parent's, imports the package anew and runs the exercise's cases. The parent
+waits (the time limit), kills every process the child left, and writes a status line. Nothing after the fork is
+believed: the grader, which never imports student code, judges.
+TASK: task.json {"package_root", "site", "user", "limits", "nproc", "preload", "fresh", "exercises": [{"cases":
+[{"key", "index", "id", "inputs": n, "rng": the bit generator's state}]}]}; inputs.npz "<exercise>/<key>.input<i>",
+"<key>.param<j>", "<key>.upstream". Source fd: JSON {file relative to the package: text}. Result fd: a JSON list of
+{"key", "forward_error", "backward_error"} (messages or null). Arrays fd: an .npz of "<key>.out", "<key>.dinput<i>"
+(float input i), "<key>.dparam<j>". Status line: JSON {"exercise", "returncode": the child's, null when timed out}.
 """
 
 import ctypes
-import importlib
+import importlib.abc
+import importlib.util
 import json
+import linecache
 import os
+import select
+import signal
 import sys
 import traceback
 import zipfile  # noqa: F401  (np.savez needs it: imported while the interpreter's files are readable)
@@ -69,12 +79,12 @@ def _float_array(value, np, what):
     return array.astype(np.float64)
 
 
-def run_cases(task, inputs, package):
-    """Import the package in the directory `package` (the student's code runs from here on), run every case of
-    the task with the given parameter values and inputs; return (records, arrays)."""
+def run_cases(cases, inputs, package):
+    """Import the package in the directory `package` (the student's code runs from here on), run every case (task.json's
+    specs) with the given parameter values and inputs; return (records, arrays)."""
     import numpy as np
 
-    records = [{"key": spec["key"], "forward_error": None, "backward_error": None} for spec in task["cases"]]
+    records = [{"key": spec["key"], "forward_error": None, "backward_error": None} for spec in cases]
     try:
         import minitransformer
         from minitransformer.gradcheck.cases import all_cases
@@ -86,7 +96,7 @@ def run_cases(task, inputs, package):
     if not Path(minitransformer.__file__).resolve().is_relative_to(package):
         raise RuntimeError(f"the runner imported minitransformer from {minitransformer.__file__}, not {package}")
     catalogue, arrays = all_cases(), {}
-    for spec, record in zip(task["cases"], records):
+    for spec, record in zip(cases, records):
         key, stage = spec["key"], "forward_error"
         try:                                               # the student's code raised: report it, go on
             case = catalogue[spec["index"]]
@@ -109,8 +119,145 @@ def run_cases(task, inputs, package):
     return records, arrays
 
 
+# ---------------------------------------------------------------- processes (the grader's side uses these too)
+
+def _processes():
+    """dict pid -> (parent pid, real uid, threads) of every process (Linux /proc)."""
+    table = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with suppress(OSError, ValueError, KeyError):
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            fields = dict(line.split(":", 1) for line in lines if ":" in line)
+            table[int(pid)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]), int(fields["Threads"]))
+    return table
+
+
+def count_processes(uid):
+    """How many processes and threads the user `uid` has (what RLIMIT_NPROC counts)."""
+    return sum(threads for _, owner, threads in _processes().values() if owner == uid)
+
+
+def kill_descendants(before=()):
+    """SIGKILL every descendant of this process but the children it had `before` (pids), until none is left (this
+    process is their child subreaper: one that detached by a double fork or setsid came back to it), and reap them."""
+    me = os.getpid()
+    for _ in range(1000):
+        parents = {pid: parent for pid, (parent, _, _) in _processes().items()}
+        victims, frontier = set(), {pid for pid, parent in parents.items() if parent == me} - set(before)
+        while frontier:
+            victims |= frontier
+            frontier = {pid for pid, parent in parents.items() if parent in frontier} - victims
+        if not victims:
+            return
+        for pid in victims:
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in victims:
+            if parents[pid] == me:                       # handed to us: wait for it, so it leaves the table
+                with suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+    raise RuntimeError("the student's processes could not all be killed (they fork faster than they die)")
+
+
+# ---------------------------------------------------------------- the parent: the package compiled once, a child per exercise
+
+class CompiledPackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """The package's modules, imported from code compiled once, in the parent, for each module it imports: a child
+    compiles only the files its exercise changes (and a module the parent never imported)."""
+
+    def __init__(self, package):
+        self.package, self.modules = Path(package), {}
+        for path in sorted(self.package.rglob("*.py")):
+            parts = path.relative_to(self.package.parent).with_suffix("").parts
+            self.modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = (path, parts[-1] == "__init__", None)
+
+    def replace(self, sources):
+        """In a child: the files {relative path: text} in place of the parent's (compiled when imported: a syntax error
+        is the import's), and every module imported anew."""
+        for name in [name for name in sys.modules if name.split(".")[0] == self.package.name]:
+            del sys.modules[name]
+        for relative, text in sources.items():
+            path = self.package / relative
+            name = ".".join((self.package.name, *Path(relative).with_suffix("").parts)).removesuffix(".__init__")
+            linecache.cache[str(path)] = (len(text), None, text.splitlines(keepends=True), str(path))
+            self.modules[name] = (path, path.name == "__init__.py", text)
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.modules:
+            where, package, _ = self.modules[name]
+            return importlib.util.spec_from_file_location(name, where, loader=self,
+                                                          submodule_search_locations=[str(where.parent)] if package else None)
+
+    def exec_module(self, module):
+        path, package, code = self.modules[module.__name__]             # code: None, or a text not yet compiled
+        if not hasattr(code, "co_code"):
+            code = compile(path.read_bytes() if code is None else code, str(path), "exec", dont_inherit=True)
+            self.modules[module.__name__] = (path, package, code)
+        exec(code, module.__dict__)
+
+
+def _fresh_namespaces():
+    """A mount and IPC namespace of the child's own, an empty /tmp in it (bubblewrap, as root): nothing one exercise
+    leaves there (files, shared memory, message queues) is seen by the next."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if (libc.unshare(0x00020000 | 0x08000000) or libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None)
+            or libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0x2 | 0x4, f"mode=1777,size={64 * MIB}".encode())):
+        raise OSError(ctypes.get_errno(), "the child's own /tmp and IPC namespace")    # CLONE_NEWNS | NEWIPC; MS_REC |
+    os.chdir("/tmp")                                                                   # MS_PRIVATE; MS_NOSUID | NODEV
+
+
+def _child(task, exercise, fds, inputs, package):
+    """In the forked child: run one exercise (`fds`: its source, result and arrays descriptors); never returns."""
+    status = 1
+    try:
+        os.setpgid(0, 0)
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)                 # PR_SET_DUMPABLE: its own /proc entries, as before
+        with os.fdopen(fds[0], "rb") as handle:
+            sources = json.loads(handle.read())
+        for low, high in zip((2, *sorted(fds[1:])), (*sorted(fds[1:]), 2**16)):
+            os.closerange(low + 1, high)                       # the parent's, the grader's, the other exercises'
+        if task["fresh"]:
+            _fresh_namespaces()
+        _confine(task["user"], task["limits"], task["nproc"])
+        package.replace(sources)
+        records, arrays = run_cases(task["exercises"][exercise]["cases"], inputs, package.package.resolve())
+        with os.fdopen(fds[2], "wb") as handle:
+            sys.modules["numpy"].savez(handle, **arrays)
+        with os.fdopen(fds[1], "w") as handle:
+            json.dump(records, handle)
+        status = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with suppress(BaseException):
+            sys.stdout.flush(), sys.stderr.flush()
+        os._exit(status)
+
+
+def _run_child(task, line, inputs, package):
+    """Fork the child for one command line; its status: the exercise and its exit code (None: killed at the time limit)."""
+    exercise, *fds = map(int, line.split())
+    mine = {name.split("/", 1)[1]: value for name, value in inputs.items() if name.startswith(f"{exercise}/")}
+    sys.stdout.flush(), sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _child(task, exercise, fds, mine, package)
+    for fd in fds:
+        os.close(fd)
+    waiting = os.pidfd_open(pid)
+    try:
+        ended = select.select([waiting], [], [], task["limits"]["timeout"])[0]
+    finally:
+        os.close(waiting)
+    returncode = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) if ended else None
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    kill_descendants()
+    return {"exercise": exercise, "returncode": returncode}
+
+
 def main(argv):
-    task_dir, result_fd, arrays_fd = Path(argv[0]), int(argv[1]), int(argv[2])
+    task_dir, commands_fd, status_fd = Path(argv[0]), int(argv[1]), int(argv[2])
     task = json.loads((task_dir / "task.json").read_text())
     sys.path[:0] = [task["package_root"], *task["site"]]
     import numpy as np
@@ -120,12 +267,15 @@ def main(argv):
             importlib.import_module(name)
     with np.load(task_dir / "inputs.npz", allow_pickle=False) as data:
         inputs = {key: data[key] for key in data.files}
-    _confine(task["user"], task["limits"], task["nproc"])
-    records, arrays = run_cases(task, inputs, Path(task["package_root"], "minitransformer").resolve())
-    with os.fdopen(arrays_fd, "wb") as handle:
-        np.savez(handle, **arrays)
-    with os.fdopen(result_fd, "w") as handle:
-        json.dump(records, handle)
+    package = CompiledPackage(Path(task["package_root"], "minitransformer"))
+    sys.meta_path.insert(0, package)
+    import minitransformer.gradcheck.cases  # noqa: F401  (the package, every graded region blank: once, here)
+
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)                     # PR_SET_DUMPABLE 0: no child reads or traces this one
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)                    # PR_SET_CHILD_SUBREAPER: what a child leaves comes here
+    with os.fdopen(commands_fd) as commands:
+        for line in commands:
+            os.write(status_fd, json.dumps(_run_child(task, line, inputs, package)).encode() + b"\n")
     return 0
 
 

@@ -180,6 +180,7 @@ class TiledAttention(ScaledDotProductAttention):
         Returns:
             (dq, dk, dv) with the shapes of q, k, v.
         """
+        ### BEGIN SOLUTION tiled_attention.backward
         D = (dout * self.out).sum(axis=-1, keepdims=True)                      # [2.4] (..., Tq, 1)
         dq_scaled = np.zeros(self.q.shape, np.result_type(self.q_scaled, dout))  # [2.3] (..., Tq, dk)
         dk = np.zeros(self.k.shape, np.result_type(self.k, self.q_scaled, dout))  # (..., Tk, dk)
@@ -200,6 +201,7 @@ class TiledAttention(ScaledDotProductAttention):
             dk[..., cols, :], dv[..., cols, :] = dk_j, dv_j                    # [2.18]
         dq = self.used_scale * dq_scaled                                       # q_scaled = scale q
         return dq, dk, dv
+        ### END SOLUTION
 
     def _tile_scores(self, q_i, k_j, i, j):
         """[1.8] = [2.10] on tile (i, j): (scale q_i) k_j^T, plus the bias, -inf where a key is masked; (..., Bq, Bk)."""

@@ -1,0 +1,116 @@
+"""One contained process per submission: it imports NumPy and the package once (every graded region blank), then
+forks a child per exercise. What that must not open: an exercise's child finding an answer in what the parent
+holds; one exercise's child handing the next one the reference code it calls (the reference's layernorm.backward
+is in relu's child, since relu's cases may call it); a child that kills its parent costing more than its exercise.
+"""
+
+import copy
+import os
+
+import pytest
+import test_grading_attacks as attacks
+from _grading_answers import indented, put_bodies, reference_body
+
+from minitransformer.exercises.assignment import new_assignment
+from minitransformer.exercises.grade import grade_copy
+from minitransformer.exercises.isolation import choose_isolation
+from minitransformer.exercises.make import reference_package
+
+# the attack tests' copy (relu and layernorm.backward assigned: graded in the catalogue's order, relu first), levels
+made, student, level, ASSIGNED = attacks.made, attacks.student, attacks.level, attacks.ASSIGNED
+
+
+def points(submission, isolation):
+    grades = grade_copy(submission, new_assignment(ASSIGNED, reference_package(), seed=23), isolation=isolation)
+    return {g.exercise: (g.status, g.points) for g in grades}
+
+
+# layernorm.backward that runs the reference's backward when it finds one; `text` holds its source, or None
+RUN_STOLEN = ["if text:", "    import textwrap", "    scope = {'np': np}",
+              "    exec(textwrap.dedent(text), scope)", "    return scope['backward'](self, dout)",
+              "return np.zeros_like(dout)"]
+
+
+def test_no_child_finds_an_answer_in_what_the_parent_imported(student, level):
+    """Every function the child's memory holds (the parent's modules linger after the child imports anew) is tried:
+    had the parent imported the reference, its LayerNorm.backward would be among them."""
+    put_bodies(student, {"relu.backward": reference_body("relu.backward"), "layernorm.backward": indented(
+        "layernorm.backward", "import gc, sys",
+        "mine = (type(self).backward, sys._getframe().f_code)           # the method's wrapper (core/module.py), this",
+        "for found in gc.get_objects():",
+        "    if getattr(found, '__qualname__', '') == 'LayerNorm.backward' and found not in mine[:1] \\",
+        "            and found.__code__ is not mine[1]:",
+        "        try:",
+        "            return found(self, dout)",
+        "        except NotImplementedError:",
+        "            pass",
+        "return np.zeros_like(dout)")})
+    assert points(student, level) == {"relu": ("ok", 1), "layernorm": ("wrong", 0)}
+
+
+# Where relu's child leaves the reference's layernorm.backward (its source, as its own module has it), and where
+# layernorm's child looks for it: (relu's lines, layernorm's lines setting `text`)
+CHANNELS = {
+    "a file in /tmp": (["open(STASH, 'w').write(source)"],
+                       ["text = open(STASH).read() if os.path.exists(STASH) else None"]),
+    "System V shared memory": (
+        ["libc = ctypes.CDLL(None)", "libc.shmat.restype = ctypes.c_void_p",
+         "address = libc.shmat(libc.shmget(KEY, 1 << 16, 0o1666), None, 0)",
+         "ctypes.memmove(address, source.encode() + b'\\0', len(source) + 1)"],
+        ["libc = ctypes.CDLL(None)", "libc.shmat.restype = ctypes.c_void_p", "found = libc.shmget(KEY, 0, 0o666)",
+         "text = ctypes.string_at(libc.shmat(found, None, 0)).decode() if found >= 0 else None"]),
+    "a daemon": (
+        ["if os.fork() == 0:", "    try:", "        os.setsid()", "        if os.fork() == 0:",
+         "            server = socket.socket(socket.AF_UNIX)", "            server.bind('\\0' + STASH)",
+         "            server.listen(1)", "            while True:",
+         "                server.accept()[0].sendall(source.encode())", "    finally:", "        os._exit(0)",
+         "time.sleep(0.5)"],
+        ["try:", "    client = socket.socket(socket.AF_UNIX)", "    client.connect('\\0' + STASH)",
+         "    text = client.makefile().read()", "except OSError:", "    text = None"]),
+}
+
+
+@pytest.mark.parametrize("channel", sorted(CHANNELS))
+def test_one_exercise_cannot_hand_the_next_the_reference_it_calls(student, level, channel):
+    if level == "process" and channel != "a daemon":
+        pytest.skip("the fallback shares /tmp and System V IPC between processes, as its guarantee line says "
+                    "(the control below shows the answer works there)")
+    stash, key = f"/tmp/minitransformer-stash-{os.getpid()}", 0x5EED0000 + os.getpid() % 0xFFFF
+    head = ["import ctypes, os, socket, time", f"STASH, KEY = {stash!r}, {key}"]
+    leave, find = CHANNELS[channel]
+    put_bodies(student, {
+        "relu.backward": indented("relu.backward", *head, "import inspect, minitransformer.layers.layernorm as m",
+                                  "source = inspect.getsource(m.LayerNorm.backward)", *leave)
+        + reference_body("relu.backward"),
+        "layernorm.backward": indented("layernorm.backward", *head, *find, *RUN_STOLEN)})
+    assert points(student, level) == {"relu": ("ok", 1), "layernorm": ("wrong", 0)}
+
+
+def test_the_stolen_reference_is_a_real_answer_where_tmp_is_shared(student):
+    """The control: under the fallback, which shares /tmp, the same answers take layernorm's point."""
+    stash = f"/tmp/minitransformer-stash-control-{os.getpid()}"
+    leave, find = CHANNELS["a file in /tmp"]
+    head = ["import os", f"STASH = {stash!r}"]
+    put_bodies(student, {
+        "relu.backward": indented("relu.backward", *head, "import inspect, minitransformer.layers.layernorm as m",
+                                  "source = inspect.getsource(m.LayerNorm.backward)", *leave)
+        + reference_body("relu.backward"),
+        "layernorm.backward": indented("layernorm.backward", *head, *find, *RUN_STOLEN)})
+    try:
+        assert points(student, "process") == {"relu": ("ok", 1), "layernorm": ("ok", 1)}
+    finally:
+        if os.path.exists(stash):
+            os.remove(stash)
+
+
+def test_a_child_that_kills_its_parent_costs_only_its_exercise(student, level):
+    """Run as the grader's own user (root here: the child may kill the contained parent), the rest of the submission
+    is graded in a new contained process."""
+    isolation = copy.copy(choose_isolation(level, reference_package()))     # bubblewrap's is shared: a copy
+    isolation.user = None
+    put_bodies(student, {"relu.backward": indented("relu.backward", "import os, signal",
+                                                   "os.kill(os.getppid(), signal.SIGKILL)"),
+                         "layernorm.backward": reference_body("layernorm.backward")})
+    grades = points(student, isolation)
+    assert grades["relu"][0] == "crashed" and grades["relu"][1] == 0
+    assert grades["layernorm"] == ("ok", 1)
