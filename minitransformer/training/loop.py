@@ -47,6 +47,7 @@ from .checkpoint import (
 )
 from .config import transformer_adam
 from .metrics import perplexity
+from .phases import laps
 from .schedules import linear_rate
 from .step import train_step
 
@@ -160,9 +161,11 @@ class TrainingLoop:
     # ---------------------------------------------------------------- one step, evaluation
     def step_on_next_batch(self):
         """One optimisation step on the next batch; returns its training loss (a Python float)."""
+        laps.begin()
         self._refuse_if_diverged("step_on_next_batch")
         lr = self.learning_rate(self.step)
         batch = self.next_batch()
+        laps.lap("batch")
         # NumPy's overflow warnings are left unsaid: _check_finite reports a non-finite loss or gradient norm
         # by step, and stops the run
         with np.errstate(over="ignore", invalid="ignore"):
@@ -176,6 +179,7 @@ class TrainingLoop:
             self.history.setdefault("parts", {}).setdefault(name, []).append(float(part))
         if self.on_step is not None:
             self.on_step(self)
+        laps.lap("finite check")
         return loss
 
     def take_step(self, batch, lr):
@@ -258,8 +262,10 @@ class TrainingLoop:
                     loss = self.step_on_next_batch()
                     self.step_times.append(time.perf_counter() - started)
                     self._show_step(bar, loss, first_step)
+                    laps.lap("progress")
                     if self._evaluates_now(max_steps):
                         losses = self._evaluate_and_save(bar if on_terminal else None, on_eval)
+                    laps.lap("evaluation")
                     if self.stop_requested if self.parallel is not None else stop.requested:
                         self._save_interrupted()
         except Exception as error:
