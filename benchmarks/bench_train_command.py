@@ -42,14 +42,15 @@ from minitransformer.tokenizers import CharTokenizer  # noqa: E402
 from minitransformer.training.config import TrainConfig  # noqa: E402
 from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
 
-SHORT, LONG = 60, 260       # steps of the two runs whose difference is timed
+STEPS = (60, 260)           # steps of the two runs whose difference is timed
 
 
 def command(ranks, text, steps, out):
     """The `train` command line of a run of `steps` steps on `ranks` processes, saving in `out`."""
     train = [sys.executable, "-m", "minitransformer", "train", "--text", text, "--max-steps", str(steps),
              "--out", out]
-    return train if ranks == 1 else ["mpiexec", "-n", str(ranks), *train]
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")       # a venv with the mpich wheel
+    return train if ranks == 1 else [beside if os.path.exists(beside) else "mpiexec", "-n", str(ranks), *train]
 
 
 def run_train(ranks, text, steps, scratch, phases=False):
@@ -97,9 +98,13 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3, help="pairs of runs per contender; the best is kept")
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2], help="processes of each `train` contender")
     parser.add_argument("--threads", type=int, default=2, help="PyTorch's threads")
-    parser.add_argument("--phases", action="store_true", help="print each rank's phases of the last 260-step runs")
+    parser.add_argument("--phases", action="store_true", help="print each rank's phases of the last longer runs")
+    parser.add_argument("--steps", type=int, nargs=2, default=STEPS, metavar=("SHORT", "LONG"),
+                        help=f"steps of the two runs whose difference is timed (default {STEPS[0]} {STEPS[1]})")
     args = parser.parse_args(argv)
-    text = os.path.abspath(args.text)
+    (short_steps, long_steps), text = args.steps, os.path.abspath(args.text)
+    if not 0 < short_steps < long_steps:
+        parser.error(f"--steps expected SHORT < LONG, both > 0, got {short_steps} {long_steps}")
     with open(text, encoding="utf-8") as file:
         corpus = file.read()
     tokenizer = CharTokenizer.train(corpus)
@@ -110,22 +115,23 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as scratch:
         for _ in range(args.repeats):
             for ranks, name in names.items():
-                short, _ = run_train(ranks, text, SHORT, scratch)
-                long, tables[name] = run_train(ranks, text, LONG, scratch, args.phases)
-                per_step[name].append((long - short) / (LONG - SHORT))
+                short, _ = run_train(ranks, text, short_steps, scratch)
+                long, tables[name] = run_train(ranks, text, long_steps, scratch, args.phases)
+                per_step[name].append((long - short) / (long_steps - short_steps))
             if twin is not None:
                 per_step.setdefault(f"PyTorch eager twin ({threads} threads)", []).append(
-                    (twin(LONG) - twin(SHORT)) / (LONG - SHORT))
+                    (twin(long_steps) - twin(short_steps)) / (long_steps - short_steps))
     best = {name: 1e3 * min(values) for name, values in per_step.items()}
     torch_ms = best.get(f"PyTorch eager twin ({threads} threads)")
-    print(f"ms per step, (wall of {LONG} steps - wall of {SHORT}) / {LONG - SHORT}, best of {args.repeats}:")
+    print(f"ms per step, (wall of {long_steps} steps - wall of {short_steps}) / {long_steps - short_steps}, "
+          f"best of {args.repeats}:")
     for name, ms in best.items():
         print(f"  {name:<32} {ms:7.1f} ms" + (f"   ratio to PyTorch {ms / torch_ms:.2f}" if torch_ms else "")
               + f"   (each: {', '.join(f'{1e3 * value:.1f}' for value in per_step[name])})")
     for name, stderr in tables.items():
         lines = [line for line in stderr.splitlines() if line.startswith(("phases of", "  "))]
         if lines:
-            print(f"\n{name}, the {LONG}-step run's phases:\n" + "\n".join(lines))
+            print(f"\n{name}, the {long_steps}-step run's phases:\n" + "\n".join(lines))
     return 0
 
 

@@ -62,6 +62,10 @@ reaches every rank (mpiexec forwards it); on each, the loop's handler only raise
 that one was interrupted, finishes that step's update and stops; rank 0 saves there (training/loop.py). And
 it carries rank 0's longest pause to evaluate and save, which the other ranks' deadline allows for.
 
+Evaluation is shared too, when the run's `evaluate` knows how (Trainer's: each rank the losses of its
+`shares` of the evaluation windows, `add_up` to all): rank 0 then evaluates 1/N of them, and the others
+work instead of waiting; the losses, and their mean, are one process's, bit for bit.
+
 Deadlines: every message is sent non-blocking and waited for with a limit (training/deadlines.py), so a
 rank that stops or dies ends the job with one line naming it.
 
@@ -224,6 +228,13 @@ class DataParallel:
         self._wait(self.comm.Iallgatherv(self.MPI.IN_PLACE, whole), "the weights' all-gather")   # (N-1)/N 4P
         laps.lap("all-gather")
         return norm
+
+    def add_up(self, losses, what="the evaluation's losses"):
+        """Every rank's part of a list of losses, to every rank: each rank holds its own at its places and zeros
+        elsewhere (`shares` of the list); the all-reduce adds them, x + 0 = x exactly, so every rank ends with
+        the very list one process computes (float64 (n,))."""
+        self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, losses, op=self.MPI.SUM), what)     # 8 n bytes
+        return losses
 
     # ---------------------------------------------------------------- checkpoints, failures
     def gather_state(self):

@@ -97,6 +97,9 @@ def stop_at_step_boundary():
 class TrainingLoop:
     """The one training loop (module docstring).
 
+    A subclass whose `evaluate` can be shared by MPI ranks (Trainer's) sets `shares_evaluation`: every rank
+    then joins the loop's evaluations, `evaluating_together` telling its `evaluate` so.
+
     Args:
         objective: forward(*batch) -> scalar loss, backward(), parameters() (objectives/).
         optimizer: over the objective's parameters (optim/).
@@ -121,6 +124,9 @@ class TrainingLoop:
         on_step: optional callback(loop) after each step (e.g. to read what the objective kept of it).
         name: how messages name the loop.
     """
+
+    shares_evaluation = False           # True: under MPI every rank takes part in the loop's evaluate()
+    evaluating_together = False         # True while the loop's evaluation is shared by every rank
 
     def __init__(self, objective, optimizer, next_batch, learning_rate, *, grad_clip=0.0, max_steps=0,
                  eval_interval=None, evaluate=None, generators=None, model=None, out_dir=None, overwrite=False,
@@ -301,15 +307,11 @@ class TrainingLoop:
         Data parallel: rank 0 alone; the other ranks only send it their shards of the optimizer state
         (`parallel.gather_state`) and return None."""
         if not self._gather_for_rank_0():
+            if self.parallel is not None and self.shares_evaluation:
+                self._evaluate_checked()                # this rank's share of rank 0's evaluation
             return None
         started = time.perf_counter()
-        with self.model.evaluating(), np.errstate(over="ignore", invalid="ignore"):    # checked just below
-            losses = self.evaluate()
-        if not all(math.isfinite(value) for value in losses.values()):
-            self.diverged = TrainingDiverged(
-                f"training diverged at step {self.step}: the evaluation losses are {losses}. Stopped "
-                f"before saving anything, so {self._last_checkpoint()} is as it was.")
-            raise self.diverged
+        losses = self._evaluate_checked()
         line = f"step {self.step:>5}: {self.record_evaluation(losses)}"
         if bar is not None:
             bar.write(line)
@@ -322,6 +324,22 @@ class TrainingLoop:
             on_eval(self, losses)
         if self.parallel is not None:                   # the other ranks' deadline allows for it
             self.parallel.root_pause = max(self.parallel.root_pause, time.perf_counter() - started)
+        return losses
+
+    def _evaluate_checked(self):
+        """`evaluate()` (shared by the ranks if `shares_evaluation`); stop on a non-finite loss, on every rank
+        that knows it."""
+        self.evaluating_together = self.parallel is not None and self.shares_evaluation
+        try:
+            with self.model.evaluating(), np.errstate(over="ignore", invalid="ignore"):    # checked just below
+                losses = self.evaluate()
+        finally:
+            self.evaluating_together = False
+        if not all(math.isfinite(value) for value in losses.values()):
+            self.diverged = TrainingDiverged(
+                f"training diverged at step {self.step}: the evaluation losses are {losses}. Stopped "
+                f"before saving anything, so {self._last_checkpoint()} is as it was.")
+            raise self.diverged
         return losses
 
     def _gather_for_rank_0(self):
