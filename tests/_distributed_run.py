@@ -10,6 +10,8 @@ The JSON argument: {"settings": TrainConfig fields, "out": a directory or null, 
 "steps": fit's max_steps or null, "announce": print "evaluated at step N" after each evaluation,
 "fail": [rank, step]: that rank's loss raises RuntimeError at that step, "phases": record the phase timer
 (training/phases.py) during fit and add every rank's [phase names, steps, whether they add up to the steps]}.
+Every rank's number of window batches evaluated (the loss computed with the model in evaluation mode) is
+printed too ("evaluated").
 """
 
 import contextlib
@@ -43,6 +45,18 @@ def fail_at(trainer, step):
     trainer.loss_fn.forward = failing
 
 
+def count_evaluated(trainer):
+    """A list whose length counts the losses this rank computes with the model in evaluation mode."""
+    forward, evaluated = trainer.loss_fn.forward, []
+
+    def counting(*args):
+        if not trainer.model.training:
+            evaluated.append(trainer.step)
+        return forward(*args)
+    trainer.loss_fn.forward = counting
+    return evaluated
+
+
 def announce(trainer, losses):
     print(f"evaluated at step {trainer.step}", flush=True)
 
@@ -60,6 +74,7 @@ def main(request):
         trainer = Trainer(config, train_data, val_data, tokenizer.vocab_size, out_dir=out, progress=False)
     if request.get("fail") and request["fail"][0] == rank:              # e.g. [1, 3]: rank 1 raises at step 3
         fail_at(trainer, request["fail"][1])
+    evaluated = count_evaluated(trainer)
     with recording() if request.get("phases") else contextlib.nullcontext() as laps:
         trainer.fit(max_steps=request.get("steps"), on_eval=announce if request.get("announce") else None)
     phases = None if laps is None else [list(laps.wall), laps.table("") and laps.steps,
@@ -69,10 +84,12 @@ def main(request):
     held = trainer.optimizer.state_nbytes()
     state_bytes = trainer.parallel.comm.allgather(held) if trainer.parallel is not None else [held]
     every_phases = trainer.parallel.comm.allgather(phases) if trainer.parallel is not None else [phases]
+    every_evaluated = trainer.parallel.comm.allgather(len(evaluated)) if trainer.parallel else [len(evaluated)]
     if rank == 0:
         print(json.dumps({"loss": trainer.history["loss"], "eval": trainer.history["eval"], "ranks": size,
                           "same_weights": len(set(digests)) == 1, "state_bytes": state_bytes,
-                          "weight_bytes": trainer.optimizer.data.nbytes, "phases": every_phases}))
+                          "weight_bytes": trainer.optimizer.data.nbytes, "phases": every_phases,
+                          "evaluated": every_evaluated}))
 
 
 if __name__ == "__main__":
