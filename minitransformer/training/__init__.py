@@ -9,6 +9,7 @@ layers, models, generation):
     metrics.py      perplexity: exp of the mean negative log-likelihood per predicted token
     config.py       TrainConfig and the builders of the GPT and its AdamW (Adam for the encoder family)
     checkpoint.py   saving and loading weights, optimizer state and generators; what a resumed run checks
+    phases.py       where a step's time goes: laps of the loop, the step and the hook, off unless asked
     step.py         train_step: zero_grad, forward, backward, clip, update; the same for every objective
     deadlines.py    how long a rank waits for the others; the one line that ends a job when one is gone
     distributed.py  data parallelism on MPI ranks, a hook of train_step: replicated (DDP) or sharded (ZeRO-1)
