@@ -22,6 +22,7 @@ training/phases.py's table, from the command's stderr).
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -45,15 +46,15 @@ from minitransformer.training.data import get_batch, train_val_split  # noqa: E4
 STEPS = (60, 260)           # steps of the two runs whose difference is timed
 
 
-def command(ranks, text, steps, out):
+def command(ranks, text, steps, out, options=()):
     """The `train` command line of a run of `steps` steps on `ranks` processes, saving in `out`."""
     train = [sys.executable, "-m", "minitransformer", "train", "--text", text, "--max-steps", str(steps),
-             "--out", out]
+             "--out", out, *options]
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")       # a venv with the mpich wheel
     return train if ranks == 1 else [beside if os.path.exists(beside) else "mpiexec", "-n", str(ranks), *train]
 
 
-def run_train(ranks, text, steps, scratch, phases=False):
+def run_train(ranks, text, steps, scratch, options=(), phases=False):
     """Wall seconds of one `train` run (its stderr too, for --phases); a failed run stops the benchmark."""
     out = tempfile.mkdtemp(dir=scratch)
     shutil.rmtree(out)                                          # the command makes it, as a new run's directory
@@ -63,11 +64,11 @@ def run_train(ranks, text, steps, scratch, phases=False):
     if phases:
         environment["MINITRANSFORMER_PHASES"] = "1"
     started = time.perf_counter()
-    done = subprocess.run(command(ranks, text, steps, out), cwd=ROOT, env=environment, capture_output=True,
+    done = subprocess.run(command(ranks, text, steps, out, options), cwd=ROOT, env=environment, capture_output=True,
                           text=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
-        sys.exit(f"error: {' '.join(command(ranks, text, steps, out))} failed ({done.returncode}):\n{done.stderr}")
+        sys.exit(f"error: {shlex.join(command(ranks, text, steps, out, options))} failed ({done.returncode}):\n{done.stderr}")
     return wall, done.stderr
 
 
@@ -101,7 +102,11 @@ def main(argv=None):
     parser.add_argument("--phases", action="store_true", help="print each rank's phases of the last longer runs")
     parser.add_argument("--steps", type=int, nargs=2, default=STEPS, metavar=("SHORT", "LONG"),
                         help=f"steps of the two runs whose difference is timed (default {STEPS[0]} {STEPS[1]})")
+    parser.add_argument("--train-options", default="", metavar="OPTIONS",
+                        help="more options of the train command, e.g. \"--sample-tokens 0\" (PyTorch's twin keeps "
+                             "the default model: options that change the model make its ratio meaningless)")
     args = parser.parse_args(argv)
+    options = shlex.split(args.train_options)
     (short_steps, long_steps), text = args.steps, os.path.abspath(args.text)
     if not 0 < short_steps < long_steps:
         parser.error(f"--steps expected SHORT < LONG, both > 0, got {short_steps} {long_steps}")
@@ -115,8 +120,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as scratch:
         for _ in range(args.repeats):
             for ranks, name in names.items():
-                short, _ = run_train(ranks, text, short_steps, scratch)
-                long, tables[name] = run_train(ranks, text, long_steps, scratch, args.phases)
+                short, _ = run_train(ranks, text, short_steps, scratch, options)
+                long, tables[name] = run_train(ranks, text, long_steps, scratch, options, args.phases)
                 per_step[name].append((long - short) / (long_steps - short_steps))
             if twin is not None:
                 per_step.setdefault(f"PyTorch eager twin ({threads} threads)", []).append(

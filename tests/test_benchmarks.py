@@ -73,8 +73,9 @@ def test_bench_train_command_times_the_command_on_one_and_two_ranks_and_prints_t
     text = tmp_path / "tiny.txt"
     text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
     script = BENCH.parent / "bench_train_command.py"
+    small = "--sample-tokens 0 --eval-batches 1 --n-layers 1 --d-model 16 --n-heads 2 --block-size 16 --batch-size 4"
     result = subprocess.run([sys.executable, str(script), "--text", str(text), "--steps", "1", "2", "--repeats", "1",
-                             "--phases"], capture_output=True, text=True, timeout=900)
+                             "--phases", "--train-options", small], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr
     for figure in ("train, one process", "mpiexec -n 2 ... train", "phases of rank 0", "phases of rank 1"):
         assert figure in result.stdout, figure

@@ -18,7 +18,7 @@ Where the laps are (the one loop, the one step, the data-parallel hook):
     progress       the step's time kept, the progress bar              training/loop.py
     evaluation     evaluation, its line, the checkpoint (every eval_interval steps)   training/loop.py
 
-Off (the default), a lap costs one attribute test. On: `with recording() as laps:` (a benchmark), or the
+Off (the default), a lap is a method call that tests one attribute (about 0.1 µs; a step has about 12). On: `with recording() as laps:` (a benchmark), or the
 environment variable MINITRANSFORMER_PHASES=1, which makes every process print its table to stderr when it
 exits (so `mpiexec -n 2 python -m minitransformer train` says where each rank's time went).
 
