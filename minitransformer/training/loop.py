@@ -21,7 +21,8 @@ the history and every generator's state, so a resumed run draws the very same ba
 the same losses, bit for bit, as one that never stopped.
 
 Under `mpiexec -n N` (a `parallel` hook, distributed.py) every rank runs this same loop on its share of each
-batch; rank 0 alone evaluates, prints and saves, and a rank that raises ends the job with one line naming it.
+batch; rank 0 alone prints and saves (and evaluates, unless the run shares its evaluation: Trainer's), and a
+rank that raises ends the job with one line naming it.
 
 Left out: gradient accumulation, mixed precision, skipping a bad batch and going on.
 """
@@ -304,8 +305,9 @@ class TrainingLoop:
     def _evaluate_and_save(self, bar, on_eval):
         """Evaluate, stop on a non-finite loss, record, print one line, checkpoint and plot; returns the losses.
 
-        Data parallel: rank 0 alone; the other ranks only send it their shards of the optimizer state
-        (`parallel.gather_state`) and return None."""
+        Data parallel: rank 0 alone; the other ranks send it their shards of the optimizer state
+        (`parallel.gather_state`), take their share of the evaluation if the run shares it (`shares_evaluation`)
+        and return None."""
         if not self._gather_for_rank_0():
             if self.parallel is not None and self.shares_evaluation:
                 self._evaluate_checked()                # this rank's share of rank 0's evaluation
