@@ -5,12 +5,16 @@
 nanoGPT's Shakespeare-char CPU configuration (TrainConfig's defaults, float32, fast kernels), as
 bench_train.py trains it. Rounds interleave four contenders, each in turns of BLOCK steps (the first
 untimed) after an IDLE_GAP, so that all see the same machine load:
-* 2 ranks, replicated (DDP) and sharded (ZeRO-1): every rank runs the step with 1 BLAS thread; rank 0 times it;
-* 1 rank: the same step (step.py's `train_step`) in rank 0 alone with --threads BLAS threads (default 2),
-  while rank 1 sleeps;
-* PyTorch 2.13 eager's step (bench_train.py's twin) with --threads threads, in rank 0, while rank 1 sleeps.
-It prints the median ms per step of each and their ratios to PyTorch's, then the alpha-beta model of
-`alpha_beta_table` (bytes per collective per step, and the step time expected on 4, 16 and 64 machines).
+* 2 ranks, replicated (DDP) and sharded (ZeRO-1): every rank runs the loop's step (`step_on_next_batch`, as
+  `train` runs it) with 1 BLAS thread; rank 0 times it;
+* 1 rank: the same loop's step in rank 0 alone with --threads BLAS threads (default 2), while rank 1 sleeps;
+* PyTorch 2.13 eager's whole step (bench_train.py's twin: the batch drawn, forward, backward, clipping,
+  AdamW) with --threads threads, in rank 0, while rank 1 sleeps.
+It prints the median ms per step of each and their ratios to PyTorch's; where each rank's step goes, phase
+by phase (training/phases.py: batch, forward, backward, the control message, the gradient's collective,
+clip, optimizer, the finite check), wall and CPU ms; then the alpha-beta model of `alpha_beta_table`
+(bytes per collective per step, and the step time expected on 4, 16 and 64 machines).
+`train` itself, as users run it, is timed by bench_train_command.py.
 torch is optional; without it the PyTorch column is left out.
 
     for n in 1 2 3; do mpiexec -n $n python benchmarks/bench_distributed.py --memory sharded; done
@@ -28,28 +32,24 @@ import resource
 import sys
 import time
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")          # the 1-rank turns use 2; the 2-rank turns limit to 1
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _threads import threads_from_argv  # noqa: E402
+
+threads_from_argv(sys.argv, default=2)                      # the 1-rank turns use them; the 2-rank turns limit to 1
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from mpi4py import MPI  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from minitransformer.objectives.language_model import (
-    LanguageModelObjective,  # noqa: E402
-    Trainer,  # noqa: E402
-)
+from minitransformer.objectives.language_model import LanguageModelObjective, Trainer  # noqa: E402
 from minitransformer.tokenizers import CharTokenizer  # noqa: E402
-from minitransformer.training.config import (  # noqa: E402
-    TrainConfig,  # noqa: E402
-    build_model,
-    build_optimizer,
-)
+from minitransformer.training.config import TrainConfig, build_model, build_optimizer  # noqa: E402
 from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
-from minitransformer.training.step import train_step  # noqa: E402
+from minitransformer.training.loop import TrainingLoop  # noqa: E402
+from minitransformer.training.phases import recording  # noqa: E402
 
 IDLE_GAP, BLOCK = 0.15, 5               # as bench_train.py: idle BLAS threads stop spinning; 4 timed steps a turn
 ALPHA = 20e-6                           # seconds: one message's latency on a 10 Gb/s Ethernet (TCP) network
@@ -81,13 +81,15 @@ def alpha_beta_table(weights, machines=(4, 16, 64), step_ms=STEP_MS, alpha=ALPHA
     return rows
 
 
-def one_rank_step(config, train_data, V):
-    """The step of one process (what Trainer runs without MPI), on its own model, optimizer and batches."""
+def one_process_loop(config, train_data, V):
+    """The loop a one-process Trainer runs (its model, optimizer, batches and schedule), built apart since a
+    Trainer in an MPI job of 2 ranks must use both."""
     model = build_model(config, V)
-    objective, optimizer = LanguageModelObjective(model), build_optimizer(model, config)
     rng = np.random.default_rng([config.seed, 1])
-    return lambda: train_step(objective, optimizer, get_batch(train_data, config.block_size, config.batch_size,
-                                                              rng), config.lr, config.grad_clip)
+    return TrainingLoop(LanguageModelObjective(model), build_optimizer(model, config),
+                        lambda: get_batch(train_data, config.block_size, config.batch_size, rng),
+                        config.learning_rate, grad_clip=config.grad_clip, max_steps=config.max_steps,
+                        progress=False)
 
 
 def sleep_until_all_arrive(comm):
@@ -98,13 +100,17 @@ def sleep_until_all_arrive(comm):
 
 
 def contenders(config, train_data, V, comm, threads):
-    """{name: (ranks it runs on, BLAS threads, step function)}, for each contender that this machine has."""
+    """{name: (ranks it runs on, BLAS threads, step function)}, for each contender that this machine has.
+
+    Ours are the training loop's step (`step_on_next_batch`: the batch, train_step, the finite check and
+    the history), as `train` runs it."""
     made = {}
     for mode in ("replicated", "sharded"):
         trainer = Trainer(TrainConfig(**{**vars(config), "workers": comm.Get_size(), "parallel": mode}),
                           train_data, train_data, V, progress=False)
         made[f"{comm.Get_size()} ranks, {mode}"] = (comm.Get_size(), 1, trainer.step_on_next_batch)
-    made["1 rank"] = (1, threads, one_rank_step(config, train_data, V) if comm.Get_rank() == 0 else None)
+    made["1 rank"] = (1, threads, one_process_loop(config, train_data, V).step_on_next_batch
+                      if comm.Get_rank() == 0 else None)
     try:
         import torch
         from bench_train import torch_model, torch_step
@@ -113,28 +119,58 @@ def contenders(config, train_data, V, comm, threads):
             print("torch not installed: no PyTorch comparison (pip install torch==2.13.0 to add it)")
         return made
     torch.set_num_threads(threads)
-    x, y = get_batch(train_data, config.block_size, config.batch_size, np.random.default_rng(0))
+    rng = np.random.default_rng([config.seed, 1])
     model, optimizer = torch_model(config, V)
-    made[f"PyTorch {torch.__version__} eager ({threads} threads)"] = (
-        1, threads, lambda: torch_step(model, optimizer, config, x, y, config.lr))
+    made[f"PyTorch {torch.__version__} eager ({threads} threads)"] = (      # a whole step: the batch drawn too
+        1, threads, lambda: torch_step(model, optimizer, config, *get_batch(train_data, config.block_size,
+                                                                             config.batch_size, rng), config.lr))
     return made
 
 
 def timed_rounds(made, rounds, comm):
-    """Rank 0's wall seconds of each timed step, per contender; ranks a contender does not use sleep."""
-    times = {name: [] for name in made}
+    """(rank 0's wall seconds of each timed step, per contender; this rank's phases of them, per contender:
+    {name: (wall {phase: s}, CPU {phase: s}, steps)}); ranks a contender does not use sleep."""
+    times, phases = {name: [] for name in made}, {}
     for _ in range(rounds):
         for name, (ranks, threads, step) in made.items():
             sleep_until_all_arrive(comm)
             time.sleep(IDLE_GAP)
             if comm.Get_rank() < ranks:
                 with threadpool_limits(limits=threads, user_api="blas"):
-                    for turn in range(BLOCK):
-                        started = time.perf_counter()
-                        step()
-                        if turn:
+                    step()                                          # untimed: the turn's first step
+                    with recording() as laps:
+                        for _ in range(BLOCK - 1):
+                            started = time.perf_counter()
+                            step()
                             times[name].append(time.perf_counter() - started)
-    return times
+                    add_phases(phases, name, laps)
+    return times, phases
+
+
+def add_phases(phases, name, laps):
+    """Add a turn's laps (phases.py) to `phases[name]` = (wall {phase: s}, CPU {phase: s}, steps)."""
+    laps.table("")                                                  # counts the last step
+    wall, cpu, steps = phases.setdefault(name, ({}, {}, [0]))
+    for phase in laps.wall:
+        wall[phase] = wall.get(phase, 0.0) + laps.wall[phase]
+        cpu[phase] = cpu.get(phase, 0.0) + laps.cpu[phase]
+    steps[0] += laps.steps
+
+
+def print_phases(gathered):
+    """Per contender and rank: each phase's mean wall / CPU ms per step (`gathered`: every rank's phases)."""
+    print("\nwhere each rank's step goes (mean wall ms / CPU ms of the rank per timed step; phases.py):")
+    for name in gathered[0]:
+        ranks = [(rank, phases[name]) for rank, phases in enumerate(gathered) if phases.get(name, [0, 0, [0]])[2][0]]
+        if not ranks:                                               # PyTorch: no laps
+            continue
+        print(f"  {name}")
+        names = list(ranks[0][1][0])
+        print("    " + f"{'rank':<6}" + "".join(f"{phase:>16}" for phase in names) + f"{'step':>16}")
+        for rank, (wall, cpu, steps) in ranks:
+            cells = [(wall[phase], cpu[phase]) for phase in names] + [(sum(wall.values()), sum(cpu.values()))]
+            print("    " + f"{rank:<6}" + "".join(f"{1e3 * w / steps[0]:7.2f} /{1e3 * c / steps[0]:7.2f}"
+                                                 for w, c in cells))
 
 
 def peak_mib():
@@ -187,8 +223,9 @@ def main(argv=None):
             print_memory(rows, args.memory, comm.Get_size(), weights)
         return 0
     made = contenders(config, train_data, tokenizer.vocab_size, comm, args.threads)
-    times = timed_rounds(made, 1, comm)                                  # warm up
-    times = timed_rounds(made, args.rounds, comm)
+    timed_rounds(made, 1, comm)                                          # warm up
+    times, phases = timed_rounds(made, args.rounds, comm)
+    gathered = comm.gather(phases, root=0)
     if comm.Get_rank() != 0:
         return 0
     medians = {name: 1e3 * float(np.median(values)) for name, values in times.items()}
@@ -196,6 +233,7 @@ def main(argv=None):
     print(f"median ms per step over {len(times['1 rank'])} timed steps each, interleaved, {comm.Get_size()} ranks:")
     for name, ms in medians.items():
         print(f"  {name:<36} {ms:7.1f} ms" + (f"   ratio to PyTorch {ms / torch_ms:.2f}" if torch_ms else ""))
+    print_phases(gathered)
     weights = sum(param.size for param in build_model(config, tokenizer.vocab_size).parameters())
     print(f"\nalpha-beta model, {weights:,} float32 weights, 12 windows per machine, {STEP_MS:g} ms of compute, "
           f"alpha {ALPHA * 1e6:g} us, 10 Gb/s:")

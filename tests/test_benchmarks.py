@@ -53,8 +53,37 @@ def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
     result = subprocess.run(mpi_command(2, str(script), "--text", str(text), "--rounds", "1"), capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    for figure in ("2 ranks, replicated", "2 ranks, sharded", "1 rank", "alpha-beta model", "64 machines, sharded"):
+    for figure in ("2 ranks, replicated", "2 ranks, sharded", "1 rank", "alpha-beta model", "64 machines, sharded",
+                   "where each rank's step goes"):
         assert figure in result.stdout, figure
+    phases = result.stdout.split("where each rank's step goes")[1].split("alpha-beta model")[0]
+    rows = [line.split()[0] for line in phases.splitlines() if line.startswith("    ") and "/" in line]
+    assert rows == ["0", "1", "0", "1", "0"], phases                  # 2 ranks twice, then one process
+
+
+def test_bench_train_command_times_the_command_on_one_and_two_ranks_and_prints_their_phases(tmp_path):
+    """The `train` command itself, one process and under `mpiexec -n 2` (skipped without MPI), beside
+    PyTorch's step when torch is installed; --phases prints each rank's table."""
+    import subprocess
+    import sys
+
+    from test_distributed import mpiexec
+
+    mpiexec()
+    text = tmp_path / "tiny.txt"
+    text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
+    script = BENCH.parent / "bench_train_command.py"
+    small = "--sample-tokens 0 --eval-batches 1 --n-layers 1 --d-model 16 --n-heads 2 --block-size 16 --batch-size 4"
+    result = subprocess.run([sys.executable, str(script), "--text", str(text), "--steps", "1", "2", "--repeats", "1",
+                             "--phases", "--train-options", small], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+    for figure in ("train, one process", "mpiexec -n 2 ... train", "phases of rank 0", "phases of rank 1"):
+        assert figure in result.stdout, figure
+    try:
+        import torch  # noqa: F401
+        assert result.stdout.count("ratio to PyTorch") == 3, result.stdout
+    except ImportError:
+        pass
 
 
 def test_bench_distributed_memory_reports_each_sharded_ranks_part_of_the_moments(tmp_path):

@@ -104,6 +104,25 @@ def test_ranks_train_to_the_losses_of_one_process(one_process, mode, ranks):
     np.testing.assert_allclose(np.array(got["eval"]), np.array(one_process["eval"]), rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("mode, last", [("replicated", []), ("sharded", ["all-gather"])])
+def test_each_ranks_phases_hold_the_collectives_and_add_up_to_its_steps(mode, last):
+    got = run_ranks(2, {"settings": {"parallel": mode, "max_steps": 4, "eval_interval": 2}, "phases": True})
+    expected = ["batch", "forward", "backward", "control", "gradient", "clip", "optimizer", *last,
+                "finite check", "progress", "evaluation"]
+    assert got["phases"] == [[expected, 4, True], [expected, 4, True]]
+
+
+@pytest.mark.parametrize("ranks, evaluated", [(2, [4, 4]), (3, [0, 4, 4])])
+def test_the_ranks_share_each_evaluation_and_find_one_process_losses(one_process, ranks, evaluated):
+    """2 evaluations (steps 3 and 6) of 2 batches of each split: 8 windows batches in all, split as
+    np.array_split splits each split's 2 (rank 0 the last, smallest share: none of 2 on 3 ranks), with the
+    losses of one process."""
+    got = run_ranks(ranks, {"settings": {"dtype": "float64", "eval_interval": 3, "max_steps": 6}})
+    alone = run_ranks(1, {"settings": {"dtype": "float64", "eval_interval": 3, "max_steps": 6}})
+    assert alone["evaluated"] == [8] and got["evaluated"] == evaluated
+    np.testing.assert_allclose(np.array(got["eval"]), np.array(alone["eval"]), rtol=1e-12, atol=0)
+
+
 @pytest.mark.parametrize("mode", ["replicated", "sharded"])
 def test_the_same_ranks_give_the_same_numbers_bit_for_bit_also_after_resume(tmp_path, mode):
     settings = {"parallel": mode, "dropout": 0.1, "eval_interval": 3, "max_steps": 6}

@@ -29,7 +29,7 @@ from ..layers.loss import CrossEntropyLoss
 from ..training.checkpoint import check_training_meta, read_checkpoint, refuse_to_replace
 from ..training.config import build_model, build_optimizer
 from ..training.data import get_batch
-from ..training.distributed import MODES, DataParallel, mpi_world
+from ..training.distributed import MODES, DataParallel, mpi_world, shares
 from ..training.loop import TrainingLoop
 from ..training.metrics import perplexity
 from ..training.resuming import continued_config
@@ -119,14 +119,25 @@ class Trainer(TrainingLoop):
         """The next training batch: (x, y) of int (B, T), random windows of the training tokens."""
         return get_batch(self.train_data, self.config.block_size, self.config.batch_size, self.data_rng)
 
+    shares_evaluation = True            # under MPI the loop's evaluations are shared by the ranks (_batch_losses)
+
     def evaluate(self):
         """Mean loss over `eval_batches` windows of the training and the validation data, dropout off."""
         losses = {}
         with self.model.evaluating(), np.errstate(over="ignore", invalid="ignore"):    # fit checks the result
             for split, data in (("train", self.train_data), ("val", self.val_data)):
-                losses[split] = float(np.mean([float(self.loss_fn(self.model(x), y))
-                                               for x, y in evaluation_batches(data, self.config)]))
+                losses[split] = float(np.mean(self._batch_losses(evaluation_batches(data, self.config))))
         return losses
+
+    def _batch_losses(self, batches):
+        """Each window batch's loss, (n,) float64: all computed here; or, in an evaluation the loop shares
+        (`evaluating_together`), this rank's `shares` of them, added up with the other ranks' (`add_up`)."""
+        if not self.evaluating_together:
+            return np.array([float(self.loss_fn(self.model(x), y)) for x, y in batches])
+        mine = shares(len(batches), self.parallel.size)[self.parallel.rank]
+        losses = np.zeros(len(batches))
+        losses[mine] = [float(self.loss_fn(self.model(x), y)) for x, y in batches[mine]]
+        return self.parallel.add_up(losses)
 
     def checkpoint_meta(self):
         """What a checkpoint of this run holds beside the loop's own: the config, the tokenizer, the options."""

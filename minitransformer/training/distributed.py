@@ -62,6 +62,10 @@ reaches every rank (mpiexec forwards it); on each, the loop's handler only raise
 that one was interrupted, finishes that step's update and stops; rank 0 saves there (training/loop.py). And
 it carries rank 0's longest pause to evaluate and save, which the other ranks' deadline allows for.
 
+Evaluation is shared too, when the run's `evaluate` knows how (Trainer's: each rank the losses of its
+`shares` of the evaluation windows, `add_up` to all): rank 0 then evaluates 1/N of them, and the others
+work instead of waiting; the losses, and their mean, are one process's, bit for bit.
+
 Deadlines: every message is sent non-blocking and waited for with a limit (training/deadlines.py), so a
 rank that stops or dies ends the job with one line naming it.
 
@@ -82,6 +86,7 @@ import numpy as np
 
 from .deadlines import Deadlines, abort
 from .optim.clipping import factor_for_norm
+from .phases import laps
 
 DROPOUT_STREAM = 3          # rank k's dropout masks at a step: default_rng([seed, 3, step, k])
 MODES = ("replicated", "sharded")
@@ -183,6 +188,7 @@ class DataParallel:
         self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, control, op=self.MPI.SUM),         # 24 bytes
                    "the step's first message (the loss and the stop flag)", after_evaluation=True)
         self.deadlines.root_pause, self.stop_requested = control[2], bool(control[1])
+        laps.lap("control")
         self.norm = self._sharded_update(grad_clip) if self.mode == "sharded" else self._replicated_update(grad_clip)
         self.deadlines.step_took(time.perf_counter() - self.started)
         return float(control[0])
@@ -192,9 +198,12 @@ class DataParallel:
         grad = self.optimizer.grad
         self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, grad, op=self.MPI.SUM),            # 4P bytes, summed
                    "the gradient's all-reduce")
+        laps.lap("gradient")
         norm = math.sqrt(float(np.vdot(grad, grad)))
         self.optimizer.grad_scale = factor_for_norm(norm, grad_clip) if grad_clip else 1.0
+        laps.lap("clip")
         self.optimizer.step()
+        laps.lap("optimizer")
         return norm
 
     def _sharded_update(self, grad_clip):
@@ -209,12 +218,23 @@ class DataParallel:
         squares = np.array([np.vdot(mine, mine)], np.float64)
         self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, squares, op=self.MPI.SUM),         # 8 bytes
                    "the all-reduce of the norm")
+        laps.lap("gradient")
         norm = math.sqrt(squares[0])
         optimizer.grad_scale = factor_for_norm(norm, grad_clip) if grad_clip else 1.0
+        laps.lap("clip")
         optimizer.step(span=self.shard)
+        laps.lap("optimizer")
         whole = [optimizer.data, self.counts, self.displacements, self._dtype()]
         self._wait(self.comm.Iallgatherv(self.MPI.IN_PLACE, whole), "the weights' all-gather")   # (N-1)/N 4P
+        laps.lap("all-gather")
         return norm
+
+    def add_up(self, losses, what="the evaluation's losses"):
+        """Every rank's part of a list of losses, to every rank: each rank holds its own at its places and zeros
+        elsewhere (`shares` of the list); the all-reduce adds them, x + 0 = x exactly, so every rank ends with
+        the very list one process computes (float64 (n,))."""
+        self._wait(self.comm.Iallreduce(self.MPI.IN_PLACE, losses, op=self.MPI.SUM), what)     # 8 n bytes
+        return losses
 
     # ---------------------------------------------------------------- checkpoints, failures
     def gather_state(self):

@@ -21,7 +21,8 @@ the history and every generator's state, so a resumed run draws the very same ba
 the same losses, bit for bit, as one that never stopped.
 
 Under `mpiexec -n N` (a `parallel` hook, distributed.py) every rank runs this same loop on its share of each
-batch; rank 0 alone evaluates, prints and saves, and a rank that raises ends the job with one line naming it.
+batch; rank 0 alone prints and saves (and evaluates, unless the run shares its evaluation: Trainer's), and a
+rank that raises ends the job with one line naming it.
 
 Left out: gradient accumulation, mixed precision, skipping a bad batch and going on.
 """
@@ -47,6 +48,7 @@ from .checkpoint import (
 )
 from .config import transformer_adam
 from .metrics import perplexity
+from .phases import laps
 from .schedules import linear_rate
 from .step import train_step
 
@@ -96,6 +98,9 @@ def stop_at_step_boundary():
 class TrainingLoop:
     """The one training loop (module docstring).
 
+    A subclass whose `evaluate` can be shared by MPI ranks (Trainer's) sets `shares_evaluation`: every rank
+    then joins the loop's evaluations, `evaluating_together` telling its `evaluate` so.
+
     Args:
         objective: forward(*batch) -> scalar loss, backward(), parameters() (objectives/).
         optimizer: over the objective's parameters (optim/).
@@ -120,6 +125,9 @@ class TrainingLoop:
         on_step: optional callback(loop) after each step (e.g. to read what the objective kept of it).
         name: how messages name the loop.
     """
+
+    shares_evaluation = False           # True: under MPI every rank takes part in the loop's evaluate()
+    evaluating_together = False         # True while the loop's evaluation is shared by every rank
 
     def __init__(self, objective, optimizer, next_batch, learning_rate, *, grad_clip=0.0, max_steps=0,
                  eval_interval=None, evaluate=None, generators=None, model=None, out_dir=None, overwrite=False,
@@ -160,9 +168,11 @@ class TrainingLoop:
     # ---------------------------------------------------------------- one step, evaluation
     def step_on_next_batch(self):
         """One optimisation step on the next batch; returns its training loss (a Python float)."""
+        laps.begin()
         self._refuse_if_diverged("step_on_next_batch")
         lr = self.learning_rate(self.step)
         batch = self.next_batch()
+        laps.lap("batch")
         # NumPy's overflow warnings are left unsaid: _check_finite reports a non-finite loss or gradient norm
         # by step, and stops the run
         with np.errstate(over="ignore", invalid="ignore"):
@@ -176,6 +186,7 @@ class TrainingLoop:
             self.history.setdefault("parts", {}).setdefault(name, []).append(float(part))
         if self.on_step is not None:
             self.on_step(self)
+        laps.lap("finite check")
         return loss
 
     def take_step(self, batch, lr):
@@ -262,8 +273,10 @@ class TrainingLoop:
                     loss = self.step_on_next_batch()
                     self.step_times.append(time.perf_counter() - started)
                     self._show_step(bar, loss, first_step)
+                    laps.lap("progress")
                     if self._evaluates_now(max_steps):
                         losses = self._evaluate_and_save(bar if on_terminal else None, on_eval)
+                    laps.lap("evaluation")
                     if self.stop_requested if self.parallel is not None else stop.requested:
                         self._save_interrupted()
         except Exception as error:
@@ -296,18 +309,15 @@ class TrainingLoop:
     def _evaluate_and_save(self, bar, on_eval):
         """Evaluate, stop on a non-finite loss, record, print one line, checkpoint and plot; returns the losses.
 
-        Data parallel: rank 0 alone; the other ranks only send it their shards of the optimizer state
-        (`parallel.gather_state`) and return None."""
+        Data parallel: rank 0 alone; the other ranks send it their shards of the optimizer state
+        (`parallel.gather_state`), take their share of the evaluation if the run shares it (`shares_evaluation`)
+        and return None."""
         if not self._gather_for_rank_0():
+            if self.parallel is not None and self.shares_evaluation:
+                self._evaluate_checked()                # this rank's share of rank 0's evaluation
             return None
         started = time.perf_counter()
-        with self.model.evaluating(), np.errstate(over="ignore", invalid="ignore"):    # checked just below
-            losses = self.evaluate()
-        if not all(math.isfinite(value) for value in losses.values()):
-            self.diverged = TrainingDiverged(
-                f"training diverged at step {self.step}: the evaluation losses are {losses}. Stopped "
-                f"before saving anything, so {self._last_checkpoint()} is as it was.")
-            raise self.diverged
+        losses = self._evaluate_checked()
         line = f"step {self.step:>5}: {self.record_evaluation(losses)}"
         if bar is not None:
             bar.write(line)
@@ -320,6 +330,22 @@ class TrainingLoop:
             on_eval(self, losses)
         if self.parallel is not None:                   # the other ranks' deadline allows for it
             self.parallel.root_pause = max(self.parallel.root_pause, time.perf_counter() - started)
+        return losses
+
+    def _evaluate_checked(self):
+        """`evaluate()` (shared by the ranks if `shares_evaluation`); stop on a non-finite loss, on every rank
+        that knows it."""
+        self.evaluating_together = self.parallel is not None and self.shares_evaluation
+        try:
+            with self.model.evaluating(), np.errstate(over="ignore", invalid="ignore"):    # checked just below
+                losses = self.evaluate()
+        finally:
+            self.evaluating_together = False
+        if not all(math.isfinite(value) for value in losses.values()):
+            self.diverged = TrainingDiverged(
+                f"training diverged at step {self.step}: the evaluation losses are {losses}. Stopped "
+                f"before saving anything, so {self._last_checkpoint()} is as it was.")
+            raise self.diverged
         return losses
 
     def _gather_for_rank_0(self):

@@ -7,6 +7,8 @@
     optimizer.clip_gradients(grad_clip)       cap the global gradient norm ||g|| at grad_clip
     optimizer.step()                          the update (Adam, AdamW, SGD)
 
+Each phase ends with a lap of the phase timer (phases.py: off unless asked).
+
 The language model (`Trainer`), the encoder-decoder (`train_seq2seq`), BERT
 (`mlm`) and the fine-tuned classifier (`finetune`) all train with `train_step`.
 
@@ -28,6 +30,7 @@ non-finite loss.
 """
 
 from ..core.checks import is_finite_number
+from .phases import laps
 
 
 def train_step(objective, optimizer, batch, lr, grad_clip, parallel=None):
@@ -55,13 +58,19 @@ def train_step(objective, optimizer, batch, lr, grad_clip, parallel=None):
     if parallel is not None:                                     # this rank's rows, weighted by their share
         batch, share = parallel.rows_and_share(objective, batch)
         loss = share * float(objective.forward(*batch))          # (N_k / N) L_k
+        laps.lap("forward")
         objective.backward(share)                                # (N_k / N) dL_k/dW
+        laps.lap("backward")
         return parallel.reduce_clip_update(loss, grad_clip)      # sum over ranks, clip, update
     loss = float(objective.forward(*batch))
+    laps.lap("forward")
     objective.backward()
+    laps.lap("backward")
     if grad_clip:
         optimizer.clip_gradients(grad_clip)                      # ||g|| <= grad_clip
+    laps.lap("clip")
     optimizer.step()
+    laps.lap("optimizer")
     return loss
 
 
