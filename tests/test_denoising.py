@@ -141,6 +141,7 @@ def test_token_deletion_leaves_an_ordered_subsequence():
     ids = np.arange(TEXT_IDS, TEXT_IDS + 40)
     source, target = token_deletion(ids, rng=5)
     assert target == ids.tolist() and len(source) == 34                          # round(0.15 * 40) = 6 deleted
+    assert len(token_deletion(ids[:25], rng=5)[0]) == 21                         # round(0.15 * 25 = 3.75) = 4, not 3
     assert source == sorted(source) and set(source) < set(ids.tolist())
     deleted = np.mean([~np.isin(ids, token_deletion(ids, rng=seed)[0]) for seed in range(400)], axis=0)
     assert np.all(np.abs(deleted - 0.15) < 0.08) and abs(deleted.mean() - 0.15) < 1e-12  # every position alike

@@ -39,7 +39,7 @@ def test_every_test_the_sweep_runs_exists():
         assert mutation.tests, f"{mutation.file}: {mutation.original!r} names no test"
         for test in mutation.tests:
             path = ROOT / pin_sweep.test_path(test)
-            name = test.split("::")[1] if "::" in test else None
+            name = test.split("::")[1] if "::" in test else None          # a node id, or one deselected
             if not path.is_file() or (name and f"def {name.split('[')[0]}(" not in path.read_text(encoding="utf-8")):
                 missing.add(test)
     assert not missing, f"tools/pin_sweep.py runs tests that do not exist: {sorted(missing)}"

@@ -22,6 +22,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,7 @@ class Mutation:
     original: str          # an exact fragment of the file, found exactly once
     replacement: str
     tests: tuple           # pytest arguments: test files or node ids of the concept
+    equivalent: str = ""   # why no test can see it, for a change that leaves every observable the same
 
 
 def _group(file, tests, *changes):
@@ -48,7 +50,16 @@ def _group(file, tests, *changes):
 
 
 PKG = "minitransformer/"
+GRADIENT_CHECKS = "::test_backward_matches_finite_differences"   # slow; run for changes that can reach a backward
+
+
+def without_gradient_checks(test_file):
+    """A concept's test file without its finite-difference checks: for a change to a forward or a default."""
+    return (test_file, f"--deselect={test_file}{GRADIENT_CHECKS}")
+
+
 INSTRUCT = ("tests/test_instructgpt.py",)
+INSTRUCT_FORWARD = without_gradient_checks("tests/test_instructgpt.py")
 PPO_LOSSES = ("tests/test_ppo_losses.py",)
 RANKING = ("tests/test_ranking_loss.py",)
 DENOISING = ("tests/test_denoising.py",)
@@ -57,14 +68,15 @@ SPARSE = ("tests/test_sparse_masks.py",)
 RMSNORM = ("tests/test_rmsnorm.py",)
 SWIGLU = ("tests/test_swiglu.py",)
 SILU = ("tests/test_activations.py",)
-LLAMA = ("tests/test_gpt_llama.py",)
+LLAMA = without_gradient_checks("tests/test_gpt_llama.py")
 RELATIVE_VALUES = ("tests/test_relative_values.py",)
 STYLES = ("tests/test_train_command.py::test_style_llama_trains_the_llama_decoder_and_the_checkpoint_records_it",
-          "tests/test_train_command.py::test_style_llama_without_d_ff_matches_the_gpt2_models_parameter_count")
+          "tests/test_train_command.py::test_style_llama_without_d_ff_matches_the_gpt2_models_parameter_count",
+          "tests/test_train_command.py::test_style_gpt2_the_default_builds_gpt2s_decoder")
 
 MUTATIONS = [
     # ------------------------------------------------------------------ InstructGPT: GAE, the rollout's KL penalty, PPO
-    *_group(PKG + "objectives/ppo.py", INSTRUCT,
+    *_group(PKG + "objectives/ppo.py", INSTRUCT_FORWARD,
             ("def gae(rewards, values, gamma=1.0, lam=0.95):", "def gae(rewards, values, gamma=0.99, lam=0.95):"),
             ("def gae(rewards, values, gamma=1.0, lam=0.95):", "def gae(rewards, values, gamma=1.0, lam=0.9):"),
             ("running, next_value = np.zeros(len(rewards)), np.zeros(len(rewards))",
@@ -102,7 +114,6 @@ MUTATIONS = [
             ("def __init__(self, policy, value_model, clip=0.2, value_coef=0.5):",
              "def __init__(self, policy, value_model, clip=0.2, value_coef=1.0):"),
             ("return self.l_clip + self.value_coef * self.l_value", "return self.l_clip - self.value_coef * self.l_value"),
-            ("self.value_loss.backward(grad * self.value_coef)", "self.value_loss.backward(grad)"),
             ("batch_size=64, epochs=4, lr=1e-3,\n              kl_coef=0.1, rng=None):",
              "batch_size=64, epochs=3, lr=1e-3,\n              kl_coef=0.1, rng=None):"),
             ("batch_size=64, epochs=4, lr=1e-3,\n              kl_coef=0.1, rng=None):",
@@ -115,8 +126,12 @@ MUTATIONS = [
              "lambda step: lr, grad_clip=0.0, nll=False, progress=False, log=False, name=\"train_ppo\")"),
             ("rng, kl_coef=kl_coef)", "rng)"),
             ),
+    *_group(PKG + "objectives/ppo.py", INSTRUCT,
+            ("self.value_loss.backward(grad * self.value_coef)", "self.value_loss.backward(grad)"),
+            ("self.policy.backward(dlogits)", "self.policy.backward(-dlogits)"),
+            ),
     *_group(PKG + "layers/ppo_losses.py", PPO_LOSSES,
-            ("mask = np.ones(shape) if mask is None", "mask = np.full(shape, 2.0) if mask is None"),
+            ("if mask.sum() == 0:", "if mask.sum() < 0:"),
             ("def __init__(self, clip=0.2):", "def __init__(self, clip=0.1):"),
             ("if not 0.0 < clip < 1.0:", "if not 0.0 <= clip < 1.0:"),
             ("if not 0.0 < clip < 1.0:", "if not 0.0 < clip <= 1.0:"),
@@ -153,19 +168,21 @@ MUTATIONS = [
             ("dmargin = -grad * sigmoid(-self.margin) / self.margin.size", "dmargin = -grad * sigmoid(-self.margin)"),
             ("return dmargin, -dmargin", "return -dmargin, dmargin"),
             ),
-    *_group(PKG + "objectives/ranking.py", INSTRUCT,
+    *_group(PKG + "objectives/ranking.py", INSTRUCT_FORWARD,
             ("rewards = self.reward_model(np.concatenate([chosen, rejected]))",
              "rewards = self.reward_model(np.concatenate([rejected, chosen]))"),
             ("self.r_chosen, self.r_rejected = rewards[:len(chosen)], rewards[len(chosen):]",
              "self.r_rejected, self.r_chosen = rewards[:len(chosen)], rewards[len(chosen):]"),
-            ("np.concatenate([dr_chosen, dr_rejected])", "np.concatenate([dr_rejected, dr_chosen])"),
             ("def train_reward_model(reward_model, task, steps, batch_size=64, lr=3e-3):",
              "def train_reward_model(reward_model, task, steps, batch_size=64, lr=1e-3):"),
             ("def train_reward_model(reward_model, task, steps, batch_size=64, lr=3e-3):",
              "def train_reward_model(reward_model, task, steps, batch_size=32, lr=3e-3):"),
             ("np.mean(objective.r_chosen > objective.r_rejected)", "np.mean(objective.r_chosen < objective.r_rejected)"),
             ),
-    *_group(PKG + "objectives/instruct.py", INSTRUCT,
+    *_group(PKG + "objectives/ranking.py", INSTRUCT,
+            ("np.concatenate([dr_chosen, dr_rejected])", "np.concatenate([dr_rejected, dr_chosen])"),
+            ),
+    *_group(PKG + "objectives/instruct.py", INSTRUCT_FORWARD,
             ("def supervised_fine_tune(model, task, steps, batch_size=64, lr=3e-3):",
              "def supervised_fine_tune(model, task, steps, batch_size=64, lr=1e-3):"),
             ("def supervised_fine_tune(model, task, steps, batch_size=64, lr=3e-3):",
@@ -175,7 +192,7 @@ MUTATIONS = [
             ("grad_clip=1.0, max_steps=steps, generators={\"task\": task.rng}, progress=False",
              "grad_clip=0.0, max_steps=steps, generators={\"task\": task.rng}, progress=False"),
             ),
-    *_group(PKG + "tasks/even_digits.py", INSTRUCT,
+    *_group(PKG + "tasks/even_digits.py", INSTRUCT_FORWARD,
             ("START, COLON, VOCAB_SIZE = 10, 11, 12", "START, COLON, VOCAB_SIZE = 11, 10, 12"),
             ("def __init__(self, rng=None, p_follow=0.6, answer_len=4):",
              "def __init__(self, rng=None, p_follow=0.7, answer_len=4):"),
@@ -195,10 +212,12 @@ MUTATIONS = [
             ("chosen += list(np.where((difference > 0)[:, None], first, second)[keep])",
              "chosen += list(np.where((difference < 0)[:, None], first, second)[keep])"),
             ),
-    *_group(PKG + "models/reward.py", INSTRUCT,
+    *_group(PKG + "models/reward.py", INSTRUCT_FORWARD,
             ("return self.head(hidden[:, -1])[:, 0]", "return self.head(hidden[:, 0])[:, 0]"),
-            ("dhidden[:, -1] = self.head.backward", "dhidden[:, 0] = self.head.backward"),
             ("return self.head(self.gpt.hidden(ids))[..., 0]", "return -self.head(self.gpt.hidden(ids))[..., 0]"),
+            ),
+    *_group(PKG + "models/reward.py", INSTRUCT,
+            ("dhidden[:, -1] = self.head.backward", "dhidden[:, 0] = self.head.backward"),
             ),
     # ------------------------------------------------------------------ T5's span corruption, BART's noising functions
     *_group(PKG + "objectives/denoising.py", DENOISING,
@@ -375,7 +394,7 @@ MUTATIONS = [
              '"gpt2": dict(positional="learned", norm_layer="layernorm", activation="gelu", bias=False)'),
             ('"llama": LLAMA_STYLE}', '"llama": dict(LLAMA_STYLE, bias=True)}'),
             ('style: str = "gpt2"', 'style: str = "llama"'),
-            ("**STYLES[config.style])", '**STYLES["llama" if config.style == "llama" else "gpt2"], norm="pre")'),
+            ("**STYLES[config.style])", '**STYLES[config.style], norm="post")'),
             ("**STYLES[config.style])", '**STYLES["gpt2"])'),
             ("key=lambda d_ff: abs(count(d_ff) - target))", "key=lambda d_ff: count(d_ff) - target)"),
             ("guess = max(1, round((target - count(1)) / per_unit) + 1)",
@@ -401,14 +420,20 @@ MUTATIONS = [
             ),
 ]
 
-# Mutations no test can see, each with the reason (moved here from MUTATIONS, so the sweep still tries them)
-EQUIVALENT = {}
+# Changes no test can see, each with the reason; the sweep still makes them, and its table says if one is caught
+EQUIVALENT = [
+    Mutation(PKG + "layers/ppo_losses.py", "mask = np.ones(shape) if mask is None",
+             "mask = np.full(shape, 2.0) if mask is None", PPO_LOSSES,
+             equivalent="the mask enters both losses and their gradients only as mask / sum(mask), so a mask of "
+                        "any constant value scores every position alike"),
+]
+MUTATIONS += EQUIVALENT
 
 
 # ----------------------------------------------------------------------------------------------- reading the list
 def test_path(test):
-    """The file of a pytest argument (a file or a node id)."""
-    return test.split("::")[0]
+    """The file of a pytest argument (a file, a node id, or --deselect=node id)."""
+    return test.removeprefix("--deselect=").split("::")[0]
 
 
 def line_of(mutation, root=REPO):
@@ -466,7 +491,10 @@ def sweep(mutations, timeout, log):
                 passed, failure = run_tests(root, mutation.tests, timeout)
             finally:
                 path.write_text(original, encoding="utf-8")
-            verdict = "SURVIVED" if passed else failure
+            verdict = failure if not passed else f"equivalent: {mutation.equivalent}" if mutation.equivalent \
+                else "SURVIVED"
+            if mutation.equivalent and not passed:
+                verdict += " (listed as equivalent: move it back to MUTATIONS)"
             rows.append((f"{mutation.file}:{line}", describe(mutation), verdict))
             log(f"[{number}/{len(mutations)}] {mutation.file}:{line} {verdict} ({time.monotonic() - start:.0f} s)")
     return rows
@@ -474,9 +502,11 @@ def sweep(mutations, timeout, log):
 
 def table(rows):
     lines = ["| file:line | change | caught by (first failing test) |", "| --- | --- | --- |"]
-    lines += [f"| {where} | {change} | {verdict.replace('|', chr(92) + '|')} |" for where, change, verdict in rows]
+    lines += [f"| {where} | {change} | {verdict.replace('|', '&#124;')} |" for where, change, verdict in rows]
     survived = sum(verdict == "SURVIVED" for *_, verdict in rows)
-    lines += ["", f"{len(rows)} mutations tried: {len(rows) - survived} caught, {survived} survived."]
+    equivalent = sum(verdict.startswith("equivalent: ") for *_, verdict in rows)
+    lines += ["", f"{len(rows)} mutations tried: {len(rows) - survived - equivalent} caught, {equivalent} equivalent "
+                  f"(no test can see them), {survived} survived."]
     return "\n".join(lines) + "\n"
 
 
@@ -487,6 +517,7 @@ def main(argv=None):
     parser.add_argument("--out", metavar="FILE", help="also write the table to FILE")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per pytest run (default 300)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("pin_sweep: stopped"))   # the copy restored and removed
     mutations = selected(args.only)
     if not mutations:
         parser.error(f"--only {args.only!r} matches no mutation")
