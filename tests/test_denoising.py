@@ -113,6 +113,16 @@ def test_the_task_lays_out_pad_bos_eos_mask_sentinels_then_the_text():
     assert np.all((src == MASK) | (src == tgt_out[:, :-1])) and np.all(np.sum(src == MASK, axis=1) == 2)
 
 
+def test_the_task_draws_every_window_start_alike():
+    """Window starts are uniform over 0 .. N - block - 1: 12 starts of a 22-token stream in windows of 10 (6,000
+    windows: each start's frequency 1/12, standard error 0.0036, tolerance 0.02). A window's first token is its
+    start here, the stream's ids being distinct."""
+    task = DenoisingTask(np.arange(22), 22, block_size=10, transform="token_masking", rng=0)
+    starts = task.train_batch(6000)[2][:, 0] - task.offset                    # the clean target's first token
+    assert set(starts.tolist()) == set(range(12))
+    assert np.abs(np.bincount(starts) / starts.size - 1 / 12).max() < 0.02
+
+
 @pytest.mark.parametrize("transform", DenoisingTask.TRANSFORMS)
 def test_each_transform_name_calls_its_function_with_the_default_rates(transform):
     ids = np.arange(TEXT_IDS, TEXT_IDS + 40)
@@ -141,6 +151,7 @@ def test_token_deletion_leaves_an_ordered_subsequence():
     ids = np.arange(TEXT_IDS, TEXT_IDS + 40)
     source, target = token_deletion(ids, rng=5)
     assert target == ids.tolist() and len(source) == 34                          # round(0.15 * 40) = 6 deleted
+    assert len(token_deletion(ids[:25], rng=5)[0]) == 21                         # round(0.15 * 25 = 3.75) = 4, not 3
     assert source == sorted(source) and set(source) < set(ids.tolist())
     deleted = np.mean([~np.isin(ids, token_deletion(ids, rng=seed)[0]) for seed in range(400)], axis=0)
     assert np.all(np.abs(deleted - 0.15) < 0.08) and abs(deleted.mean() - 0.15) < 1e-12  # every position alike

@@ -62,6 +62,9 @@ def test_config_dataclass_builds_the_keyword_model():
     direct = llama(rng=3)
     for name, value in direct.state_dict().items():
         np.testing.assert_array_equal(built.state_dict()[name], value, err_msg=name)
+    gpt2 = GPT.from_config(GPTConfig(**SIZES), rng=3)             # without them, the config is GPT-2's
+    assert type(gpt2.ln_f).__name__ == "LayerNorm" and {"blocks.0.attn.b_q", "blocks.0.ln1.beta"} <= set(
+        dict(gpt2.named_parameters()))
 
 
 # ---------------------------------------------------------------- generation

@@ -165,6 +165,23 @@ def test_fine_tuning_scores_the_answer_only_and_ppo_uses_its_defaults(monkeypatc
     assert steps[0][0].policy_loss.clip == 0.2 and steps[0][0].value_coef == 0.5
 
 
+def test_the_three_steps_default_to_batches_of_64_their_rates_and_clipping_at_1(monkeypatch):
+    """Called without them, each step trains on batches of 64 with its gradient clipped to norm 1: fine-tuning
+    and the reward model at rate 3e-3, PPO at 1e-3 (4 steps on one rollout)."""
+    calls, real_step = [], loop.train_step
+
+    def recording_step(objective, optimizer, batch, lr, grad_clip, *rest):
+        calls.append((type(objective).__name__, len(batch[0]), lr, grad_clip))
+        return real_step(objective, optimizer, batch, lr, grad_clip, *rest)
+    monkeypatch.setattr(loop, "train_step", recording_step)
+    task = EvenDigitsTask(rng=0)
+    supervised_fine_tune(_gpt(0), task, steps=1)
+    train_reward_model(RewardModel(_gpt(1), rng=1), task, steps=1)
+    train_ppo(_gpt(0), _gpt(0), RewardModel(_gpt(1), rng=1), ValueModel(_gpt(2), rng=2), task, iterations=1, rng=0)
+    assert calls == [("LanguageModelObjective", 64, 3e-3, 1.0), ("RankingObjective", 64, 3e-3, 1.0),
+                     *[("PPOObjective", 64, 1e-3, 1.0)] * 4]
+
+
 def test_the_task_demonstrates_counting_and_labelers_prefer_even_digits():
     task = EvenDigitsTask(rng=0, p_follow=1.0)
     ids = task.demonstrate(task.prompts(5))

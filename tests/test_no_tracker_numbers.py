@@ -12,7 +12,7 @@ from _docs import skip_in_a_student_copy
 ROOT = Path(__file__).resolve().parent.parent
 skip_in_a_student_copy()
 TRACKER = re.compile(r"\b[Ii]ssues?\s+#?\d+|\(#\d+\)|\bgh-\d+\b|\b[Ii]ssue\s+#\d+")
-SCANNED = ("minitransformer/**/*", "docs/**/*", "notebooks/**/*", "benchmarks/**/*", "README.md",
+SCANNED = ("minitransformer/**/*", "docs/**/*", "notebooks/**/*", "benchmarks/**/*", "tools/**/*", "README.md",
            "CONTRIBUTING.md", "setup.cfg", "pyproject.toml")
 SKIPPED_PARTS = {"node_modules", "_build", "__pycache__", ".ipynb_checkpoints"}
 TEXT_SUFFIXES = {".py", ".md", ".ipynb", ".cfg", ".toml", ".yml", ".yaml", ".sh", ".js", ".css", ".json", ".txt"}

@@ -54,6 +54,8 @@ def test_value_loss_by_hand_and_the_mask():
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda: ClippedSurrogateLoss(1.5), ValueError, r"ClippedSurrogateLoss expected clip in \(0, 1\), got 1.5"),
+    (lambda: ClippedSurrogateLoss(0.0), ValueError, r"expected clip in \(0, 1\), got 0.0"),     # every ratio frozen at 1
+    (lambda: ClippedSurrogateLoss(1.0), ValueError, r"expected clip in \(0, 1\), got 1.0"),     # the range reaches r = 0
     (lambda: ClippedSurrogateLoss()(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((3, 2))), ValueError,
      "expected arrays of one shape"),
     (lambda: ClippedSurrogateLoss()(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((2, 3))),

@@ -51,6 +51,7 @@ def test_longformer_window_and_global_tokens():
 def test_longformer_dilated_window_by_hand_and_equal_to_the_band_without_dilation():
     assert set(np.flatnonzero(longformer_mask(9, 4, dilation=2)[4])) == {0, 2, 4, 6, 8}
     assert set(np.flatnonzero(longformer_mask(9, 4, dilation=3)[1])) == {1, 4, 7}
+    assert set(np.flatnonzero(longformer_mask(9, 3, dilation=2)[4])) == {2, 4, 6}    # odd w: w // 2 = 1 each side
     np.testing.assert_array_equal(longformer_mask(7, 4, dilation=1), band_mask(7, 7, 3, causal=False))
 
 

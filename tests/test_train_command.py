@@ -378,6 +378,26 @@ def test_style_llama_trains_the_llama_decoder_and_the_checkpoint_records_it(tmp_
                                                                                             for name in names)
 
 
+def test_style_gpt2_the_default_builds_gpt2s_decoder():
+    """--style gpt2 (TrainConfig's default): learned positions, LayerNorm, GELU and biases in every linear map of
+    the blocks (Radford et al. 2019), the model `train` built before it had styles."""
+    from minitransformer.layers.activations import GELU
+    from minitransformer.layers.feedforward import FeedForward
+    from minitransformer.layers.layernorm import LayerNorm
+    from minitransformer.layers.positional import LearnedPositionalEmbedding
+    from minitransformer.training.config import TrainConfig, build_model
+
+    config = TrainConfig(block_size=8, n_layers=1, n_heads=2, d_model=16, d_ff=32)
+    model = build_model(config, 11)
+    assert config.style == "gpt2" and model.config["norm"] == "pre"
+    assert isinstance(model.position, LearnedPositionalEmbedding) and isinstance(model.ln_f, LayerNorm)
+    block = model.blocks[0]
+    assert isinstance(block.ln1, LayerNorm) and isinstance(block.ln2, LayerNorm) and block.attn.position is None
+    assert isinstance(block.ff, FeedForward) and isinstance(block.ff.act, GELU)
+    names = {name for name, _ in model.named_parameters()}
+    assert {"blocks.0.attn.b_q", "blocks.0.attn.b_o", "blocks.0.ff.fc1.bias", "blocks.0.ff.fc2.bias"} <= names
+
+
 def _model_line(out):
     """(style, d_ff, parameters) from the `model:` line train prints."""
     line = next(line for line in out.splitlines() if line.startswith("model: "))

@@ -95,6 +95,7 @@ def test_importable_from_the_package_and_its_docstring_examples_hold():
     ("  \n ", 10, ValueError, "no words"),
     ("abc", 3, ValueError, "vocab_size must be at least 4 (the 1 special tokens and the 3 initial pieces"),
     ("abc", 2.5, ValueError, "vocab_size as a positive int, got 2.5"),
+    ("abc", 0, ValueError, "vocab_size as a positive int, got 0"),
     ("abc", True, ValueError, "vocab_size as a positive int, got True"),
 ])
 def test_bad_training_input_is_a_clear_error(text, vocab_size, error, words):

@@ -1,0 +1,537 @@
+"""The pinning sweep, a developer script: change each definition of the newer code in turn and name the test that catches it.
+
+    python tools/pin_sweep.py                      # every mutation; prints the Markdown table
+    python tools/pin_sweep.py --list               # the mutations only (file:line, change, tests), nothing run
+    python tools/pin_sweep.py --only ppo_losses    # the mutations whose file or change matches a regular expression
+    python tools/pin_sweep.py --out table.md       # the table also written to a file
+
+Each mutation is (file, an exact fragment of its source, the fragment's replacement, the concept's tests). The
+whole repository is copied to a temporary folder once; each mutation is applied to the copy, the tests are run
+there (`python -m pytest -x -q -p no:cacheprovider`, niced, one BLAS thread), and the file is restored before
+the next, so the working tree is never touched. A mutation is *caught* when the tests fail; the table names the
+first failing test. Before the sweep every set of tests is run once unchanged: a set that fails then makes the
+sweep stop (its verdicts would mean nothing).
+
+The fragments must stay true to the code: `tests/test_pin_sweep_list.py` checks that each one still occurs
+exactly once in its file and that its tests exist. A survivor is a definition no test holds; pin it in its
+concept's test file against a hand computation or a paper's number, or say why no test can see it (an
+equivalent mutation) and move it to `EQUIVALENT` with the reason.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PYTEST = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider")
+COPY_IGNORED = shutil.ignore_patterns(".git", "__pycache__", ".hypothesis", "node_modules", "site", "*.pyc")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    file: str              # path from the repository root
+    original: str          # an exact fragment of the file, found exactly once
+    replacement: str
+    tests: tuple           # pytest arguments: test files or node ids of the concept
+    equivalent: str = ""   # why no test can see it, for a change that leaves every observable the same
+
+
+def _group(file, tests, *changes):
+    """Mutations of one file checked by one set of tests: each change a pair (original, replacement)."""
+    return [Mutation(file, original, replacement, tuple(tests)) for original, replacement in changes]
+
+
+PKG = "minitransformer/"
+GRADIENT_CHECKS = "::test_backward_matches_finite_differences"   # slow; run for changes that can reach a backward
+
+
+def without_gradient_checks(test_file):
+    """A concept's test file without its finite-difference checks: for a change to a forward or a default."""
+    return (test_file, f"--deselect={test_file}{GRADIENT_CHECKS}")
+
+
+INSTRUCT = ("tests/test_instructgpt.py",)
+INSTRUCT_FORWARD = without_gradient_checks("tests/test_instructgpt.py")
+PPO_LOSSES = ("tests/test_ppo_losses.py",)
+RANKING = ("tests/test_ranking_loss.py",)
+DENOISING = ("tests/test_denoising.py",)
+WORDPIECE = ("tests/test_wordpiece.py",)
+SPARSE = ("tests/test_sparse_masks.py",)
+RMSNORM = ("tests/test_rmsnorm.py",)
+SWIGLU = ("tests/test_swiglu.py",)
+SILU = ("tests/test_activations.py",)
+LLAMA = without_gradient_checks("tests/test_gpt_llama.py")
+RELATIVE_VALUES = ("tests/test_relative_values.py",)
+STYLES = ("tests/test_train_command.py::test_style_llama_trains_the_llama_decoder_and_the_checkpoint_records_it",
+          "tests/test_train_command.py::test_style_llama_without_d_ff_matches_the_gpt2_models_parameter_count",
+          "tests/test_train_command.py::test_style_gpt2_the_default_builds_gpt2s_decoder")
+
+MUTATIONS = [
+    # ------------------------------------------------------------------ InstructGPT: GAE, the rollout's KL penalty, PPO
+    *_group(PKG + "objectives/ppo.py", INSTRUCT_FORWARD,
+            ("def gae(rewards, values, gamma=1.0, lam=0.95):", "def gae(rewards, values, gamma=0.99, lam=0.95):"),
+            ("def gae(rewards, values, gamma=1.0, lam=0.95):", "def gae(rewards, values, gamma=1.0, lam=0.9):"),
+            ("running, next_value = np.zeros(len(rewards)), np.zeros(len(rewards))",
+             "running, next_value = np.zeros(len(rewards)), np.ones(len(rewards))"),
+            ("for t in reversed(range(rewards.shape[1])):", "for t in range(rewards.shape[1]):"),
+            ("delta = rewards[:, t] + gamma * next_value - values[:, t]",
+             "delta = rewards[:, t] - gamma * next_value - values[:, t]"),
+            ("delta = rewards[:, t] + gamma * next_value - values[:, t]",
+             "delta = rewards[:, t] + next_value - values[:, t]"),
+            ("delta = rewards[:, t] + gamma * next_value - values[:, t]",
+             "delta = rewards[:, t] + gamma * next_value + values[:, t]"),
+            ("running = delta + gamma * lam * running", "running = delta + lam * running"),
+            ("running = delta + gamma * lam * running", "running = delta + gamma * running"),
+            ("running = delta + gamma * lam * running", "running = delta - gamma * lam * running"),
+            ("advantages[:, t], next_value = running, values[:, t]",
+             "advantages[:, t], next_value = running, rewards[:, t]"),
+            ("n_new, rng, kl_coef=0.1, gamma=1.0, lam=0.95):", "n_new, rng, kl_coef=0.2, gamma=1.0, lam=0.95):"),
+            ("n_new, rng, kl_coef=0.1, gamma=1.0, lam=0.95):", "n_new, rng, kl_coef=0.1, gamma=0.99, lam=0.95):"),
+            ("n_new, rng, kl_coef=0.1, gamma=1.0, lam=0.95):", "n_new, rng, kl_coef=0.1, gamma=1.0, lam=0.9):"),
+            ("first = prompts.shape[1] - 1", "first = prompts.shape[1]"),
+            ("mask[:, first:] = 1.0", "mask[:, first + 1:] = 1.0"),
+            ("kl_per_token = (logp_old - logp_ref) * mask", "kl_per_token = (logp_ref - logp_old) * mask"),
+            ("rewards = -kl_coef * kl_per_token", "rewards = kl_coef * kl_per_token"),
+            ("rewards[:, -1] += scores", "rewards[:, -1] -= scores"),
+            ("rewards[:, -1] += scores", "rewards[:, first] += scores"),
+            ("gae(rewards[:, first:], values[:, first:], gamma, lam)",
+             "gae(rewards[:, first:], values[:, first:], lam, gamma)"),
+            ("returns = (advantages + values) * mask", "returns = (advantages - values) * mask"),
+            ("returns = (advantages + values) * mask", "returns = advantages * mask"),
+            ("(scored - scored.mean()) / (scored.std() + 1e-8)", "scored / (scored.std() + 1e-8)"),
+            ("(scored - scored.mean()) / (scored.std() + 1e-8)", "(scored - scored.mean())"),
+            ("(scored - scored.mean()) / (scored.std() + 1e-8)", "(scored - scored.mean()) / (scored.std() + 1e-4)"),
+            ("def __init__(self, policy, value_model, clip=0.2, value_coef=0.5):",
+             "def __init__(self, policy, value_model, clip=0.3, value_coef=0.5):"),
+            ("def __init__(self, policy, value_model, clip=0.2, value_coef=0.5):",
+             "def __init__(self, policy, value_model, clip=0.2, value_coef=1.0):"),
+            ("return self.l_clip + self.value_coef * self.l_value", "return self.l_clip - self.value_coef * self.l_value"),
+            ("batch_size=64, epochs=4, lr=1e-3,\n              kl_coef=0.1, rng=None):",
+             "batch_size=64, epochs=3, lr=1e-3,\n              kl_coef=0.1, rng=None):"),
+            ("batch_size=64, epochs=4, lr=1e-3,\n              kl_coef=0.1, rng=None):",
+             "batch_size=64, epochs=4, lr=1e-3,\n              kl_coef=0.2, rng=None):"),
+            ("batch_size=64, epochs=4, lr=1e-3,\n              kl_coef=0.1, rng=None):",
+             "batch_size=64, epochs=4, lr=3e-3,\n              kl_coef=0.1, rng=None):"),
+            ("batch_size=64, epochs=4, lr=1e-3,\n              kl_coef=0.1, rng=None):",
+             "batch_size=32, epochs=4, lr=1e-3,\n              kl_coef=0.1, rng=None):"),
+            ("lambda step: lr, grad_clip=1.0, nll=False, progress=False, log=False, name=\"train_ppo\")",
+             "lambda step: lr, grad_clip=0.0, nll=False, progress=False, log=False, name=\"train_ppo\")"),
+            ("rng, kl_coef=kl_coef)", "rng)"),
+            ),
+    *_group(PKG + "objectives/ppo.py", INSTRUCT,
+            ("self.value_loss.backward(grad * self.value_coef)", "self.value_loss.backward(grad)"),
+            ("self.policy.backward(dlogits)", "self.policy.backward(-dlogits)"),
+            ),
+    *_group(PKG + "layers/ppo_losses.py", PPO_LOSSES,
+            ("if mask.sum() == 0:", "if mask.sum() < 0:"),
+            ("def __init__(self, clip=0.2):", "def __init__(self, clip=0.1):"),
+            ("if not 0.0 < clip < 1.0:", "if not 0.0 <= clip < 1.0:"),
+            ("if not 0.0 < clip < 1.0:", "if not 0.0 < clip <= 1.0:"),
+            ("self.ratio = np.exp(np.asarray(logp) - logp_old)", "self.ratio = np.exp(logp_old - np.asarray(logp))"),
+            ("np.clip(self.ratio, 1.0 - self.clip, 1.0 + self.clip)", "np.clip(self.ratio, 1.0 - 2 * self.clip, 1.0 + self.clip)"),
+            ("np.clip(self.ratio, 1.0 - self.clip, 1.0 + self.clip)", "np.clip(self.ratio, 1.0 - self.clip, 1.0 + 2 * self.clip)"),
+            ("self.ratio * self.advantages <= clipped * self.advantages",
+             "self.ratio * self.advantages < clipped * self.advantages"),
+            ("objective = np.minimum(self.ratio * self.advantages", "objective = np.maximum(self.ratio * self.advantages"),
+            ("float(((~self.unclipped_is_min) * self.mask).sum() / self.count)",
+             "float((self.unclipped_is_min * self.mask).sum() / self.count)"),
+            ("return -(objective * self.mask).sum() / self.count", "return (objective * self.mask).sum() / self.count"),
+            ("return -(objective * self.mask).sum() / self.count", "return -(objective * self.mask).sum() / self.mask.size"),
+            ("return -(objective * self.mask).sum() / self.count", "return -objective.sum() / self.count"),
+            ("dobjective = -grad * self.mask / self.count", "dobjective = grad * self.mask / self.count"),
+            ("dlogp = dratio * self.ratio", "dlogp = dratio"),
+            ("return 0.5 * (self.mask * self.error ** 2).sum() / self.count",
+             "return 1.0 * (self.mask * self.error ** 2).sum() / self.count"),
+            ("return 0.5 * (self.mask * self.error ** 2).sum() / self.count",
+             "return 0.5 * (self.error ** 2).sum() / self.count"),
+            ("self.error = np.asarray(values) - returns", "self.error = returns - np.asarray(values)"),
+            ("dvalues = grad * self.mask * self.error / self.count", "dvalues = 2 * grad * self.mask * self.error / self.count"),
+            ("dvalues = grad * self.mask * self.error / self.count", "dvalues = grad * self.error / self.count"),
+            ),
+    # ------------------------------------------------------------------ InstructGPT: the reward model's ranking loss
+    *_group(PKG + "layers/ranking_loss.py", RANKING,
+            ("return -np.logaddexp(0.0, -x)", "return np.logaddexp(0.0, -x)"),
+            ("return -np.logaddexp(0.0, -x)", "return -np.logaddexp(0.0, x)"),
+            ("return np.exp(log_sigmoid(x))", "return np.exp(log_sigmoid(-x))"),
+            ("self.margin = r_chosen - r_rejected", "self.margin = r_rejected - r_chosen"),
+            ("return -log_sigmoid(self.margin).mean()", "return -log_sigmoid(self.margin).sum()"),
+            ("dmargin = -grad * sigmoid(-self.margin) / self.margin.size",
+             "dmargin = -grad * sigmoid(self.margin) / self.margin.size"),
+            ("dmargin = -grad * sigmoid(-self.margin) / self.margin.size", "dmargin = -grad * sigmoid(-self.margin)"),
+            ("return dmargin, -dmargin", "return -dmargin, dmargin"),
+            ),
+    *_group(PKG + "objectives/ranking.py", INSTRUCT_FORWARD,
+            ("rewards = self.reward_model(np.concatenate([chosen, rejected]))",
+             "rewards = self.reward_model(np.concatenate([rejected, chosen]))"),
+            ("self.r_chosen, self.r_rejected = rewards[:len(chosen)], rewards[len(chosen):]",
+             "self.r_rejected, self.r_chosen = rewards[:len(chosen)], rewards[len(chosen):]"),
+            ("def train_reward_model(reward_model, task, steps, batch_size=64, lr=3e-3):",
+             "def train_reward_model(reward_model, task, steps, batch_size=64, lr=1e-3):"),
+            ("def train_reward_model(reward_model, task, steps, batch_size=64, lr=3e-3):",
+             "def train_reward_model(reward_model, task, steps, batch_size=32, lr=3e-3):"),
+            ("np.mean(objective.r_chosen > objective.r_rejected)", "np.mean(objective.r_chosen < objective.r_rejected)"),
+            ),
+    *_group(PKG + "objectives/ranking.py", INSTRUCT,
+            ("np.concatenate([dr_chosen, dr_rejected])", "np.concatenate([dr_rejected, dr_chosen])"),
+            ),
+    *_group(PKG + "objectives/instruct.py", INSTRUCT_FORWARD,
+            ("def supervised_fine_tune(model, task, steps, batch_size=64, lr=3e-3):",
+             "def supervised_fine_tune(model, task, steps, batch_size=64, lr=1e-3):"),
+            ("def supervised_fine_tune(model, task, steps, batch_size=64, lr=3e-3):",
+             "def supervised_fine_tune(model, task, steps, batch_size=32, lr=3e-3):"),
+            ("targets[:, :task.prompt_len - 1] = -1", "targets[:, :task.prompt_len] = -1"),
+            ("targets[:, :task.prompt_len - 1] = -1", "targets[:, :task.prompt_len - 2] = -1"),
+            ("grad_clip=1.0, max_steps=steps, generators={\"task\": task.rng}, progress=False",
+             "grad_clip=0.0, max_steps=steps, generators={\"task\": task.rng}, progress=False"),
+            ),
+    *_group(PKG + "tasks/even_digits.py", INSTRUCT_FORWARD,
+            ("START, COLON, VOCAB_SIZE = 10, 11, 12", "START, COLON, VOCAB_SIZE = 11, 10, 12"),
+            ("def __init__(self, rng=None, p_follow=0.6, answer_len=4):",
+             "def __init__(self, rng=None, p_follow=0.7, answer_len=4):"),
+            ("def __init__(self, rng=None, p_follow=0.6, answer_len=4):",
+             "def __init__(self, rng=None, p_follow=0.6, answer_len=5):"),
+            ("digits = self.rng.integers(0, 10, size=(n, 2))", "digits = self.rng.integers(0, 9, size=(n, 2))"),
+            ("digits = self.rng.integers(0, 10, size=(n, 2))", "digits = self.rng.integers(1, 10, size=(n, 2))"),
+            ("steps = np.arange(1, self.answer_len + 1)", "steps = np.arange(0, self.answer_len)"),
+            ("counted = (prompts[:, 2:3] + steps) % 10", "counted = (prompts[:, 1:2] + steps) % 10"),
+            ("careless = self.rng.random(counted.shape) >= self.p_follow",
+             "careless = self.rng.random(counted.shape) < self.p_follow"),
+            ("np.where(careless, self.rng.integers(0, 10, size=counted.shape), counted)",
+             "np.where(careless, self.rng.integers(0, 9, size=counted.shape), counted)"),
+            ("return (self.answers(ids) % 2 == 0).sum(axis=1)", "return (self.answers(ids) % 2 == 1).sum(axis=1)"),
+            ("np.arange(1, ids.shape[1] - self.prompt_len + 1)) % 10", "np.arange(0, ids.shape[1] - self.prompt_len)) % 10"),
+            ("keep = difference != 0", "keep = difference >= 0"),
+            ("chosen += list(np.where((difference > 0)[:, None], first, second)[keep])",
+             "chosen += list(np.where((difference < 0)[:, None], first, second)[keep])"),
+            ),
+    *_group(PKG + "models/reward.py", INSTRUCT_FORWARD,
+            ("return self.head(hidden[:, -1])[:, 0]", "return self.head(hidden[:, 0])[:, 0]"),
+            ("return self.head(self.gpt.hidden(ids))[..., 0]", "return -self.head(self.gpt.hidden(ids))[..., 0]"),
+            ),
+    *_group(PKG + "models/reward.py", INSTRUCT,
+            ("dhidden[:, -1] = self.head.backward", "dhidden[:, 0] = self.head.backward"),
+            ),
+    # ------------------------------------------------------------------ T5's span corruption, BART's noising functions
+    *_group(PKG + "objectives/denoising.py", DENOISING,
+            ("MASK = 3 ", "MASK = 4 "),
+            ("N_SPECIAL = 4", "N_SPECIAL = 5"),
+            ("size=parts - 1, replace=False)) + 1", "size=parts - 1, replace=True)) + 1"),
+            ("def t5_noise_mask(length, rng, density=0.15, mean_span=3.0):",
+             "def t5_noise_mask(length, rng, density=0.2, mean_span=3.0):"),
+            ("def t5_noise_mask(length, rng, density=0.15, mean_span=3.0):",
+             "def t5_noise_mask(length, rng, density=0.15, mean_span=2.0):"),
+            ("n_noise = min(max(int(round(density * length)), 1), length - 1)",
+             "n_noise = min(max(int(density * length), 1), length - 1)"),
+            ("n_noise = min(max(int(round(density * length)), 1), length - 1)",
+             "n_noise = min(max(int(round(density * length)), 0), length - 1)"),
+            ("n_noise = min(max(int(round(density * length)), 1), length - 1)",
+             "n_noise = min(max(int(round(density * length)), 1), length - 2)"),
+            ("n_spans = min(max(int(round(n_noise / mean_span)), 1), length - n_noise)",
+             "n_spans = min(max(int(n_noise / mean_span), 1), length - n_noise)"),
+            ("n_spans = min(max(int(round(n_noise / mean_span)), 1), length - n_noise)",
+             "n_spans = min(max(int(round(n_noise / mean_span)), 2), length - n_noise)"),
+            ("np.stack([keep_lengths, noise_lengths], axis=1)", "np.stack([noise_lengths, keep_lengths], axis=1)"),
+            ("is_noise = np.tile([False, True], n_spans)", "is_noise = np.tile([True, False], n_spans)"),
+            ("np.roll(np.repeat(is_noise, segments), rng.integers(length))",
+             "np.roll(np.repeat(is_noise, segments), 0 * rng.integers(length))"),
+            ("np.roll(np.repeat(is_noise, segments), rng.integers(length))",
+             "np.roll(np.repeat(is_noise, segments), rng.integers(length // 2))"),
+            ("def span_corruption(ids, sentinel_ids, rng, density=0.15, mean_span=3.0):",
+             "def span_corruption(ids, sentinel_ids, rng, density=0.2, mean_span=3.0):"),
+            ("def span_corruption(ids, sentinel_ids, rng, density=0.15, mean_span=3.0):",
+             "def span_corruption(ids, sentinel_ids, rng, density=0.15, mean_span=2.0):"),
+            ("span_starts = noise & ~np.concatenate([[False], noise[:-1]])",
+             "span_starts = noise & ~np.concatenate([[True], noise[:-1]])"),
+            ("source, target, span = [], [], -1", "source, target, span = [], [], 0"),
+            ("return source, target + [sentinel_ids[span + 1]]", "return source, target"),
+            ("def token_masking(ids, mask_id, rng, rate=0.15):", "def token_masking(ids, mask_id, rng, rate=0.2):"),
+            ("size=max(int(round(rate * len(ids))), 1), replace=False)\n    source",
+             "size=max(int(rate * len(ids)), 1), replace=False)\n    source"),
+            ("def token_deletion(ids, rng, rate=0.15):", "def token_deletion(ids, rng, rate=0.2):"),
+            ("choice(len(ids), size=max(int(round(rate * len(ids))), 1), replace=False)\n    return",
+             "choice(len(ids), size=max(int(rate * len(ids)), 1), replace=False)\n    return"),
+            ("choice(len(ids), size=max(int(round(rate * len(ids))), 1), replace=False)\n    return",
+             "choice(len(ids) - 1, size=max(int(round(rate * len(ids))), 1), replace=False)\n    return"),
+            ("def infilling_spans(length, rng, rate=0.3, poisson_mean=3.0):",
+             "def infilling_spans(length, rng, rate=0.15, poisson_mean=3.0):"),
+            ("def infilling_spans(length, rng, rate=0.3, poisson_mean=3.0):",
+             "def infilling_spans(length, rng, rate=0.3, poisson_mean=2.0):"),
+            ("n_mask = min(int(np.ceil(rate * length)), length - 1)", "n_mask = min(int(round(rate * length)), length - 1)"),
+            ("n_mask = min(int(np.ceil(rate * length)), length - 1)", "n_mask = min(int(np.ceil(rate * length)), length - 2)"),
+            ("span_lengths.append(int(rng.poisson(poisson_mean)))",
+             "span_lengths.append(int(rng.poisson(poisson_mean - 1)) + 1)"),
+            ("span_lengths.append(int(rng.poisson(poisson_mean)))",
+             "span_lengths.append(int(rng.geometric(1 / (poisson_mean + 1))) - 1)"),
+            ("span_lengths[-1] -= sum(span_lengths) - n_mask", "span_lengths[-1] -= 0"),
+            ("span_lengths = span_lengths[:n_keep] + [sum(span_lengths[n_keep:])]",
+             "span_lengths = span_lengths[:n_keep + 1]"),
+            ("rng.choice(n_keep + 1, size=len(span_lengths), replace=False)",
+             "rng.choice(n_keep + 1, size=len(span_lengths), replace=True)"),
+            ("start += keep + span", "start += keep"),
+            ("def text_infilling(ids, mask_id, rng, rate=0.3, poisson_mean=3.0):",
+             "def text_infilling(ids, mask_id, rng, rate=0.15, poisson_mean=3.0):"),
+            ("def text_infilling(ids, mask_id, rng, rate=0.3, poisson_mean=3.0):",
+             "def text_infilling(ids, mask_id, rng, rate=0.3, poisson_mean=2.0):"),
+            ("transform, rng=None, n_sentinels=8):", "transform, rng=None, n_sentinels=6):"),
+            ("self.offset = N_SPECIAL + n_sentinels", "self.offset = N_SPECIAL + n_sentinels + 1"),
+            ("return token_deletion(ids, self.rng)", "return token_masking(ids, MASK, self.rng)"),
+            ("return text_infilling(ids, MASK, self.rng)", "return text_infilling(ids, MASK, self.rng, rate=0.15)"),
+            ("starts = self.rng.integers(0, len(self.stream) - self.block_size, size=batch_size)",
+             "starts = self.rng.integers(1, len(self.stream) - self.block_size, size=batch_size)"),
+            ("starts = self.rng.integers(0, len(self.stream) - self.block_size, size=batch_size)",
+             "starts = self.rng.integers(0, len(self.stream) - self.block_size - 1, size=batch_size)"),
+            ("pad_sequences([[BOS] + target for _, target in pairs], PAD)",
+             "pad_sequences([[EOS] + target for _, target in pairs], PAD)"),
+            ("pad_sequences([target + [EOS] for _, target in pairs], PAD)",
+             "pad_sequences([target + [BOS] for _, target in pairs], PAD)"),
+            ),
+    # ------------------------------------------------------------------ WordPiece
+    *_group(PKG + "tokenizers/wordpiece.py", WORDPIECE,
+            ('CONTINUATION = "##"', 'CONTINUATION = "#"'),
+            ('UNKNOWN = "[UNK]"', 'UNKNOWN = "<unk>"'),
+            ("return [word[0]] + [CONTINUATION + char for char in word[1:]]",
+             "return [CONTINUATION + word[0]] + [CONTINUATION + char for char in word[1:]]"),
+            ("return left + right[len(CONTINUATION):]", "return left + right"),
+            ("return pair_count / (left_count * right_count)", "return pair_count / left_count"),
+            ("return pair_count / (left_count * right_count)", "return pair_count / right_count"),
+            ("return pair_count / (left_count * right_count)", "return pair_count / (left_count + right_count)"),
+            ("return pair_count / (left_count * right_count)", "return pair_count"),
+            ("piece_counts[pair[1]]), count)", "piece_counts[pair[1]]), -count)"),
+            ("(key == best_key and pair < best)", "(key == best_key and pair > best)"),
+            ("self.pieces[piece] += sign * frequency", "self.pieces[piece] += sign"),
+            ("self.pairs[pair] += sign * frequency", "self.pairs[pair] += sign"),
+            ("position += 2", "position += 1"),
+            ("while len(vocab) < vocab_size:", "while len(vocab) <= vocab_size:"),
+            ("for end in range(len(word), start, -1):", "for end in range(start + 1, len(word) + 1):"),
+            ("piece = word[start:end] if start == 0 else CONTINUATION + word[start:end]",
+             "piece = CONTINUATION + word[start:end] if start == 0 else word[start:end]"),
+            ("pieces = [UNKNOWN]", "pieces.append(UNKNOWN)"),
+            ("words[-1] += token[len(CONTINUATION):]", "words[-1] += token"),
+            ("or vocab_size < 1:", "or vocab_size < 0:"),
+            ),
+    # ------------------------------------------------------------------ Longformer's dilated window
+    *_group(PKG + "variants/sparse_masks.py", SPARSE,
+            ("def longformer_mask(T, window, global_positions=(), dilation=1):",
+             "def longformer_mask(T, window, global_positions=(), dilation=2):"),
+            ("or dilation < 1:", "or dilation < 2:"),
+            ("np.abs(j - i) <= (window // 2) * dilation)", "np.abs(j - i) < (window // 2) * dilation)"),
+            ("np.abs(j - i) <= (window // 2) * dilation)", "np.abs(j - i) <= (window // 2))"),
+            ("np.abs(j - i) <= (window // 2) * dilation)", "np.abs(j - i) <= (window // 2) * dilation + 1)"),
+            ("np.abs(j - i) <= (window // 2) * dilation)", "np.abs(j - i) <= ((window + 1) // 2) * dilation)"),
+            ("((j - i) % dilation == 0)", "((j - i) % (dilation + 1) == 0)"),
+            ("((j - i) % dilation == 0)", "((j - i) % dilation == 1 % dilation)"),
+            ("mask[:, chosen] = True", "mask[:, chosen] = mask[:, chosen]"),
+            ),
+    # ------------------------------------------------------------------ RMSNorm, SiLU, SwiGLU, the Llama style
+    *_group(PKG + "layers/rmsnorm.py", RMSNORM,
+            ("def __init__(self, d, eps=1e-5, dtype=np.float64, rng=None):",
+             "def __init__(self, d, eps=1e-6, dtype=np.float64, rng=None):"),
+            ("self.gamma = Parameter(np.ones(d, dtype=dtype))", "self.gamma = Parameter(np.full(d, 2.0, dtype=dtype))"),
+            ("mean_square = (x ** 2).mean(axis=-1, keepdims=True)", "mean_square = x.var(axis=-1, keepdims=True)"),
+            ("mean_square = (x ** 2).mean(axis=-1, keepdims=True)", "mean_square = (x ** 2).sum(axis=-1, keepdims=True)"),
+            ("self.rstd = 1.0 / np.sqrt(mean_square + self.eps)", "self.rstd = 1.0 / (np.sqrt(mean_square) + self.eps)"),
+            ("self.rstd = 1.0 / np.sqrt(mean_square + self.eps)", "self.rstd = 1.0 / np.sqrt(mean_square + 2 * self.eps)"),
+            ("self.gamma.grad += np.sum(dout * self.xhat, axis=leading_axes)",
+             "self.gamma.grad = np.sum(dout * self.xhat, axis=leading_axes)"),
+            ("projection = np.mean(dxhat * self.xhat, axis=-1, keepdims=True)",
+             "projection = np.sum(dxhat * self.xhat, axis=-1, keepdims=True)"),
+            ("dx = self.rstd * (dxhat - self.xhat * projection)", "dx = self.rstd * (dxhat + self.xhat * projection)"),
+            ),
+    *_group(PKG + "layers/activations.py", SILU,
+            ("self.sigmoid = 0.5 * (1 + np.tanh(0.5 * x))", "self.sigmoid = 0.5 * (1 + np.tanh(x))"),
+            ("self.sigmoid = 0.5 * (1 + np.tanh(0.5 * x))", "self.sigmoid = 0.5 * (1 - np.tanh(0.5 * x))"),
+            ("dy_dx = self.sigmoid * (1 + self.x * (1 - self.sigmoid))",
+             "dy_dx = self.sigmoid * (1 - self.x * (1 - self.sigmoid))"),
+            ("dy_dx = self.sigmoid * (1 + self.x * (1 - self.sigmoid))", "dy_dx = self.sigmoid"),
+            ),
+    *_group(PKG + "layers/swiglu.py", SWIGLU,
+            ("def __init__(self, d_model, d_ff, bias=False,", "def __init__(self, d_model, d_ff, bias=True,"),
+            ("self.w1 = Linear(d_model, d_ff, bias=bias, dtype=dtype, rng=rng, init_std=init_std)\n"
+             "        self.w3 = Linear(d_model, d_ff, bias=bias, dtype=dtype, rng=rng, init_std=init_std)",
+             "self.w3 = Linear(d_model, d_ff, bias=bias, dtype=dtype, rng=rng, init_std=init_std)\n"
+             "        self.w1 = Linear(d_model, d_ff, bias=bias, dtype=dtype, rng=rng, init_std=init_std)"),
+            ("init_std=init_std if out_std is None else out_std)", "init_std=init_std)"),
+            ("self.gate = self.act(self.w1(x))", "self.gate = self.act(self.w3(x))"),
+            ("self.value = self.w3(x)", "self.value = self.act(self.w3(x))"),
+            ("hidden = self.gate * self.value", "hidden = self.gate + self.value"),
+            ("dvalue = dhidden * self.gate", "dvalue = dhidden * self.value"),
+            ("return dx_through_gate + dx_through_value", "return dx_through_gate - dx_through_value"),
+            ),
+    *_group(PKG + "layers/block.py", LLAMA,
+            ('NORM_LAYERS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}',
+             'NORM_LAYERS = {"layernorm": LayerNorm, "rmsnorm": LayerNorm}'),
+            ('if activation == "swiglu":', 'if activation == "gelu":'),
+            ),
+    *_group(PKG + "models/gpt.py", LLAMA,
+            ('LLAMA_STYLE = dict(positional="rope",', 'LLAMA_STYLE = dict(positional="alibi",'),
+            ('norm_layer="rmsnorm", activation="swiglu", bias=False)', 'norm_layer="layernorm", activation="swiglu", bias=False)'),
+            ('norm_layer="rmsnorm", activation="swiglu", bias=False)', 'norm_layer="rmsnorm", activation="gelu", bias=False)'),
+            ('norm_layer="rmsnorm", activation="swiglu", bias=False)', 'norm_layer="rmsnorm", activation="swiglu", bias=True)'),
+            ('norm_layer: str = "layernorm"', 'norm_layer: str = "rmsnorm"'),
+            ("bias: bool = True ", "bias: bool = False "),
+            ('kernels="plain", norm_layer="layernorm", bias=True):', 'kernels="plain", norm_layer="rmsnorm", bias=True):'),
+            ('kernels="plain", norm_layer="layernorm", bias=True):', 'kernels="plain", norm_layer="layernorm", bias=False):'),
+            ("self.ln_f = make_norm(norm_layer, d_model, dtype)", 'self.ln_f = make_norm("layernorm", d_model, dtype)'),
+            ("norm_layer=norm_layer,\n                                        bias=bias)",
+             "norm_layer=norm_layer,\n                                        bias=True)"),
+            ),
+    *_group(PKG + "training/config.py", STYLES,
+            ('"gpt2": dict(positional="learned", norm_layer="layernorm", activation="gelu", bias=True)',
+             '"gpt2": dict(positional="sinusoidal", norm_layer="layernorm", activation="gelu", bias=True)'),
+            ('"gpt2": dict(positional="learned", norm_layer="layernorm", activation="gelu", bias=True)',
+             '"gpt2": dict(positional="learned", norm_layer="rmsnorm", activation="gelu", bias=True)'),
+            ('"gpt2": dict(positional="learned", norm_layer="layernorm", activation="gelu", bias=True)',
+             '"gpt2": dict(positional="learned", norm_layer="layernorm", activation="relu", bias=True)'),
+            ('"gpt2": dict(positional="learned", norm_layer="layernorm", activation="gelu", bias=True)',
+             '"gpt2": dict(positional="learned", norm_layer="layernorm", activation="gelu", bias=False)'),
+            ('"llama": LLAMA_STYLE}', '"llama": dict(LLAMA_STYLE, bias=True)}'),
+            ('style: str = "gpt2"', 'style: str = "llama"'),
+            ("**STYLES[config.style])", '**STYLES[config.style], norm="post")'),
+            ("**STYLES[config.style])", '**STYLES["gpt2"])'),
+            ("key=lambda d_ff: abs(count(d_ff) - target))", "key=lambda d_ff: count(d_ff) - target)"),
+            ("guess = max(1, round((target - count(1)) / per_unit) + 1)",
+             "guess = max(1, round((target - count(1)) / per_unit) + 4)"),
+            ),
+    # ------------------------------------------------------------------ Shaw et al.'s relative values
+    *_group(PKG + "variants/relative_values.py", RELATIVE_VALUES,
+            ("self.value_size = head_size if value_size is None else value_size", "self.value_size = head_size"),
+            ("rng.standard_normal((2 * max_distance + 1, self.value_size)) * self.value_size ** -0.5",
+             "rng.standard_normal((2 * max_distance + 1, self.value_size)) * self.head_size ** -0.5"),
+            ("rng.standard_normal((2 * max_distance + 1, self.value_size)) * self.value_size ** -0.5",
+             "rng.standard_normal((2 * max_distance + 1, self.value_size)) * self.value_size ** -1.0"),
+            ("rng.standard_normal((2 * max_distance + 1, self.value_size)) * self.value_size ** -0.5",
+             "rng.random((2 * max_distance + 1, self.value_size)) * self.value_size ** -0.5"),
+            ("super().__init__(head_size, max_distance, causal=causal,", "super().__init__(head_size, max_distance, causal=True,"),
+            ("identity = np.broadcast_to(np.eye(v.shape[-2], dtype=v.dtype)",
+             "identity = np.broadcast_to(np.zeros((v.shape[-2],) * 2, dtype=v.dtype)"),
+            ("self.values_rel = self.table_v.data[self.rows]", "self.values_rel = self.table_v.data[self.rows.T]"),
+            ("return read[..., :self.value_size] + (self.alpha", "return read[..., :self.value_size] - (self.alpha"),
+            ("dalpha_rel = (dout[..., :, None, :] @", "dalpha_rel = -(dout[..., :, None, :] @"),
+            ("np.add.at(self.table_v.grad, self.rows, dvalues_rel)", "np.add.at(self.table_v.grad, self.rows.T, dvalues_rel)"),
+            ("dq, dk, dv_extended[..., :self.value_size]", "dq, dk, dv_extended[..., -self.value_size:]"),
+            ),
+]
+
+# Changes no test can see, each with the reason; the sweep still makes them, and its table says if one is caught
+EQUIVALENT = [
+    Mutation(PKG + "layers/ppo_losses.py", "mask = np.ones(shape) if mask is None",
+             "mask = np.full(shape, 2.0) if mask is None", PPO_LOSSES,
+             equivalent="the mask enters both losses and their gradients only as mask / sum(mask), so a mask of "
+                        "any constant value scores every position alike"),
+]
+MUTATIONS += EQUIVALENT
+
+
+# ----------------------------------------------------------------------------------------------- reading the list
+def test_path(test):
+    """The file of a pytest argument (a file, a node id, or --deselect=node id)."""
+    return test.removeprefix("--deselect=").split("::")[0]
+
+
+def line_of(mutation, root=REPO):
+    """The 1-based line where the fragment starts; ValueError unless it occurs exactly once."""
+    text = (root / mutation.file).read_text(encoding="utf-8")
+    count = text.count(mutation.original)
+    if count != 1:
+        raise ValueError(f"{mutation.file}: the fragment {mutation.original!r} occurs {count} times (expected once)")
+    return text[:text.index(mutation.original)].count("\n") + 1
+
+
+def describe(mutation):
+    """The change as one Markdown cell: `original` -> `replacement`, newlines shown as ⏎."""
+    def code(text):
+        return "`" + " ".join(part.strip() for part in text.split("\n")).replace("|", "\\|") + "`"
+    return f"{code(mutation.original)} → {code(mutation.replacement)}"
+
+
+def selected(pattern):
+    return [m for m in MUTATIONS if not pattern or re.search(pattern, f"{m.file} {m.original} {m.replacement}")]
+
+
+# ----------------------------------------------------------------------------------------------- running
+def run_tests(root, tests, timeout):
+    """(passed, first failing node id or a short reason) for pytest on `tests` in `root`."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    shutil.rmtree(root / ".hypothesis", ignore_errors=True)        # no replay of another mutation's failures
+    command = ["nice", "-n", "10", sys.executable, *PYTEST, *tests]
+    try:
+        result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, f"timeout after {timeout} s"
+    if result.returncode == 0:
+        return True, ""
+    found = re.search(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", result.stdout, re.MULTILINE)
+    return False, found[1] if found else f"pytest exit status {result.returncode}: " + result.stdout[-200:].strip()
+
+
+def sweep(mutations, timeout, log):
+    """Rows (file:line, change, verdict) with every mutation applied in turn to a copy of the repository."""
+    with tempfile.TemporaryDirectory(prefix="pin_sweep-") as folder:
+        root = Path(folder) / "repo"
+        shutil.copytree(REPO, root, ignore=COPY_IGNORED)
+        for tests in sorted({m.tests for m in mutations}):
+            passed, failure = run_tests(root, tests, timeout)
+            if not passed:
+                sys.exit(f"pin_sweep: the unchanged tests fail ({failure}); fix them before sweeping")
+        rows = []
+        for number, mutation in enumerate(mutations, 1):
+            path, start = root / mutation.file, time.monotonic()
+            original = path.read_text(encoding="utf-8")
+            line = line_of(mutation, root)
+            try:
+                path.write_text(original.replace(mutation.original, mutation.replacement), encoding="utf-8")
+                passed, failure = run_tests(root, mutation.tests, timeout)
+            finally:
+                path.write_text(original, encoding="utf-8")
+            verdict = failure if not passed else f"equivalent: {mutation.equivalent}" if mutation.equivalent \
+                else "SURVIVED"
+            if mutation.equivalent and not passed:
+                verdict += " (listed as equivalent: move it back to MUTATIONS)"
+            rows.append((f"{mutation.file}:{line}", describe(mutation), verdict))
+            log(f"[{number}/{len(mutations)}] {mutation.file}:{line} {verdict} ({time.monotonic() - start:.0f} s)")
+    return rows
+
+
+def table(rows):
+    lines = ["| file:line | change | caught by (first failing test) |", "| --- | --- | --- |"]
+    lines += [f"| {where} | {change} | {verdict.replace('|', '&#124;')} |" for where, change, verdict in rows]
+    survived = sum(verdict == "SURVIVED" for *_, verdict in rows)
+    equivalent = sum(verdict.startswith("equivalent: ") for *_, verdict in rows)
+    lines += ["", f"{len(rows)} mutations tried: {len(rows) - survived - equivalent} caught, {equivalent} equivalent "
+                  f"(no test can see them), {survived} survived."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", metavar="PATTERN", help="only mutations whose file or change matches this regex")
+    parser.add_argument("--list", action="store_true", help="list the mutations; run nothing")
+    parser.add_argument("--out", metavar="FILE", help="also write the table to FILE")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per pytest run (default 300)")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("pin_sweep: stopped"))   # the copy restored and removed
+    mutations = selected(args.only)
+    if not mutations:
+        parser.error(f"--only {args.only!r} matches no mutation")
+    if args.list:
+        for mutation in mutations:
+            print(f"{mutation.file}:{line_of(mutation)}\t{describe(mutation)}\t{' '.join(mutation.tests)}")
+        return 0
+    rows = sweep(mutations, args.timeout, log=lambda message: print(message, file=sys.stderr, flush=True))
+    text = table(rows)
+    print(text, end="")
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
