@@ -111,8 +111,8 @@ plt.show()
 # see it form suddenly: the loss on repeated text drops in a phase change while the rest stays put.
 #
 # The setting (`minitransformer/tasks/repeated_segment.py`): 32 random tokens out of $V = 64$ in which one
-# random segment of 4 to 10 tokens appears twice, at a random distance. Every target is a uniform draw, $\log V
-# = 4.16$ nats, except inside the repeat, where content matching alone can find it (the distance varies over the
+# random segment of 4 to 10 tokens appears twice, at a random distance. Every target is a uniform draw,
+# $\log V = 4.16$ nats, except inside the repeat, where content matching alone can find it (the distance varies over the
 # whole context, so no look-back by position helps). The model: 2 layers of 2 heads, $C = 32$, rotary
 # positions, no feed-forward sublayers, trained with the loss on the repeat's targets alone
 # (`minitransformer/objectives/induction.py` says why). `python benchmarks/train_induction.py --out
