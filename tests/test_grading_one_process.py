@@ -6,6 +6,7 @@ is in relu's child, since relu's cases may call it); a child that kills its pare
 
 import copy
 import os
+import platform
 
 import pytest
 import test_grading_attacks as attacks
@@ -67,14 +68,31 @@ CHANNELS = {
          "time.sleep(0.5)"],
         ["try:", "    client = socket.socket(socket.AF_UNIX)", "    client.connect('\\0' + STASH)",
          "    text = client.makefile().read()", "except OSError:", "    text = None"]),
+    # the grader's stderr file, which every child writes as its fd 2: reopened for reading through /proc
+    "the shared stderr file": (
+        ["os.write(2, f'{STASH}{source}{STASH}'.encode())"],
+        ["try:", "    seen = open('/proc/self/fd/2').read().split(STASH)", "    text = seen[1] if len(seen) > 2 else None",
+         "except OSError:", "    text = None"]),
+    # a key in the user's (or the session's) kernel keyring outlives every process (x86-64 system call numbers)
+    **{f"the {ring} keyring": (
+        [f"added = ctypes.CDLL(None).syscall(248, b'user', STASH.encode(), source.encode(), len(source), {spec})",
+         "ctypes.CDLL(None).syscall(250, 15, ctypes.c_long(added), 60)"],          # KEYCTL_SET_TIMEOUT: gone in 60 s
+        ["libc, buffer = ctypes.CDLL(None), ctypes.create_string_buffer(1 << 16)",
+         f"found = libc.syscall(250, 10, ctypes.c_long({spec}), b'user', STASH.encode(), 0)",
+         "size = libc.syscall(250, 11, ctypes.c_long(found), buffer, 1 << 16) if found > 0 else -1",
+         "text = buffer.raw[:size].decode() if size > 0 else None"]) for ring, spec in (("user", -4), ("session", -3))},
 }
 
 
 @pytest.mark.parametrize("channel", sorted(CHANNELS))
 def test_one_exercise_cannot_hand_the_next_the_reference_it_calls(student, level, channel):
-    if level == "process" and channel != "a daemon":
+    if "keyring" in channel and platform.machine() != "x86_64":
+        pytest.skip("the attack's system call numbers are x86-64's")
+    if level == "process" and channel in ("a file in /tmp", "System V shared memory"):
         pytest.skip("the fallback shares /tmp and System V IPC between processes, as its guarantee line says "
                     "(the control below shows the answer works there)")
+    if level == "process" and channel == "the shared stderr file" and os.geteuid() != 0:
+        pytest.skip("the fallback run by the grader's own user: its files are the student's to read")
     stash, key = f"/tmp/minitransformer-stash-{os.getpid()}", 0x5EED0000 + os.getpid() % 0xFFFF
     head = ["import ctypes, os, socket, time", f"STASH, KEY = {stash!r}, {key}"]
     leave, find = CHANNELS[channel]

@@ -222,7 +222,8 @@ def contained(isolation, workdir, runner_args, pass_fds, stdout_path, stderr_pat
     before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()}
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)                 # PR_SET_CHILD_SUBREAPER: orphans come back to us
     try:
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        private = {"opener": lambda path, flags: os.open(path, flags, 0o600)}    # not reopened by nobody (/proc/self/fd)
+        with open(stdout_path, "wb", **private) as out, open(stderr_path, "wb", **private) as err:
             process = subprocess.Popen(argv, cwd=workdir / "cwd", env=ENVIRONMENT, stdin=subprocess.DEVNULL,
                                        stdout=out, stderr=err, pass_fds=pass_fds, start_new_session=True)
         try:

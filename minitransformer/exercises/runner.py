@@ -63,12 +63,32 @@ def _confine(user, limits, nproc):
         os.setgroups([])
         os.setgid(user[1])
         os.setuid(user[0])
-        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)                # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
+    ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)                    # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
+    _no_keyrings()
     settings = {resource.RLIMIT_AS: limits["memory_mb"] * MIB, resource.RLIMIT_FSIZE: limits["file_mb"] * MIB,
                 resource.RLIMIT_CORE: 0, resource.RLIMIT_NPROC: nproc}
     for which, value in settings.items():
         if value is not None:                                  # nproc None: the limit would not hold (root)
             resource.setrlimit(which, (value, value))
+
+
+# the kernel keyrings' system calls (add_key, request_key, keyctl) and the architecture they are numbered for
+KEYRING_CALLS = {"x86_64": (0xC000003E, 248, 249, 250), "aarch64": (0xC00000B7, 217, 218, 219)}
+
+
+def _no_keyrings():
+    """A seccomp filter: the keyring calls fail (EPERM), as does every call of another architecture (x86-64's 32-bit
+    ones) or of x32: a key outlives its process, in the user's keyring or the session's, for the next child to read."""
+    if os.uname().machine not in KEYRING_CALLS:
+        raise OSError(f"the child's seccomp filter knows {', '.join(KEYRING_CALLS)}, not {os.uname().machine}")
+    arch, *calls = KEYRING_CALLS[os.uname().machine]
+    deny, allow = (0x06, 0, 0, 0x00050001), (0x06, 0, 0, 0x7FFF0000)               # SECCOMP_RET_ERRNO | EPERM, ALLOW
+    program = [(0x20, 0, 0, 4), (0x15, 0, 6, arch), (0x20, 0, 0, 0), (0x35, 4, 0, 0x40000000),  # arch; nr; x32 bit
+               *((0x15, 3 - i, 0, call) for i, call in enumerate(calls)), allow, deny]
+    filters = (ctypes.c_uint64 * len(program))(*(code | jt << 16 | jf << 24 | k << 32 for code, jt, jf, k in program))
+    fprog = (ctypes.c_uint64 * 2)(len(program), ctypes.addressof(filters))   # struct sock_fprog: length, filter
+    if ctypes.CDLL(None, use_errno=True).prctl(22, 2, ctypes.byref(fprog), 0, 0):    # PR_SET_SECCOMP, FILTER
+        raise OSError(ctypes.get_errno(), "the child's seccomp filter (no kernel keyrings)")
 
 
 def _float_array(value, np, what):
