@@ -68,6 +68,8 @@ CHANNELS = {
          "time.sleep(0.5)"],
         ["try:", "    client = socket.socket(socket.AF_UNIX)", "    client.connect('\\0' + STASH)",
          "    text = client.makefile().read()", "except OSError:", "    text = None"]),
+    # a module global of NumPy's: the next child is forked from the parent, which never saw it
+    "a module global of NumPy's": (["np.stash = source"], ["text = getattr(np, 'stash', None)"]),
     # the grader's stderr file, which every child writes as its fd 2: reopened for reading through /proc
     "the shared stderr file": (
         ["os.write(2, f'{STASH}{source}{STASH}'.encode())"],
