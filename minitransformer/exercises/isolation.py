@@ -3,7 +3,8 @@
 `bubblewrap`: namespaces in which the student's process sees only Python, NumPy, its package and inputs,
 read-only, an empty /tmp and no network. `process`, where bubblewrap is missing or refused: world-readable
 files stay readable. Both: a new session, an empty environment, the grader as child subreaper (a process that
-detaches by a double fork or setsid is still killed), `nobody` under root, the limits set by `runner.py` before
+detaches by a double fork or setsid is still killed), `nobody` under root, each exercise's child in a pid
+namespace of its own under root (no signal to another student's), the limits set by `runner.py` before
 it imports the student's code, a seccomp filter refusing the kernel keyrings (a key outlives its process), a
 timeout. Left out: cgroups, a filter on other system calls, a limit on files in /tmp.
 """

@@ -226,6 +226,19 @@ def _fresh_namespaces():
     os.chdir("/tmp")                                                                   # MS_PRIVATE; MS_NOSUID | NODEV
 
 
+def _own_pid_namespace():
+    """As root: go on as pid 1 of a pid namespace of its own (an answer's kill(-1) or kill(pid) reaches no process
+    outside it: not another student's, graded at the same time as the same user); this process ends as it does."""
+    if os.geteuid() != 0 or ctypes.CDLL(None).unshare(0x20000000):                    # CLONE_NEWPID
+        return
+    pid = os.fork()
+    if pid:
+        status = os.waitpid(pid, 0)[1]
+        if os.WIFSIGNALED(status):
+            os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status))
+
+
 def _child(task, exercise, fds, inputs, package):
     """In the forked child: run one exercise (`fds`: its source, result and arrays descriptors); never returns."""
     status = 1
@@ -238,6 +251,7 @@ def _child(task, exercise, fds, inputs, package):
             os.closerange(low + 1, high)                       # the parent's, the grader's, the other exercises'
         if task["fresh"]:
             _fresh_namespaces()
+        _own_pid_namespace()
         _confine(task["user"], task["limits"], task["nproc"])
         package.replace(sources)
         records, arrays = run_cases(task["exercises"][exercise]["cases"], inputs, package.package.resolve())
