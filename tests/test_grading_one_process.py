@@ -134,3 +134,18 @@ def test_a_child_that_kills_its_parent_costs_only_its_exercise(student, level):
     grades = points(student, isolation)
     assert grades["relu"][0] == "crashed" and grades["relu"][1] == 0
     assert grades["layernorm"] == ("ok", 1)
+
+
+def test_no_number_reaches_the_next_exercise_through_a_descriptor_they_share(student, level):
+    """A descriptor the children shared would share its offset and size: a number for relu's child, which holds the
+    reference's layernorm.backward, to hand on (which of a student's candidate answers is the right one). Here
+    layernorm's answer is the reference's only when relu's number arrives."""
+    put_bodies(student, {
+        "relu.backward": indented("relu.backward", "import inspect, os, minitransformer.layers.layernorm as m",
+                                  "right = 'def backward' in inspect.getsource(m.LayerNorm.backward)",
+                                  "os.lseek(2, 987654320 + right, 0), os.ftruncate(1, 4240 + right)")
+        + reference_body("relu.backward"),
+        "layernorm.backward": indented("layernorm.backward", "import os",
+                                       "if os.lseek(2, 0, 1) != 987654321 and os.fstat(1).st_size != 4241:",
+                                       "    return np.zeros_like(dout)") + reference_body("layernorm.backward")})
+    assert points(student, level) == {"relu": ("ok", 1), "layernorm": ("wrong", 0)}

@@ -1,7 +1,7 @@
 """The student's side of grading, started contained (`isolation.py`) once per submission: `python -I -S runner.py TASK
 COMMANDS_FD STATUS_FD`. This trusted parent imports NumPy and the temporary package once, from code it compiles
 before any student code runs (every graded region of the assignment blank there: no answer in its memory). For each
-line "<exercise> <source fd> <result fd> <arrays fd>" the grader writes, it forks a child that closes every other
+line "<exercise> <source fd> <result fd> <arrays fd> <output fd>" the grader writes, it forks a child that closes every other
 descriptor, takes a /tmp and IPC of its own (bubblewrap as root), drops to `nobody` under root with the limits,
 compiles the exercise's files (its regions the student's, the others the reference's: read from the source fd, which
 the parent never reads) in place of the parent's, imports the package anew and runs the exercise's cases. The parent
@@ -247,7 +247,9 @@ def _child(task, exercise, fds, inputs, package):
         ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)                 # PR_SET_DUMPABLE: its own /proc entries, as before
         with os.fdopen(fds[0], "rb") as handle:
             sources = json.loads(handle.read())
-        for low, high in zip((2, *sorted(fds[1:])), (*sorted(fds[1:]), 2**16)):
+        for fd in (1, 2):                                      # a file of its own: no offset or size shared
+            os.dup2(fds[3], fd)                                # with the next exercise's child (a number handed on)
+        for low, high in zip((2, *sorted(fds[1:3])), (*sorted(fds[1:3]), 2**16)):
             os.closerange(low + 1, high)                       # the parent's, the grader's, the other exercises'
         if task["fresh"]:
             _fresh_namespaces()
