@@ -124,8 +124,8 @@ def test_the_stolen_reference_is_a_real_answer_where_tmp_is_shared(student):
 
 
 def test_a_child_that_kills_its_parent_costs_only_its_exercise(student, level):
-    """Run as the grader's own user (root here: the child may kill the contained parent), the rest of the submission
-    is graded in a new contained process."""
+    """Run as the grader's own user, the rest of the submission is graded in a new contained process. (Under root the
+    child is pid 1 of a pid namespace of its own: its parent pid reads 0, and the runner is out of its reach.)"""
     isolation = copy.copy(choose_isolation(level, reference_package()))     # bubblewrap's is shared: a copy
     isolation.user = None
     put_bodies(student, {"relu.backward": indented("relu.backward", "import os, signal",
