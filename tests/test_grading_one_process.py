@@ -149,3 +149,12 @@ def test_no_number_reaches_the_next_exercise_through_a_descriptor_they_share(stu
                                        "if os.lseek(2, 0, 1) != 987654321 and os.fstat(1).st_size != 4241:",
                                        "    return np.zeros_like(dout)") + reference_body("layernorm.backward")})
     assert points(student, level) == {"relu": ("ok", 1), "layernorm": ("wrong", 0)}
+
+
+def test_a_child_that_segfaults_costs_its_exercise_and_says_the_signal(student, level):
+    """The child's end is told as it was (under root, by the pid namespace's parent that waits for it)."""
+    put_bodies(student, {"relu.backward": indented("relu.backward", "import ctypes", "ctypes.string_at(0)"),
+                         "layernorm.backward": reference_body("layernorm.backward")})
+    (relu, layernorm) = grade_copy(student, new_assignment(ASSIGNED, reference_package(), seed=23), isolation=level)
+    assert (relu.status, relu.points, layernorm.status, layernorm.points) == ("crashed", 0, "ok", 1)
+    assert relu.problems[0].startswith("the grading process ended with exit code -11")

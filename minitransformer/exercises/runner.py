@@ -234,13 +234,13 @@ def _own_pid_namespace():
     pid = os.fork()
     if pid:
         status = os.waitpid(pid, 0)[1]
-        if os.WIFSIGNALED(status):
-            os.kill(os.getpid(), os.WTERMSIG(status))
+        if os.WIFSIGNALED(status):                                                    # not dumpable: no core file
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0), os.kill(os.getpid(), os.WTERMSIG(status))
         os._exit(os.waitstatus_to_exitcode(status))
 
 
 def _child(task, exercise, fds, inputs, package):
-    """In the forked child: run one exercise (`fds`: its source, result and arrays descriptors); never returns."""
+    """In the forked child: run one exercise (`fds`: its source, result, arrays and output descriptors); never returns."""
     status = 1
     try:
         os.setpgid(0, 0)
