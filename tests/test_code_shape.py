@@ -37,6 +37,9 @@ EXERCISE_MODE_LINES += 185         # one contained process per submission, a chi
 # compiled once, a command per exercise, waiting and killing, ~95), the child's own /tmp and IPC namespace and its
 # files compiled in place (~35), the grader's side of the commands, a new process when one dies (~55); what went: a
 # process per exercise and its package copy, hash checks and bookkeeping
+EXERCISE_MODE_LINES += 44          # the children's seccomp filter (no kernel keyring: a key outlives its process, for
+# the next exercise's child to read), an output file of each child's own (a shared one's offset and size hand a number
+# on), and a pid namespace for each child under root (the fallback's answers, all nobody, could kill another student's)
 LONG_FOR_NOW = set()                # (file, function) pairs allowed over LONGEST while they are split
 REMOVAL = re.compile(r"\b(removed|went|goes|gone|replaces|replaced|deleted)\b", re.I)
 

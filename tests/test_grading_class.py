@@ -148,3 +148,21 @@ def test_a_gradebook_without_a_class_and_a_class_without_students_are_refused(as
     assert "holds no sub-folder: --class expects one folder per student" in capsys.readouterr().err
     assert main(["exercises", "grade", str(tmp_path), "--gradebook", str(tmp_path / "g.csv")]) == 2
     assert "--gradebook is for a class (--class)" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as the grader's own user an answer may signal all the grader's processes")
+def test_an_answer_cannot_kill_another_students_answer_graded_at_the_same_time(made, assignment, tmp_path, capsys):
+    """Under the fallback every answer runs as nobody: one that signals every process of nobody's it finds (here only
+    the other student's, named by a token, so as to spare other nobody processes) kills none of them."""
+    token = f"victim{os.getpid() % 10**6}"
+    victim = indented("relu.backward", "import ctypes, time", f"ctypes.CDLL(None).prctl(15, b'{token}', 0, 0, 0)",
+                      "time.sleep(4)") + reference_body("relu.backward")             # PR_SET_NAME, then slow
+    hunter = indented("relu.backward", "import os, signal, time", "end = time.time() + 12", "while time.time() < end:",
+                      "    for pid in filter(str.isdigit, os.listdir('/proc')):", "        try:",
+                      f"            if open(f'/proc/{{pid}}/comm').read().strip() == '{token}':",
+                      "                os.kill(int(pid), signal.SIGKILL)", "        except OSError:", "            pass")
+    folder = make_class(made, tmp_path / "class", ["ada", "ben"])
+    put_bodies(folder / "ada", {"relu.backward": victim})
+    put_bodies(folder / "ben", {"relu.backward": hunter})
+    assert grade(folder, assignment) == 0
+    assert "  ada: 3/3" in capsys.readouterr().out

@@ -6,6 +6,7 @@ is in relu's child, since relu's cases may call it); a child that kills its pare
 
 import copy
 import os
+import platform
 
 import pytest
 import test_grading_attacks as attacks
@@ -67,14 +68,33 @@ CHANNELS = {
          "time.sleep(0.5)"],
         ["try:", "    client = socket.socket(socket.AF_UNIX)", "    client.connect('\\0' + STASH)",
          "    text = client.makefile().read()", "except OSError:", "    text = None"]),
+    # a module global of NumPy's: the next child is forked from the parent, which never saw it
+    "a module global of NumPy's": (["np.stash = source"], ["text = getattr(np, 'stash', None)"]),
+    # the grader's stderr file, which every child writes as its fd 2: reopened for reading through /proc
+    "the shared stderr file": (
+        ["os.write(2, f'{STASH}{source}{STASH}'.encode())"],
+        ["try:", "    seen = open('/proc/self/fd/2').read().split(STASH)", "    text = seen[1] if len(seen) > 2 else None",
+         "except OSError:", "    text = None"]),
+    # a key in the user's (or the session's) kernel keyring outlives every process (x86-64 system call numbers)
+    **{f"the {ring} keyring": (
+        [f"added = ctypes.CDLL(None).syscall(248, b'user', STASH.encode(), source.encode(), len(source), {spec})",
+         "ctypes.CDLL(None).syscall(250, 15, ctypes.c_long(added), 60)"],          # KEYCTL_SET_TIMEOUT: gone in 60 s
+        ["libc, buffer = ctypes.CDLL(None), ctypes.create_string_buffer(1 << 16)",
+         f"found = libc.syscall(250, 10, ctypes.c_long({spec}), b'user', STASH.encode(), 0)",
+         "size = libc.syscall(250, 11, ctypes.c_long(found), buffer, 1 << 16) if found > 0 else -1",
+         "text = buffer.raw[:size].decode() if size > 0 else None"]) for ring, spec in (("user", -4), ("session", -3))},
 }
 
 
 @pytest.mark.parametrize("channel", sorted(CHANNELS))
 def test_one_exercise_cannot_hand_the_next_the_reference_it_calls(student, level, channel):
-    if level == "process" and channel != "a daemon":
+    if "keyring" in channel and platform.machine() != "x86_64":
+        pytest.skip("the attack's system call numbers are x86-64's")
+    if level == "process" and channel in ("a file in /tmp", "System V shared memory"):
         pytest.skip("the fallback shares /tmp and System V IPC between processes, as its guarantee line says "
                     "(the control below shows the answer works there)")
+    if level == "process" and channel == "the shared stderr file" and os.geteuid() != 0:
+        pytest.skip("the fallback run by the grader's own user: its files are the student's to read")
     stash, key = f"/tmp/minitransformer-stash-{os.getpid()}", 0x5EED0000 + os.getpid() % 0xFFFF
     head = ["import ctypes, os, socket, time", f"STASH, KEY = {stash!r}, {key}"]
     leave, find = CHANNELS[channel]
@@ -104,8 +124,8 @@ def test_the_stolen_reference_is_a_real_answer_where_tmp_is_shared(student):
 
 
 def test_a_child_that_kills_its_parent_costs_only_its_exercise(student, level):
-    """Run as the grader's own user (root here: the child may kill the contained parent), the rest of the submission
-    is graded in a new contained process."""
+    """Run as the grader's own user, the rest of the submission is graded in a new contained process. (Under root the
+    child is pid 1 of a pid namespace of its own: its parent pid reads 0, and the runner is out of its reach.)"""
     isolation = copy.copy(choose_isolation(level, reference_package()))     # bubblewrap's is shared: a copy
     isolation.user = None
     put_bodies(student, {"relu.backward": indented("relu.backward", "import os, signal",
@@ -114,3 +134,27 @@ def test_a_child_that_kills_its_parent_costs_only_its_exercise(student, level):
     grades = points(student, isolation)
     assert grades["relu"][0] == "crashed" and grades["relu"][1] == 0
     assert grades["layernorm"] == ("ok", 1)
+
+
+def test_no_number_reaches_the_next_exercise_through_a_descriptor_they_share(student, level):
+    """A descriptor the children shared would share its offset and size: a number for relu's child, which holds the
+    reference's layernorm.backward, to hand on (which of a student's candidate answers is the right one). Here
+    layernorm's answer is the reference's only when relu's number arrives."""
+    put_bodies(student, {
+        "relu.backward": indented("relu.backward", "import inspect, os, minitransformer.layers.layernorm as m",
+                                  "right = 'def backward' in inspect.getsource(m.LayerNorm.backward)",
+                                  "os.lseek(2, 987654320 + right, 0), os.ftruncate(1, 4240 + right)")
+        + reference_body("relu.backward"),
+        "layernorm.backward": indented("layernorm.backward", "import os",
+                                       "if os.lseek(2, 0, 1) != 987654321 and os.fstat(1).st_size != 4241:",
+                                       "    return np.zeros_like(dout)") + reference_body("layernorm.backward")})
+    assert points(student, level) == {"relu": ("ok", 1), "layernorm": ("wrong", 0)}
+
+
+def test_a_child_that_segfaults_costs_its_exercise_and_says_the_signal(student, level):
+    """The child's end is told as it was (under root, by the pid namespace's parent that waits for it)."""
+    put_bodies(student, {"relu.backward": indented("relu.backward", "import ctypes", "ctypes.string_at(0)"),
+                         "layernorm.backward": reference_body("layernorm.backward")})
+    (relu, layernorm) = grade_copy(student, new_assignment(ASSIGNED, reference_package(), seed=23), isolation=level)
+    assert (relu.status, relu.points, layernorm.status, layernorm.points) == ("crashed", 0, "ok", 1)
+    assert relu.problems[0].startswith("the grading process ended with exit code -11")

@@ -372,13 +372,20 @@ def _handed_back(grade, outcome, paths, cases, limits):
     return None
 
 
+def _tail(path, start):
+    """The text of the file `path` from `start` on, its last 16 kB at most."""
+    with open(path, "rb") as handle:
+        handle.seek(max(start, os.fstat(handle.fileno()).st_size - 16384))
+        return handle.read().decode("utf-8", "replace")
+
+
 def _session(isolation, workdir, jobs, limits):
     """Grade `jobs` in one contained process, one command each; the jobs it did not reach, to grade in a new one
     (it ended or hung: the job it was on is said to have crashed or timed out)."""
     private, (commands, status) = workdir / "private", (os.pipe(), os.pipe())
     fds = [(os.open(private / f"{job.index}.files.json", os.O_RDONLY), *(
         os.open(private / f"{job.index}.{name}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        for name in ("result.json", "arrays.npz"))) for job in jobs]
+        for name in ("result.json", "arrays.npz", "output.txt"))) for job in jobs]     # output: the child's 1 and 2
     try:
         with contained(isolation, workdir, [isolation.paths(workdir)["task"], str(commands[0]), str(status[1])],
                        (commands[0], status[1], *sum(fds, ())), private / "stdout.txt", private / "stderr.txt") as process:
@@ -390,9 +397,7 @@ def _session(isolation, workdir, jobs, limits):
                     os.write(commands[1], f"{job.index} {' '.join(map(str, fds[n]))}\n".encode())
                 report, silent = _status(status[0], limits.timeout + GRACE)
                 code = report.get("returncode", -1) if report else None if silent else process.wait(GRACE)
-                with open(private / "stderr.txt", "rb") as handle:
-                    handle.seek(max(seen, os.fstat(handle.fileno()).st_size - 16384))
-                    tail = handle.read().decode("utf-8", "replace")
+                tail = _tail(private / f"{job.index}.output.txt", 0) + _tail(private / "stderr.txt", seen)
                 outcome = Outcome(code, silent or (report is not None and code is None), tail)
                 job.handed_back = _handed_back(job.grade, outcome, [private / f"{job.index}.{name}" for name in
                                                                     ("result.json", "arrays.npz")], job.cases, limits)

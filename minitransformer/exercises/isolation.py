@@ -3,8 +3,10 @@
 `bubblewrap`: namespaces in which the student's process sees only Python, NumPy, its package and inputs,
 read-only, an empty /tmp and no network. `process`, where bubblewrap is missing or refused: world-readable
 files stay readable. Both: a new session, an empty environment, the grader as child subreaper (a process that
-detaches by a double fork or setsid is still killed), `nobody` under root, the limits set by `runner.py` before
-it imports the student's code, a timeout. Left out: cgroups, seccomp filters, a limit on files in /tmp.
+detaches by a double fork or setsid is still killed), `nobody` under root, each exercise's child in a pid
+namespace of its own under root (no signal to another student's), the limits set by `runner.py` before
+it imports the student's code, a seccomp filter refusing the kernel keyrings (a key outlives its process), a
+timeout. Left out: cgroups, a filter on other system calls, a limit on files in /tmp.
 """
 
 import ctypes
@@ -222,7 +224,8 @@ def contained(isolation, workdir, runner_args, pass_fds, stdout_path, stderr_pat
     before = {pid for pid, (parent, _, _) in _processes().items() if parent == os.getpid()}
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)                 # PR_SET_CHILD_SUBREAPER: orphans come back to us
     try:
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        private = {"opener": lambda path, flags: os.open(path, flags, 0o600)}    # not reopened by nobody (/proc/self/fd)
+        with open(stdout_path, "wb", **private) as out, open(stderr_path, "wb", **private) as err:
             process = subprocess.Popen(argv, cwd=workdir / "cwd", env=ENVIRONMENT, stdin=subprocess.DEVNULL,
                                        stdout=out, stderr=err, pass_fds=pass_fds, start_new_session=True)
         try:

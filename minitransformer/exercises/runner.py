@@ -1,7 +1,7 @@
 """The student's side of grading, started contained (`isolation.py`) once per submission: `python -I -S runner.py TASK
 COMMANDS_FD STATUS_FD`. This trusted parent imports NumPy and the temporary package once, from code it compiles
 before any student code runs (every graded region of the assignment blank there: no answer in its memory). For each
-line "<exercise> <source fd> <result fd> <arrays fd>" the grader writes, it forks a child that closes every other
+line "<exercise> <source fd> <result fd> <arrays fd> <output fd>" the grader writes, it forks a child that closes every other
 descriptor, takes a /tmp and IPC of its own (bubblewrap as root), drops to `nobody` under root with the limits,
 compiles the exercise's files (its regions the student's, the others the reference's: read from the source fd, which
 the parent never reads) in place of the parent's, imports the package anew and runs the exercise's cases. The parent
@@ -63,12 +63,32 @@ def _confine(user, limits, nproc):
         os.setgroups([])
         os.setgid(user[1])
         os.setuid(user[0])
-        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)                # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
+    ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)                    # PR_SET_NO_NEW_PRIVS: setuid programs stay powerless
+    _no_keyrings()
     settings = {resource.RLIMIT_AS: limits["memory_mb"] * MIB, resource.RLIMIT_FSIZE: limits["file_mb"] * MIB,
                 resource.RLIMIT_CORE: 0, resource.RLIMIT_NPROC: nproc}
     for which, value in settings.items():
         if value is not None:                                  # nproc None: the limit would not hold (root)
             resource.setrlimit(which, (value, value))
+
+
+# the kernel keyrings' system calls (add_key, request_key, keyctl) and the architecture they are numbered for
+KEYRING_CALLS = {"x86_64": (0xC000003E, 248, 249, 250), "aarch64": (0xC00000B7, 217, 218, 219)}
+
+
+def _no_keyrings():
+    """A seccomp filter: the keyring calls fail (EPERM), as does every call of another architecture (x86-64's 32-bit
+    ones) or of x32: a key outlives its process, in the user's keyring or the session's, for the next child to read."""
+    if os.uname().machine not in KEYRING_CALLS:
+        raise OSError(f"the child's seccomp filter knows {', '.join(KEYRING_CALLS)}, not {os.uname().machine}")
+    arch, *calls = KEYRING_CALLS[os.uname().machine]
+    deny, allow = (0x06, 0, 0, 0x00050001), (0x06, 0, 0, 0x7FFF0000)               # SECCOMP_RET_ERRNO | EPERM, ALLOW
+    program = [(0x20, 0, 0, 4), (0x15, 0, 6, arch), (0x20, 0, 0, 0), (0x35, 4, 0, 0x40000000),  # arch; nr; x32 bit
+               *((0x15, 3 - i, 0, call) for i, call in enumerate(calls)), allow, deny]
+    filters = (ctypes.c_uint64 * len(program))(*(code | jt << 16 | jf << 24 | k << 32 for code, jt, jf, k in program))
+    fprog = (ctypes.c_uint64 * 2)(len(program), ctypes.addressof(filters))   # struct sock_fprog: length, filter
+    if ctypes.CDLL(None, use_errno=True).prctl(22, 2, ctypes.byref(fprog), 0, 0):    # PR_SET_SECCOMP, FILTER
+        raise OSError(ctypes.get_errno(), "the child's seccomp filter (no kernel keyrings)")
 
 
 def _float_array(value, np, what):
@@ -206,18 +226,34 @@ def _fresh_namespaces():
     os.chdir("/tmp")                                                                   # MS_PRIVATE; MS_NOSUID | NODEV
 
 
+def _own_pid_namespace():
+    """As root: go on as pid 1 of a pid namespace of its own (an answer's kill(-1) or kill(pid) reaches no process
+    outside it: not another student's, graded at the same time as the same user); this process ends as it does."""
+    if os.geteuid() != 0 or ctypes.CDLL(None).unshare(0x20000000):                    # CLONE_NEWPID
+        return
+    pid = os.fork()
+    if pid:
+        status = os.waitpid(pid, 0)[1]
+        if os.WIFSIGNALED(status):                                                    # not dumpable: no core file
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0), os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status))
+
+
 def _child(task, exercise, fds, inputs, package):
-    """In the forked child: run one exercise (`fds`: its source, result and arrays descriptors); never returns."""
+    """In the forked child: run one exercise (`fds`: its source, result, arrays and output descriptors); never returns."""
     status = 1
     try:
         os.setpgid(0, 0)
         ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)                 # PR_SET_DUMPABLE: its own /proc entries, as before
         with os.fdopen(fds[0], "rb") as handle:
             sources = json.loads(handle.read())
-        for low, high in zip((2, *sorted(fds[1:])), (*sorted(fds[1:]), 2**16)):
+        for fd in (1, 2):                                      # a file of its own: no offset or size shared
+            os.dup2(fds[3], fd)                                # with the next exercise's child (a number handed on)
+        for low, high in zip((2, *sorted(fds[1:3])), (*sorted(fds[1:3]), 2**16)):
             os.closerange(low + 1, high)                       # the parent's, the grader's, the other exercises'
         if task["fresh"]:
             _fresh_namespaces()
+        _own_pid_namespace()
         _confine(task["user"], task["limits"], task["nproc"])
         package.replace(sources)
         records, arrays = run_cases(task["exercises"][exercise]["cases"], inputs, package.package.resolve())
