@@ -87,7 +87,19 @@ def grade_class(folder, assignment, jobs, isolation):
     rows = grade_folder(folder, assigned, REGIONS, jobs, grades, (Limits(), isolation, REFERENCE), say=lambda *_: None)
     seconds = time.perf_counter() - started
     assert all(not row.get("error") for row in rows), [row["error"] for row in rows if row.get("error")]
+    check_scores(rows, sum(assigned.points.values()))
     return seconds
+
+
+def check_scores(rows, possible):
+    """A fast grading that grades wrongly is no figure: the right answers score every point, the missing none, the
+    wrong forward or backward fewer than all (the kind is the end of the student's folder name)."""
+    for row in rows:
+        points, kind = sum(g["points"] for g in row["grades"]), row["student"].split("-", 1)[1].replace("-", " ")
+        wrong = {"right": points != possible, "missing": points != 0,
+                 "wrong forward": points >= possible, "wrong backward": points >= possible}.get(kind, False)
+        if wrong:
+            raise SystemExit(f"error: {row['student']} scored {points:g} of {possible:g}: the grading is wrong")
 
 
 # Run in the contained Python: the parent's work (NumPy, the package compiled and imported) and one child's per
