@@ -192,8 +192,8 @@ for ax, pattern, title in zip(axes, patterns, [f"layer 0, head {previous_head}: 
                                                f"layer 1, head {induction_head}: induction"]):
     image = ax.imshow(pattern, cmap="magma", vmin=0, vmax=1)
     ax.set_title(title, fontsize=9)
-    ax.set_xlabel("key position (attended to)")
-    ax.set_ylabel("query position")
+    ax.set_xlabel("key position (attended to), labelled by its token")
+    ax.set_ylabel("query position, labelled by its token")
     ax.set_xticks(range(len(x[one])), x[one], rotation=90, fontsize=6)
     ax.set_yticks(range(len(x[one])), x[one], fontsize=6)
 axes[1].scatter(earlier_next[one, queries], queries, s=60, facecolors="none", edgecolors="cyan",
