@@ -396,9 +396,8 @@ MUTATIONS = [
             ('style: str = "gpt2"', 'style: str = "llama"'),
             ("**STYLES[config.style])", '**STYLES[config.style], norm="post")'),
             ("**STYLES[config.style])", '**STYLES["gpt2"])'),
-            ("key=lambda d_ff: abs(count(d_ff) - target))", "key=lambda d_ff: count(d_ff) - target)"),
-            ("guess = max(1, round((target - count(1)) / per_unit) + 1)",
-             "guess = max(1, round((target - count(1)) / per_unit) + 4)"),
+            ("return max(1, round((target - count(1)) / per_unit) + 1)",
+             "return max(1, round((target - count(1)) / per_unit) + 4)"),
             ),
     # ------------------------------------------------------------------ Shaw et al.'s relative values
     *_group(PKG + "variants/relative_values.py", RELATIVE_VALUES,

@@ -23,11 +23,11 @@ import os
 SPIN_EXPONENT = 22          # OpenBLAS's helper threads spin 2^22 cycles (under 2 ms) before they sleep
 VARIABLE = "OPENBLAS_THREAD_TIMEOUT"
 
-if VARIABLE in os.environ:
-    import numpy  # noqa: F401  (OpenBLAS reads the user's value)
-else:
+ours = VARIABLE not in os.environ                   # a user's value is theirs: kept, and left there
+if ours:
     os.environ[VARIABLE] = str(SPIN_EXPONENT)
-    try:
-        import numpy  # noqa: F401  (OpenBLAS loads now and reads the variable)
-    finally:
+try:
+    import numpy  # noqa: F401  (OpenBLAS loads now and reads the variable)
+finally:
+    if ours:
         del os.environ[VARIABLE]

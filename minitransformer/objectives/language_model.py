@@ -132,12 +132,10 @@ class Trainer(TrainingLoop):
     def _batch_losses(self, batches):
         """Each window batch's loss, (n,) float64: all computed here; or, in an evaluation the loop shares
         (`evaluating_together`), this rank's `shares` of them, added up with the other ranks' (`add_up`)."""
-        if not self.evaluating_together:
-            return np.array([float(self.loss_fn(self.model(x), y)) for x, y in batches])
-        mine = shares(len(batches), self.parallel.size)[self.parallel.rank]
+        mine = shares(len(batches), self.parallel.size)[self.parallel.rank] if self.evaluating_together else slice(None)
         losses = np.zeros(len(batches))
         losses[mine] = [float(self.loss_fn(self.model(x), y)) for x, y in batches[mine]]
-        return self.parallel.add_up(losses)
+        return self.parallel.add_up(losses) if self.evaluating_together else losses
 
     def checkpoint_meta(self):
         """What a checkpoint of this run holds beside the loop's own: the config, the tokenizer, the options."""

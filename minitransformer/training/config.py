@@ -97,9 +97,8 @@ def matching_llama_width(config, vocab_size, target):
     def count(d_ff):
         llama = dataclasses.replace(config, style="llama", d_ff=d_ff, dropout=0.0, kernels="plain")
         return build_model(llama, vocab_size).num_parameters()
-    per_unit = count(2) - count(1)                       # 3 C n_layers parameters per hidden unit
-    guess = max(1, round((target - count(1)) / per_unit) + 1)
-    return min(range(max(1, guess - 2), guess + 3), key=lambda d_ff: abs(count(d_ff) - target))
+    per_unit = count(2) - count(1)                       # 3 C n_layers parameters per hidden unit: linear in d_ff
+    return max(1, round((target - count(1)) / per_unit) + 1)
 
 
 def build_parameter_groups(model, config):

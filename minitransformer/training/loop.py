@@ -264,8 +264,8 @@ class TrainingLoop:
         bar = tqdm(total=max_steps, initial=self.step, disable=not on_terminal, unit="step", dynamic_ncols=True)
         try:
             with stop_at_step_boundary() as stop:
-                if evaluate_first and self.step == 0:
-                    losses = self._evaluate_and_save(bar if on_terminal else None, on_eval)
+                if evaluate_first and self.step == 0:                  # recorded, not saved: nothing trained yet
+                    self._evaluate_and_save(bar if on_terminal else None, on_eval, save=False)
                 while self.step < max_steps:
                     started = time.perf_counter()
                     if self.parallel is not None:       # the ranks agree on stopping in the step's first message
@@ -306,8 +306,9 @@ class TrainingLoop:
         if self.step == first_step + 1 and not shown:
             bar.refresh()                               # the loss from the first step on
 
-    def _evaluate_and_save(self, bar, on_eval):
-        """Evaluate, stop on a non-finite loss, record, print one line, checkpoint and plot; returns the losses.
+    def _evaluate_and_save(self, bar, on_eval, save=True):
+        """Evaluate, stop on a non-finite loss, record, print one line, checkpoint and plot (if `save`); returns the
+        losses.
 
         Data parallel: rank 0 alone; the other ranks send it their shards of the optimizer state
         (`parallel.gather_state`), take their share of the evaluation if the run shares it (`shares_evaluation`)
@@ -325,7 +326,8 @@ class TrainingLoop:
             self.log(f"{line}  (lr {self.history['lr'][-1]:.2e}, {self._rate_text()})")
         elif self.log is not None:
             self.log(line)
-        self._save_and_plot()
+        if save:
+            self._save_and_plot()
         if on_eval is not None:
             on_eval(self, losses)
         if self.parallel is not None:                   # the other ranks' deadline allows for it

@@ -13,7 +13,8 @@ Where the laps are (the one loop, the one step, the data-parallel hook):
     control        the step's first message (loss, stop flag): the wait for the slowest rank   distributed.py
     gradient       the gradient's collective (all-reduce, or reduce-scatter and the norm's)    distributed.py
     clip           the global norm and the clipping factor             step.py, distributed.py
-    optimizer      the update (and, sharded, the weights' all-gather)  step.py, distributed.py
+    optimizer      the update                                          step.py, distributed.py
+    all-gather     sharded only: the updated shards to every rank       distributed.py
     finite check   the loss and norm checked, the history appended     training/loop.py
     progress       the step's time kept, the progress bar              training/loop.py
     evaluation     evaluation, its line, the checkpoint (every eval_interval steps)   training/loop.py
