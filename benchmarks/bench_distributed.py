@@ -3,11 +3,14 @@
     mpiexec -n 2 python benchmarks/bench_distributed.py --text ../shared/data/tinyshakespeare.txt
 
 nanoGPT's Shakespeare-char CPU configuration (TrainConfig's defaults, float32, fast kernels), as
-bench_train.py trains it. Rounds interleave four contenders, each in turns of BLOCK steps (the first
+bench_train.py trains it. Rounds interleave five contenders, each in turns of BLOCK steps (the first
 untimed) after an IDLE_GAP, so that all see the same machine load:
 * 2 ranks, replicated (DDP) and sharded (ZeRO-1): every rank runs the loop's step (`step_on_next_batch`, as
   `train` runs it) with 1 BLAS thread; rank 0 times it;
 * 1 rank: the same loop's step in rank 0 alone with --threads BLAS threads (default 2), while rank 1 sleeps;
+* the floor: every matrix product of a rank's step (bench_train.py's replay of a share of 6 windows: forward
+  and backward, on operands made beforehand), run by every rank at once with 1 BLAS thread, nothing else: what
+  a rank's step would take if everything but its products were free;
 * PyTorch 2.13 eager's whole step (bench_train.py's twin: the batch drawn, forward, backward, clipping,
   AdamW) with --threads threads, in rank 0, while rank 1 sleeps.
 It prints the median ms per step of each and their ratios to PyTorch's; where each rank's step goes, phase
@@ -27,6 +30,7 @@ checkpoint's state as a save does. Per rank it prints the bytes of optimizer sta
 """
 
 import argparse
+import dataclasses
 import os
 import resource
 import sys
@@ -41,6 +45,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from bench_train import matmul_products, product_replay  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
@@ -111,6 +116,9 @@ def contenders(config, train_data, V, comm, threads):
         made[f"{comm.Get_size()} ranks, {mode}"] = (comm.Get_size(), 1, trainer.step_on_next_batch)
     made["1 rank"] = (1, threads, one_process_loop(config, train_data, V).step_on_next_batch
                       if comm.Get_rank() == 0 else None)
+    share = dataclasses.replace(config, batch_size=-(-config.batch_size // comm.Get_size()))   # the largest share
+    made[f"{comm.Get_size()} ranks, matrix products alone"] = (
+        comm.Get_size(), 1, product_replay(matmul_products(share, V)))   # the floor: a rank's products, nothing else
     try:
         import torch
         from bench_train import torch_model, torch_step

@@ -54,11 +54,9 @@ def matmul_products(config, V):
     def with_backward(batch, m, k, n):                 # y = a b; da = dy b^T; db = a^T dy
         return [(batch, m, k, n), (batch, m, n, k), (batch, k, m, n)]
 
-    per_layer = [(1, N, C, 3 * C)]                     # q, k, v in one forward product ...
-    for _ in range(3):                                 # ... and three backward pairs (multihead.py, "Speed")
-        per_layer += with_backward(1, N, C, C)[1:]
-    for shape in [(B * H, T, hs, T), (B * H, T, T, hs), (1, N, C, C), (1, N, C, F), (1, N, F, C)]:
-        per_layer += with_backward(*shape)
+    per_layer = []
+    for shape in [(1, N, C, C)] * 4 + [(B * H, T, hs, T), (B * H, T, T, hs), (1, N, C, F), (1, N, F, C)]:
+        per_layer += with_backward(*shape)             # W_Q, W_K, W_V, W_O (four Linears), attention, feed-forward
     return per_layer * config.n_layers + with_backward(1, N, C, V)
 
 

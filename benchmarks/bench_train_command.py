@@ -14,7 +14,8 @@ bookkeeping and progress, and one more evaluation and checkpoint (every 250 step
 PyTorch's step is bench_train.py's twin, a whole eager step (the batch drawn, forward, backward, clipping,
 AdamW) with --threads threads (default 2), timed the same way in this process: (260 steps - 60 steps) / 200,
 best of --repeats. The contenders take turns in each repeat, so all see the same load. It prints each
-one's ms per step and its ratio to PyTorch's.
+one's ms per step and its ratio to PyTorch's; then, since the best of each side may come from different
+repeats on a noisy machine, each repeat's ratio to PyTorch's step of the same repeat, and their median.
 
 --phases also prints where the 260-step runs' time went, per rank (MINITRANSFORMER_PHASES=1:
 training/phases.py's table, from the command's stderr).
@@ -133,6 +134,12 @@ def main(argv=None):
     for name, ms in best.items():
         print(f"  {name:<32} {ms:7.1f} ms" + (f"   ratio to PyTorch {ms / torch_ms:.2f}" if torch_ms else "")
               + f"   (each: {', '.join(f'{1e3 * value:.1f}' for value in per_step[name])})")
+    twin_name = f"PyTorch eager twin ({threads} threads)"
+    if twin_name in per_step:                       # the brief's measure on a noisy machine: paired ratios' median
+        print("ratio to PyTorch's step in the same repeat (each), and their median:")
+        for name in names.values():
+            ratios = [ours / theirs for ours, theirs in zip(per_step[name], per_step[twin_name])]
+            print(f"  {name:<32} {', '.join(f'{ratio:.2f}' for ratio in ratios)}   median {np.median(ratios):.2f}")
     for name, stderr in tables.items():
         lines = [line for line in stderr.splitlines() if line.startswith(("phases of", "  "))]
         if lines:

@@ -35,10 +35,10 @@ def test_the_replayed_products_add_up_to_the_models_flops():
     per_layer = 2 * B * T * C * 3 * C + 2 * B * T * C * C + 2 * 2 * B * T * C * F + 2 * 2 * B * H * T * T * (C // H)
     products = bench.matmul_products(config, V)
     assert bench.flops(products) == 3 * (L * per_layer + 2 * B * T * C * V)
-    N = B * T                                        # q, k, v: one fused product forward, three pairs backward
-    assert products.count((1, N, C, 3 * C)) == L and (1, N, 3 * C, C) not in products
+    N = B * T                                        # W_Q, W_K, W_V, W_O: four Linears, as the model runs them
+    assert products.count((1, N, C, C)) == 2 * 4 * L and (1, N, C, 3 * C) not in products   # y = x W and dx
     assert products.count((1, C, N, C)) == 4 * L     # dW for W_Q, W_K, W_V and W_O
-    assert len(products) == L * (1 + 3 * 2 + 5 * 3) + 3
+    assert len(products) == L * 8 * 3 + 3
 
 
 def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
@@ -53,8 +53,8 @@ def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
     result = subprocess.run(mpi_command(2, str(script), "--text", str(text), "--rounds", "1"), capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    for figure in ("2 ranks, replicated", "2 ranks, sharded", "1 rank", "alpha-beta model", "64 machines, sharded",
-                   "where each rank's step goes"):
+    for figure in ("2 ranks, replicated", "2 ranks, sharded", "1 rank", "2 ranks, matrix products alone",
+                   "alpha-beta model", "64 machines, sharded", "where each rank's step goes"):
         assert figure in result.stdout, figure
     phases = result.stdout.split("where each rank's step goes")[1].split("alpha-beta model")[0]
     rows = [line.split()[0] for line in phases.splitlines() if line.startswith("    ") and "/" in line]
@@ -81,7 +81,9 @@ def test_bench_train_command_times_the_command_on_one_and_two_ranks_and_prints_t
         assert figure in result.stdout, figure
     try:
         import torch  # noqa: F401
-        assert result.stdout.count("ratio to PyTorch") == 3, result.stdout
+        assert result.stdout.count("ratio to PyTorch ") == 3, result.stdout         # the bests beside PyTorch's
+        paired = result.stdout.split("in the same repeat")[1].split("phases of")[0]
+        assert [line.split()[-2] for line in paired.splitlines()[1:] if "median" in line] == ["median"] * 2, paired
     except ImportError:
         pass
 
@@ -195,3 +197,26 @@ def test_benchmark_threads_option_refuses_a_bad_count_in_one_line():
                               text=True, timeout=120)
         assert done.returncode == 2, (script, done.stderr)
         assert done.stderr.strip().splitlines() == ["error: --threads expected an integer >= 1, got '0'"], done.stderr
+
+
+def test_bench_step_layers_gives_each_layer_class_its_own_time_and_the_products_alone(tmp_path):
+    """Each layer class's forward and backward once per row, with its calls per step (24 Linears forward: q, k, v,
+    o and the feed-forward's two, in 4 layers), the step's rest, and the products replayed alone."""
+    import subprocess
+    import sys
+
+    text = tmp_path / "tiny.txt"
+    text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
+    result = subprocess.run([sys.executable, str(BENCH.parent / "bench_step_layers.py"), "--text", str(text),
+                             "--steps", "2", "--batch", "2"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines() if line.startswith("  Fast")
+            or line.startswith("  MultiHead")}
+    assert rows["FastLinear.forward"][3] == "24" and rows["FastLinear.backward"][3] == "24", rows
+    assert rows["MultiHeadAttention.forward"][3] == "4", rows      # its own time: its Linears are rows of their own
+    assert "FastGELU.backward" in rows and "FastLayerNorm.forward" in rows
+    for figure in ("the rest (optimizer, clipping, batch, loop)", "matrix products replayed alone"):
+        assert figure in result.stdout, figure
+    bad = subprocess.run([sys.executable, str(BENCH.parent / "bench_step_layers.py"), "--text", str(text),
+                          "--batch", "0"], capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "error: --batch and --steps must be at least 1, got 0 and 40" in bad.stderr

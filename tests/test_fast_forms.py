@@ -30,6 +30,26 @@ def test_gelu_in_place_form_equals_the_formula():
     np.testing.assert_allclose(layer.backward(dout), dout * (0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * du_dx), rtol=1e-13, atol=1e-15)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_gate_as_a_sigmoid_matches_tanh_at_the_extremes_without_warnings(dtype):
+    """The fast gate 1 / (1 + exp(-2u)) against the plain 0.5 (1 + tanh u): where exp(-2u) overflows (x far
+    below 0) the gate must be exactly 0, as tanh's, with no overflow warning reaching the caller."""
+    from minitransformer.layers.activations import GELU as PlainGELU
+    x = np.array([-1e4, -100.0, -30.0, -12.0, -10.0, -3.0, -1e-3, 0.0, 1e-3, 3.0, 10.0, 100.0, 1e4], dtype)
+    dout = np.linspace(-1.0, 1.0, x.size).astype(dtype)
+    plain, fast = PlainGELU(), GELU()
+    with np.errstate(all="raise"):                          # an overflow escaping the fast form would raise here
+        y, dx = fast.forward(x), fast.backward(dout)
+    with np.errstate(over="ignore"):                        # the plain form's x**3 overflows at -1e4 in float32
+        y_plain, dx_plain = plain.forward(x), plain.backward(dout)
+    assert y.dtype == dx.dtype == dtype
+    overflowing = 4 if dtype == np.float32 else 3                # -2u beyond the dtype's range: x <= -12, x <= -30
+    assert np.all(fast.gate[:overflowing] == 0) and np.all(y[:overflowing] == 0)
+    tolerance = 4 * np.finfo(dtype).eps
+    np.testing.assert_allclose(y, y_plain, rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(dx, dx_plain, rtol=tolerance, atol=tolerance)
+
+
 @pytest.mark.parametrize("shape", [(3, 100, 512), (2, 1, 7), (5,), (), (4, 0)])
 def test_gelu_in_row_blocks_equals_one_block_bit_for_bit(shape, monkeypatch):
     rng = np.random.default_rng(3)
