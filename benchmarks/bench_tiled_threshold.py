@@ -1,6 +1,6 @@
 """Benchmark: from which length on the fast attention's tiled form beats its dense form, and with which tiles.
 
-    python benchmarks/bench_tiled_threshold.py                                # T = 64 ... 1024, tiles 64, 128, 256
+    python benchmarks/bench_tiled_threshold.py                                # T = 64 ... 2048, tiles 64, 128, 256
     python benchmarks/bench_tiled_threshold.py --lengths 128 256 512 --tiles 128 --rounds 15 --threads 1
 
 The benchmark model's attention alone (bench_train.py's configuration: H = 4 heads of hs = 32, float32, causal) at
@@ -19,7 +19,8 @@ Last it prints the decision: for each tile size, the shortest measured length fr
 never slower than the dense one (its ratio at most 1 there and at every longer length measured), and the
 `TILED_FROM` and `TILE_SIZE` this run supports beside the values in minitransformer/fast/attention.py. Below
 the threshold the dense form holds (B, H, T, T) weights; above it memory grows with T only, so a tie goes to
-tiling.
+tiling. Then the same rule between tile sizes: from which length on a tile size wider than TILE_SIZE is never
+slower than TILE_SIZE's tiles (`WIDE_TILES_FROM`, `WIDE_TILE_SIZE`).
 """
 
 import argparse
@@ -91,16 +92,16 @@ def table(times, lengths, names):
     return "\n".join(lines)
 
 
-def ratio(times, T, name):
-    """The median over rounds of form `name`'s time divided by the dense form's in the same round, at T."""
-    return statistics.median(a / b for a, b in zip(times[T, name], times[T, "dense"]))
+def ratio(times, T, name, against="dense"):
+    """The median over rounds of form `name`'s time divided by form `against`'s in the same round, at T."""
+    return statistics.median(a / b for a, b in zip(times[T, name], times[T, against]))
 
 
-def crossover(times, lengths, name):
-    """The shortest length from which on `name` is never slower than dense (None: slower at the longest)."""
+def crossover(times, lengths, name, against="dense"):
+    """The shortest length from which on `name` is never slower than `against` (None: slower at the longest)."""
     start = None
     for T in sorted(lengths, reverse=True):
-        if ratio(times, T, name) > 1:
+        if ratio(times, T, name, against) > 1:
             break
         start = T
     return start
@@ -108,7 +109,7 @@ def crossover(times, lengths, name):
 
 def decision(times, lengths, tiles):
     """The lines that say where the fast attention should start tiling, and with which tile size."""
-    from minitransformer.fast.attention import TILE_SIZE, TILED_FROM
+    from minitransformer.fast.attention import TILE_SIZE, TILED_FROM, WIDE_TILE_SIZE, WIDE_TILES_FROM
     longest = max(lengths)
     starts = {tile: crossover(times, lengths, f"tiled-{tile}") for tile in tiles}
     lines = ["Decision:"]
@@ -123,13 +124,28 @@ def decision(times, lengths, tiles):
         best = min(found, key=lambda tile: (starts[tile], ratio(times, longest, f"tiled-{tile}")))
         lines.append(f"  -> TILED_FROM = {starts[best]}, TILE_SIZE = {best} (the earliest crossover; "
                      f"a tie goes to the lower ratio at T = {longest})")
-    lines.append(f"  now in minitransformer/fast/attention.py: TILED_FROM = {TILED_FROM}, TILE_SIZE = {TILE_SIZE}")
+        lines += wide_tiles(times, lengths, [tile for tile in tiles if tile > best], best)
+    lines.append(f"  now in minitransformer/fast/attention.py: TILED_FROM = {TILED_FROM}, TILE_SIZE = {TILE_SIZE}, "
+                 f"WIDE_TILES_FROM = {WIDE_TILES_FROM}, WIDE_TILE_SIZE = {WIDE_TILE_SIZE}")
     return "\n".join(lines)
+
+
+def wide_tiles(times, lengths, wider, base):
+    """The lines that say from which length wider tiles than `base` should run: for each wider tile size, the
+    shortest length from which on it is never slower than `base`; the earliest such length wins."""
+    starts = {tile: crossover(times, lengths, f"tiled-{tile}", f"tiled-{base}") for tile in wider}
+    found = [tile for tile, start in starts.items() if start is not None]
+    if not found:
+        return [f"  -> no wider tile is at most as slow as {base} x {base} at the longest length: no wide tiles"]
+    longest = max(lengths)
+    tile = min(found, key=lambda tile: (starts[tile], ratio(times, longest, f"tiled-{tile}", f"tiled-{base}")))
+    return [f"  -> WIDE_TILES_FROM = {starts[tile]}, WIDE_TILE_SIZE = {tile} (tiles of {tile} at most as slow as "
+            f"{base} from there on; ratio at T = {longest}: {ratio(times, longest, f'tiled-{tile}', f'tiled-{base}'):.2f})"]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 192, 256, 384, 512, 1024])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 192, 256, 384, 512, 1024, 2048])
     parser.add_argument("--tiles", type=int, nargs="+", default=[64, 128, 256])
     parser.add_argument("--rounds", type=int, default=9, help="rounds; each times every (T, form) once")
     parser.add_argument("--threads", type=int, default=2,

@@ -187,6 +187,12 @@ def test_threshold_decision_is_the_earliest_length_from_which_tiling_never_loses
     assert "now in minitransformer/fast/attention.py: TILED_FROM = " in said, said
     only_losing = bench.decision(times, lengths, [64])
     assert "-> the dense form is faster at every length measured: measure beyond T = 512" in only_losing
+    # wider tiles than the decision's: 256 against 128 per round 0.92, 0.95, 1.22, 0.875 -> from 512 only
+    assert "-> WIDE_TILES_FROM = 512, WIDE_TILE_SIZE = 256" in said, said
+    times[384, "tiled-256"] = [0.85 * 2.0, 0.85 * 1.0, 0.85 * 4.0]      # now 0.92, 0.95, 0.94, 0.875: from 128 on
+    assert bench.wide_tiles(times, lengths, [256], 128)[0].startswith("  -> WIDE_TILES_FROM = 128, WIDE_TILE_SIZE = 256")
+    times[512, "tiled-256"] = [0.9 * 2.0, 0.9 * 1.0, 0.9 * 4.0]         # 1.125 at the longest: no wide tiles
+    assert "no wider tile is at most as slow as 128 x 128" in bench.wide_tiles(times, lengths, [256], 128)[0]
 
 
 def test_benchmark_threads_option_refuses_a_bad_count_in_one_line():

@@ -186,3 +186,21 @@ def test_row_blocks_refuse_inputs_of_different_shapes():
         out[...] = x
     with pytest.raises(ValueError, match=r"by_row_blocks expected inputs of one shape \(3, 4\), got \(1, 4\)"):
         row_blocks.by_row_blocks(copy, [np.ones((3, 4)), np.ones((1, 4))])
+
+
+def test_fast_attention_picks_dense_then_tiles_then_wide_tiles_by_the_number_of_keys():
+    """Below `tiled_from` keys the dense form (alpha kept); from there tiles of `tile_size`; from `wide_tiles_from`
+    tiles of `wide_tile_size`: each path equal to the plain layer, forward and backward."""
+    from minitransformer.layers.attention import ScaledDotProductAttention as PlainAttention
+    rng = np.random.default_rng(12)
+    for T, expected_tile in [(3, None), (4, 2), (7, 2), (8, 4), (11, 4)]:
+        q, k, v, dout = (rng.standard_normal((2, 3, T, 4)) for _ in range(4))
+        fast = ScaledDotProductAttention(causal=True)
+        fast.tiled_from, fast.tile_size, fast.wide_tiles_from, fast.wide_tile_size = 4, 2, 8, 4
+        plain = PlainAttention(causal=True)
+        out = fast(q, k, v)
+        assert (fast.tiled is None) == (expected_tile is None), T
+        assert expected_tile is None or (fast.tiled.block_size == expected_tile and fast.alpha is None), T
+        np.testing.assert_allclose(out, plain(q, k, v), rtol=1e-12, atol=1e-12)
+        for ours, theirs in zip(fast.backward(dout), plain.backward(dout)):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-11, atol=1e-12)

@@ -273,7 +273,7 @@ def _fast_tiled():
     """The fast tier's attention on its tiled path (absent from a student copy that assigns attention)."""
     fast = pytest.importorskip("minitransformer.fast.attention", reason="the fast attention is left out of this copy")
     layer = fast.FastScaledDotProductAttention(causal=True)
-    layer.tiled_from, layer.tile_size = 1, 64
+    layer.tiled_from, layer.tile_size, layer.wide_tile_size = 1, 64, 64      # one tile size at every length
     return layer
 
 

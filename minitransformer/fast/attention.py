@@ -28,9 +28,11 @@ laid out like q, k, v with the fused QKV product of multi-head attention saved
 Long sequences. From Tk >= TILED_FROM keys on, this layer hands the call to the fast tier's
 tiled attention (`fast/tiled_attention.py`: FlashAttention-2's algorithms in tiles of
 TILE_SIZE x TILE_SIZE, its blocks shared between threads), whose memory grows with T
-instead of T^2; `alpha` is then None. The threshold and the tile size are measured by
-`benchmarks/bench_tiled_threshold.py` (benchmarks/README.md, "Tiled attention: where it
-starts"). tests/test_fast.py runs this path on every attention case of the catalogue
+instead of T^2; `alpha` is then None. From WIDE_TILES_FROM keys on the tiles are
+WIDE_TILE_SIZE wide: fewer, larger products and passes, which pay once there are enough
+blocks for the threads (T = 1024 and 2048: 0.82-0.85 of the attention's time in 128 x 128
+tiles). The threshold and the tile sizes are measured by `benchmarks/bench_tiled_threshold.py`
+(benchmarks/README.md, "Tiled attention: where it starts"). tests/test_fast.py runs this path on every attention case of the catalogue
 (forced with 2 x 2 tiles) against the plain layers; tests/test_tiled_attention.py
 measures its memory.
 """
@@ -46,6 +48,8 @@ from .tiled_attention import FastTiledAttention
 
 TILED_FROM = 256          # Tk at and above which the tiled form runs (see "Long sequences" above)
 TILE_SIZE = 128           # queries and keys per tile: (Bq, Bk) = (128, 128) per head (see "Long sequences")
+WIDE_TILES_FROM = 1024    # Tk at and above which the tiles are WIDE_TILE_SIZE wide instead (see "Long sequences")
+WIDE_TILE_SIZE = 256
 
 
 @lru_cache(maxsize=32)
@@ -66,11 +70,14 @@ class FastScaledDotProductAttention(ScaledDotProductAttention):
     and gradients written in q, k, v's memory layout. Same arguments, caches and results.
 
     From Tk >= `tiled_from` keys on, the call goes to `tiled`, a `FastTiledAttention` with tiles of `tile_size`
-    queries by `tile_size` keys: `alpha` is then None (`tiled` keeps `lse` and `out`).
+    queries by `tile_size` keys (`wide_tile_size` from Tk >= `wide_tiles_from` on): `alpha` is then None
+    (`tiled` keeps `lse` and `out`).
     """
 
     tiled_from = TILED_FROM
     tile_size = TILE_SIZE
+    wide_tiles_from = WIDE_TILES_FROM
+    wide_tile_size = WIDE_TILE_SIZE
 
     def forward(self, q, k, v, mask=None, bias=None):
         """q (..., Tq, dk), k (..., Tk, dk), v (..., Tk, dv) -> out (..., Tq, dv); see the plain layer."""
@@ -80,7 +87,8 @@ class FastScaledDotProductAttention(ScaledDotProductAttention):
         Tq, Tk = q.shape[-2], k.shape[-2]
         if Tk >= self.tiled_from:                                  # memory linear in T (see "Long sequences")
             mask, bias = tile_views(self, mask, bias, (*q.shape[:-1], Tk))   # checked here: errors name this layer
-            self.tiled, self.alpha = FastTiledAttention(self.causal, self.scale, self.tile_size), None
+            tile = self.wide_tile_size if Tk >= self.wide_tiles_from else self.tile_size
+            self.tiled, self.alpha = FastTiledAttention(self.causal, self.scale, tile), None
             return self.tiled.forward(q, k, v, mask=mask, bias=bias)
         self.tiled = None
         q_t = np.ascontiguousarray(np.swapaxes(q, -1, -2))         # (..., dk, Tq), see "Speed" above

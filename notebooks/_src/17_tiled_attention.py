@@ -172,7 +172,8 @@ print("tiled keeps", {name: getattr(tiled, name).shape for name in ("lse", "out"
 # sees every NumPy array), for one sequence with 2 heads of size 16, float64. Plain attention holds
 # $(T, T)$ arrays; `TiledAttention` (blocks of 128) holds q, k, v, the output, their gradients and a few
 # tiles. The fast tier's attention (what `GPT(kernels="fast")` runs) switches to tiling itself from
-# a threshold on (`tiled_from`, printed in the legend).
+# a threshold on (`tiled_from`, printed in the legend), and to wider tiles from a second one
+# (`wide_tiles_from`: fewer, larger tiles are faster on long sequences).
 
 # %%
 def peak_bytes(layer, T):
@@ -186,9 +187,11 @@ def peak_bytes(layer, T):
     return peak
 
 
-lengths = [64, 128, 256, 512, 1024]
-tiled_from = getattr(use_kernels(ScaledDotProductAttention(causal=True), "fast"), "tiled_from", None)   # None: no fast form
-FAST = f"fast tier (tiles from T = {tiled_from})"
+lengths = [64, 128, 256, 512, 1024, 2048]
+fast_layer = use_kernels(ScaledDotProductAttention(causal=True), "fast")
+tiled_from = getattr(fast_layer, "tiled_from", None)                   # None: a copy without the fast form
+wide_from = getattr(fast_layer, "wide_tiles_from", None)
+FAST = f"fast tier (tiles from T = {tiled_from}, wider from {wide_from})"
 makers = {"plain ScaledDotProductAttention": lambda: ScaledDotProductAttention(causal=True),
           "TiledAttention (blocks of 128)": lambda: TiledAttention(causal=True, block_size=128),
           FAST: lambda: use_kernels(ScaledDotProductAttention(causal=True), "fast")}
@@ -199,7 +202,7 @@ for index, T in enumerate(lengths):
 plain_growth = peaks["plain ScaledDotProductAttention"][-1] / peaks["plain ScaledDotProductAttention"][-2]
 tiled_growth = peaks["TiledAttention (blocks of 128)"][-1] / peaks["TiledAttention (blocks of 128)"][-2]
 fast_growth = peaks[FAST][-1] / peaks[FAST][-2]
-print(f"from T = 512 to 1024: plain x{plain_growth:.2f}, tiled x{tiled_growth:.2f}, fast tier x{fast_growth:.2f}")
+print(f"from T = 1024 to 2048: plain x{plain_growth:.2f}, tiled x{tiled_growth:.2f}, fast tier x{fast_growth:.2f}")
 assert plain_growth > 3.5 and tiled_growth < 2.3
 assert fast_growth < 2.3 or kernels_of(makers[FAST]()) == "plain"   # a copy without it
 
@@ -218,12 +221,13 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The plain layer's line has slope 2 on these axes: doubling $T$ from 512 to 1024 multiplies its peak
+# The plain layer's line has slope 2 on these axes: doubling $T$ from 1024 to 2048 multiplies its peak
 # by the printed ratio, close to 4. The tiled layer's peak grows by less than 2 per doubling: it is
 # a fixed part (a few $128 \times 128$ tiles per head) plus a part proportional to $T$ ($q$, $k$, $v$, the output,
 # their gradients), and at these lengths the fixed part is still a good share of it, so its line
 # is flatter than the dashed $\propto T$ line through its last point, and approaches that slope as $T$ grows.
-# Below its threshold the fast tier still runs the dense form (faster there); from it on it tiles. In a whole GPT
+# Below its threshold the fast tier still runs the dense form (faster there); from it on it tiles, and where its
+# tiles widen its fixed part steps up once (four times the tile's area), then grows linearly again. In a whole GPT
 # the other activations ($T \cdot C$ per layer) grow linearly too, so with tiling the model's memory is linear
 # in $T$:
 # `benchmarks/bench_long_sequences.py` measures it against PyTorch.
