@@ -30,10 +30,11 @@ tiled attention (`fast/tiled_attention.py`: FlashAttention-2's algorithms in til
 TILE_SIZE x TILE_SIZE, its blocks shared between threads), whose memory grows with T
 instead of T^2; `alpha` is then None. From WIDE_TILES_FROM keys on the tiles are
 WIDE_TILE_SIZE wide: fewer, larger products and passes, which pay once there are enough
-blocks for the threads (T = 1024 and 2048: 0.82-0.85 of the attention's time in 128 x 128
+blocks for the threads (T = 1024 and 2048: 0.82-0.90 of the attention's time in 128 x 128
 tiles). The threshold and the tile sizes are measured by `benchmarks/bench_tiled_threshold.py`
-(benchmarks/README.md, "Tiled attention: where it starts"). tests/test_fast.py runs this path on every attention case of the catalogue
-(forced with 2 x 2 tiles) against the plain layers; tests/test_tiled_attention.py
+(benchmarks/README.md, "Tiled attention: where it starts"). tests/test_fast.py runs this path
+on every attention case of the catalogue (forced with 2 x 2 tiles) against the plain layers;
+tests/test_fast_forms.py checks which path and tiles each length takes; tests/test_tiled_attention.py
 measures its memory.
 """
 
