@@ -1,15 +1,19 @@
 """Where a training step's time goes, layer class by layer class, beside its matrix products replayed alone.
 
     python benchmarks/bench_step_layers.py --text ../shared/data/tinyshakespeare.txt [--batch 6] [--threads 1]
+    python benchmarks/bench_step_layers.py --text ../shared/data/tinyshakespeare.txt --batch 1 --block-size 2048 --threads 2
 
 The loop's step (`step_on_next_batch`: the batch, forward, loss, backward, clipping, AdamW, as `train` runs
 it) of nanoGPT's Shakespeare-char CPU model with `--batch` windows (default 6: one rank's share of 12 on 2
-ranks) and `--threads` BLAS threads (default 1: a rank's). Each layer class's forward and backward is timed by a
+ranks) of `--block-size` tokens (default 64) and `--threads` BLAS threads (default 1: a rank's; the tiled
+attention's threads at long lengths follow it). Each layer class's forward and backward is timed by a
 wrapper that keeps its own time apart from the layers it calls (multi-head attention's own time leaves out its
 Linears and its attention), over `--steps` steps; what no layer spends (the optimizer, clipping, the batch,
 the loop) is the step's rest. Then every matrix product of the step (bench_train.py's replay, on operands made
 beforehand) is timed alone: the part of the step that is BLAS's, against the part that is NumPy's elementwise
 passes and Python's. The wrappers add about 2 µs a call; the table says how many calls each row makes.
+From the tiled attention's threshold on (T >= 256), the replay's attention products are still the dense form's
+(every T x T score, the causal half included), so that line is then only a bound on the products' share.
 """
 
 import argparse
@@ -93,16 +97,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--text", default="../shared/data/tinyshakespeare.txt", help="training text (read by path)")
     parser.add_argument("--batch", type=int, default=6, help="windows per step (6: one rank's share of 12 on 2 ranks)")
+    parser.add_argument("--block-size", type=int, default=64, help="T, tokens per window (64: the CPU model's)")
     parser.add_argument("--steps", type=int, default=40, help="timed steps")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (1: a rank's)")
     args = parser.parse_args(argv)
-    if args.batch < 1 or args.steps < 1:
-        parser.error(f"--batch and --steps must be at least 1, got {args.batch} and {args.steps}")
+    if min(args.batch, args.steps, args.block_size) < 1:
+        parser.error(f"--batch, --block-size and --steps must be at least 1, got {args.batch}, {args.block_size} "
+                     f"and {args.steps}")
     with open(args.text, encoding="utf-8") as file:
         text = file.read()
     tokenizer = CharTokenizer.train(text)
     train_data, _ = train_val_split(np.array(tokenizer.encode(text), dtype=np.int64))
-    config = TrainConfig(batch_size=args.batch)
+    config = TrainConfig(batch_size=args.batch, block_size=args.block_size)
     model, rng = build_model(config, tokenizer.vocab_size), np.random.default_rng([config.seed, 1])
     objective = LanguageModelObjective(model)
     loop = TrainingLoop(objective, build_optimizer(model, config),
@@ -122,7 +128,7 @@ def main(argv=None):
     replay = product_replay(matmul_products(config, tokenizer.vocab_size))
     replay()
     products = timed_median(replay, args.steps)
-    print(f"the loop's step, B = {args.batch}, {args.threads} BLAS thread(s): {1e3 * step:.2f} ms (mean of "
+    print(f"the loop's step, B = {args.batch}, T = {args.block_size}, {args.threads} BLAS thread(s): {1e3 * step:.2f} ms (mean of "
           f"{args.steps}); each layer class's own time (ms per step, calls per step, share of the step):")
     for (name, method), seconds in sorted(clock.own.items(), key=lambda item: -item[1]):
         print(f"  {name + '.' + method:<44} {1e3 * seconds / args.steps:7.2f} ms {clock.calls[(name, method)] // args.steps:4d}"

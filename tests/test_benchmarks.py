@@ -225,4 +225,5 @@ def test_bench_step_layers_gives_each_layer_class_its_own_time_and_the_products_
         assert figure in result.stdout, figure
     bad = subprocess.run([sys.executable, str(BENCH.parent / "bench_step_layers.py"), "--text", str(text),
                           "--batch", "0"], capture_output=True, text=True, timeout=600)
-    assert bad.returncode == 2 and "error: --batch and --steps must be at least 1, got 0 and 40" in bad.stderr
+    assert bad.returncode == 2 and "error: --batch, --block-size and --steps must be at least 1, got 0, 64 and 40" \
+        in bad.stderr
