@@ -117,11 +117,10 @@ def decision(times, lengths, tiles):
         where = f"from T = {start} on" if start is not None else f"nowhere up to T = {longest}"
         lines.append(f"  tiles of {tile} x {tile}: tiled at most as slow as dense {where} "
                      f"(ratio at T = {longest}: {ratio(times, longest, f'tiled-{tile}'):.2f})")
-    found = [tile for tile, start in starts.items() if start is not None]
-    if not found:
+    best = earliest(times, lengths, starts, "dense")
+    if best is None:
         lines.append(f"  -> the dense form is faster at every length measured: measure beyond T = {longest}")
     else:
-        best = min(found, key=lambda tile: (starts[tile], ratio(times, longest, f"tiled-{tile}")))
         lines.append(f"  -> TILED_FROM = {starts[best]}, TILE_SIZE = {best} (the earliest crossover; "
                      f"a tie goes to the lower ratio at T = {longest})")
         lines += wide_tiles(times, lengths, [tile for tile in tiles if tile > best], best)
@@ -130,15 +129,22 @@ def decision(times, lengths, tiles):
     return "\n".join(lines)
 
 
+def earliest(times, lengths, starts, against):
+    """The tile size of `starts` ({tile: its crossover against form `against`, or None}) whose crossover comes
+    first, a tie going to the lower ratio at the longest length; None if no tile has one."""
+    found = [tile for tile, start in starts.items() if start is not None]
+    longest = max(lengths)
+    return min(found, key=lambda tile: (starts[tile], ratio(times, longest, f"tiled-{tile}", against)), default=None)
+
+
 def wide_tiles(times, lengths, wider, base):
     """The lines that say from which length wider tiles than `base` should run: for each wider tile size, the
     shortest length from which on it is never slower than `base`; the earliest such length wins."""
     starts = {tile: crossover(times, lengths, f"tiled-{tile}", f"tiled-{base}") for tile in wider}
-    found = [tile for tile, start in starts.items() if start is not None]
-    if not found:
+    tile = earliest(times, lengths, starts, f"tiled-{base}")
+    if tile is None:
         return [f"  -> no wider tile is at most as slow as {base} x {base} at the longest length: no wide tiles"]
     longest = max(lengths)
-    tile = min(found, key=lambda tile: (starts[tile], ratio(times, longest, f"tiled-{tile}", f"tiled-{base}")))
     return [f"  -> WIDE_TILES_FROM = {starts[tile]}, WIDE_TILE_SIZE = {tile} (tiles of {tile} at most as slow as "
             f"{base} from there on; ratio at T = {longest}: {ratio(times, longest, f'tiled-{tile}', f'tiled-{base}'):.2f})"]
 

@@ -56,7 +56,7 @@ def use_kernels(model, kernels):
     check_kernels(kernels, "use_kernels")
     forms = fast_forms()
     plain_of = {fast: plain for plain, fast in forms.items()}
-    for layer in _walk(model):
+    for layer in walk(model):
         if kernels == "fast" and type(layer) in forms:
             layer.__class__ = forms[type(layer)]
         elif kernels == "plain" and type(layer) in plain_of:
@@ -67,14 +67,15 @@ def use_kernels(model, kernels):
 def kernels_of(model):
     """"fast" if any layer of `model` runs a fast form, else "plain"."""
     fast_classes = set(fast_forms().values())
-    return "fast" if any(type(layer) in fast_classes for layer in _walk(model)) else "plain"
+    return "fast" if any(type(layer) in fast_classes for layer in walk(model)) else "plain"
 
 
-def _walk(module, seen=None):
+def walk(module, seen=None):
+    """Every module of the tree under `module` (itself first), each once (a shared one is met once)."""
     seen = set() if seen is None else seen
     if id(module) in seen:
         return
     seen.add(id(module))
     yield module
     for _, child in module.named_children():
-        yield from _walk(child, seen)
+        yield from walk(child, seen)
