@@ -98,20 +98,26 @@ def _run_in_process(side, T, steps, threads):
 
 
 def _table(results, lengths, sides):
-    """Markdown: per T the median ms and peak MB of each side over rounds, and the ratios to PyTorch."""
+    """Markdown: per T the median ms and peak MB of each side over rounds, and the ratios to PyTorch: of the
+    medians, and paired (the median over rounds of each round's ratio, steadier when the machine's speed drifts
+    between rounds)."""
     import statistics
+    others = [side for side in sides if side != "torch"] if "torch" in sides else []
     head = ["T", "B"] + [f"{side} ms" for side in sides] + [f"{side} MB" for side in sides]
-    head += [f"{side} / torch" for side in sides if side != "torch"] if "torch" in sides else []
+    head += [f"{side} / torch" for side in others] + [f"{side} / torch, paired" for side in others]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for T in lengths:
-        runs = {side: [r for r in results if r["T"] == T and r["side"] == side] for side in sides}
-        ms = {side: statistics.median(r["ms"] for r in runs[side]) if runs[side] else None for side in sides}
-        mb = {side: statistics.median(r["peak_mb"] for r in runs[side]) if runs[side] else None for side in sides}
+        runs = {side: {r["round"]: r for r in results if r["T"] == T and r["side"] == side} for side in sides}
+        ms = {side: statistics.median(r["ms"] for r in runs[side].values()) if runs[side] else None for side in sides}
+        mb = {side: statistics.median(r["peak_mb"] for r in runs[side].values()) if runs[side] else None
+              for side in sides}
         cells = [str(T), str(max(1, 768 // T))]
         cells += [f"{ms[side]:.1f}" if ms[side] else "–" for side in sides]
         cells += [f"{mb[side]:.0f}" if mb[side] else "–" for side in sides]
-        if "torch" in sides:
-            cells += [f"{ms[side] / ms['torch']:.2f}" if ms[side] and ms["torch"] else "–" for side in sides if side != "torch"]
+        cells += [f"{ms[side] / ms['torch']:.2f}" if ms[side] and ms["torch"] else "–" for side in others]
+        for side in others:
+            paired = [runs[side][k]["ms"] / runs["torch"][k]["ms"] for k in runs[side] if k in runs["torch"]]
+            cells.append(f"{statistics.median(paired):.2f}" if paired else "–")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -141,7 +147,7 @@ def main(argv=None):
                     continue
                 result = _run_in_process(side, T, args.steps, args.threads)
                 if result:
-                    results.append(result)
+                    results.append({**result, "round": round_index})
                     print(f"round {round_index + 1} T {T:5d} {side:<10} {result['ms']:9.1f} ms "
                           f"{result['peak_mb']:6.0f} MB  (load {os.getloadavg()[0]:.1f})", flush=True)
     print(f"\nload average after: {os.getloadavg()[0]:.1f}\n")

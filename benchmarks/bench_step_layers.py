@@ -12,8 +12,9 @@ Linears and its attention), over `--steps` steps; what no layer spends (the opti
 the loop) is the step's rest. Then every matrix product of the step (bench_train.py's replay, on operands made
 beforehand) is timed alone: the part of the step that is BLAS's, against the part that is NumPy's elementwise
 passes and Python's. The wrappers add about 2 µs a call; the table says how many calls each row makes.
-From the tiled attention's threshold on (T >= 256), the replay's attention products are still the dense form's
-(every T x T score, the causal half included), so that line is then only a bound on the products' share.
+From the tiled attention's threshold on (T >= 256) the replay holds the tiles' products (bench_train.py's
+`attention_tile_products`), one after another on the BLAS threads, where the tiled attention shares its tiles out
+between its own threads of one BLAS thread each: what the products cost, not how the step schedules them.
 """
 
 import argparse

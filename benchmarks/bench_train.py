@@ -41,23 +41,50 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from minitransformer.fast.attention import TILE_SIZE, TILED_FROM, WIDE_TILE_SIZE, WIDE_TILES_FROM  # noqa: E402
 from minitransformer.objectives.language_model import Trainer, evaluation_batches  # noqa: E402
 from minitransformer.tokenizers import CharTokenizer
 from minitransformer.training.config import TrainConfig  # noqa: E402
 from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
+from minitransformer.variants.tiled_attention import Tiling  # noqa: E402
 
 
 def matmul_products(config, V):
-    """Every matrix product of one training step as (batch, m, k, n): forward and backward."""
+    """Every matrix product of one training step as (batch, m, k, n): forward and backward.
+
+    The attention's are the dense form's below the fast tier's tiled threshold (`TILED_FROM` keys) and the
+    tiled form's from it on (`attention_tile_products`), as the fast kernels run them."""
     B, T, C, F, H = config.batch_size, config.block_size, config.d_model, config.d_ff, config.n_heads
     N, hs = B * T, C // H
-    def with_backward(batch, m, k, n):                 # y = a b; da = dy b^T; db = a^T dy
-        return [(batch, m, k, n), (batch, m, n, k), (batch, k, m, n)]
-
     per_layer = []
-    for shape in [(1, N, C, C)] * 4 + [(B * H, T, hs, T), (B * H, T, T, hs), (1, N, C, F), (1, N, F, C)]:
-        per_layer += with_backward(*shape)             # W_Q, W_K, W_V, W_O (four Linears), attention, feed-forward
+    for shape in [(1, N, C, C)] * 4 + [(1, N, C, F), (1, N, F, C)]:
+        per_layer += with_backward(*shape)             # W_Q, W_K, W_V, W_O (four Linears), feed-forward
+    if T < TILED_FROM:
+        per_layer += with_backward(B * H, T, hs, T) + with_backward(B * H, T, T, hs)   # q k^T, alpha v
+    else:
+        per_layer += attention_tile_products(B * H, T, hs, WIDE_TILE_SIZE if T >= WIDE_TILES_FROM else TILE_SIZE)
     return per_layer * config.n_layers + with_backward(1, N, C, V)
+
+
+def with_backward(batch, m, k, n):
+    """y = a b (batch, m, k) @ (batch, k, n), then its backward: da = dy b^T, db = a^T dy."""
+    return [(batch, m, k, n), (batch, m, n, k), (batch, k, m, n)]
+
+
+def attention_tile_products(batch, T, hs, tile):
+    """The causal tiled attention's products (fast/tiled_attention.py) at length T in tiles of `tile`: per tile
+    computed, forward s = q k^T and o += p v; backward s again, dv += p^T do, dp = do v^T, dq += ds k, dk += ds^T q."""
+    tiling = Tiling.cut(T, T, tile, causal=True)
+    products = []
+    for i, keys in enumerate(tiling.keys_seen_by):
+        rows = tiling.query_blocks[i]
+        for j in keys:
+            cols = tiling.key_blocks[j]
+            Bq, Bk = rows.stop - rows.start, cols.stop - cols.start
+            products += [(batch, Bq, hs, Bk), (batch, Bq, Bk, hs),                           # forward
+                         (batch, Bq, hs, Bk), (batch, Bk, Bq, hs), (batch, Bq, hs, Bk),       # backward
+                         (batch, Bq, Bk, hs), (batch, Bk, Bq, hs)]
+    return products
 
 
 def flops(products):

@@ -41,6 +41,22 @@ def test_the_replayed_products_add_up_to_the_models_flops():
     assert len(products) == L * 8 * 3 + 3
 
 
+def test_from_the_tiled_threshold_on_the_replay_holds_the_tiles_products():
+    """T = 2048 runs in causal tiles of 256 (fast/attention.py): 8 query blocks see 1 + 2 + ... + 8 = 36 tiles, each
+    (B H) x 256 x 32 x 256 twice forward (scores, weights times values) and five times backward."""
+    bench = load_bench()
+    from minitransformer.training.config import TrainConfig
+    B, T, C, F, H, L, V, tile = 1, 2048, 128, 512, 4, 4, 65, 256
+    config = TrainConfig(block_size=T, batch_size=B)
+    products = bench.matmul_products(config, V)
+    N, hs = B * T, C // H
+    linears = 2 * N * C * 3 * C + 2 * N * C * C + 2 * 2 * N * C * F
+    attention = 36 * 7 * 2 * B * H * tile * hs * tile
+    assert bench.flops(products) == L * (3 * linears + attention) + 3 * 2 * N * C * V
+    assert products.count((B * H, tile, hs, tile)) == L * 36 * 3 and len(products) == L * (6 * 3 + 36 * 7) + 3
+    assert (B * H, T, hs, T) not in products                         # no dense T x T score
+
+
 def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
     """Under `mpiexec -n 2` (skipped without MPI): the interleaved contenders and the alpha-beta model."""
     import subprocess
@@ -154,18 +170,20 @@ def test_bench_contract_turns_the_checks_off_and_on_again_and_reports_every_cont
         changed_in_place()
 
 
-def _load_threshold_bench(monkeypatch):
-    """bench_tiled_threshold.py as a module; the thread variables its import sets are put back afterwards."""
+def _load_script(monkeypatch, filename):
+    """A benchmark script as a module; the thread variables its import sets (threads_from_argv) are put back
+    afterwards: each is recorded by a first setenv, which the undo restores, or removes if it was not set."""
     import os
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        if variable in os.environ:
-            monkeypatch.setenv(variable, os.environ[variable])
-        else:
-            monkeypatch.delenv(variable, raising=False)
-    spec = importlib.util.spec_from_file_location("bench_tiled_threshold", BENCH.parent / "bench_tiled_threshold.py")
+        monkeypatch.setenv(variable, os.environ.get(variable, "1"))
+    spec = importlib.util.spec_from_file_location(filename.removesuffix(".py"), BENCH.parent / filename)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _load_threshold_bench(monkeypatch):
+    return _load_script(monkeypatch, "bench_tiled_threshold.py")
 
 
 def test_threshold_decision_is_the_earliest_length_from_which_tiling_never_loses(monkeypatch):
@@ -193,6 +211,17 @@ def test_threshold_decision_is_the_earliest_length_from_which_tiling_never_loses
     assert bench.wide_tiles(times, lengths, [256], 128)[0].startswith("  -> WIDE_TILES_FROM = 128, WIDE_TILE_SIZE = 256")
     times[512, "tiled-256"] = [0.9 * 2.0, 0.9 * 1.0, 0.9 * 4.0]         # 1.125 at the longest: no wide tiles
     assert "no wider tile is at most as slow as 128 x 128" in bench.wide_tiles(times, lengths, [256], 128)[0]
+
+
+def test_the_long_sequence_table_gives_the_ratio_of_the_medians_and_the_paired_ratio(monkeypatch):
+    """Rounds 1-4: ours 300, 500, 400, 900 ms, PyTorch 250, 500, 200 and none (failed): medians 450 / 250 = 1.80;
+    each round's ratio 1.2, 1.0, 2.0 (the fourth has no PyTorch to pair with), median 1.20."""
+    bench = _load_script(monkeypatch, "bench_long_sequences.py")
+    results = [{"side": side, "T": 2048, "ms": ms, "peak_mb": 100.0, "round": k}
+               for side, times in (("ours", (300, 500, 400, 900)), ("torch", (250, 500, 200))) for k, ms in enumerate(times)]
+    table = bench._table(results, [2048], ["ours", "torch"]).splitlines()
+    assert table[0] == "| T | B | ours ms | torch ms | ours MB | torch MB | ours / torch | ours / torch, paired |"
+    assert table[2] == "| 2048 | 1 | 450.0 | 250.0 | 100 | 100 | 1.80 | 1.20 |", table[2]
 
 
 def test_benchmark_threads_option_refuses_a_bad_count_in_one_line():

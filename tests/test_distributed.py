@@ -29,6 +29,8 @@ import numpy as np
 import pytest
 
 from minitransformer.commands.threads import cores_available
+from minitransformer.objectives.language_model import evaluation_batches
+from minitransformer.tokenizers import CharTokenizer
 from minitransformer.training.checkpoint import read_checkpoint
 from minitransformer.training.distributed import mpi_world, shares
 
@@ -121,6 +123,56 @@ def test_the_ranks_share_each_evaluation_and_find_one_process_losses(one_process
     alone = run_ranks(1, {"settings": {"dtype": "float64", "eval_interval": 3, "max_steps": 6}})
     assert alone["evaluated"] == [8] and got["evaluated"] == evaluated
     np.testing.assert_allclose(np.array(got["eval"]), np.array(alone["eval"]), rtol=1e-12, atol=0)
+
+
+class RankOfTwo:
+    """Stands in for DataParallel on rank `rank` of 2, in one process: add_up hands back this rank's losses as the
+    all-reduce would if the other rank's places held `others`, and keeps what it was given."""
+
+    size = 2
+
+    def __init__(self, rank, others):
+        self.rank, self.others, self.given = rank, others, []
+
+    def add_up(self, losses, what="the evaluation's losses"):
+        self.given.append(losses.copy())
+        return losses + self.others[len(self.given) - 1]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_every_rank_takes_its_share_of_the_untrained_evaluation_and_rank_0_alone_prints_it(rank, capsys):
+    """`train`'s introduction under mpiexec: each rank computes the losses of its share of the untrained model's
+    windows (rank 1 the first of each split's 2 batches, rank 0 the last) and adds them up with the others'; rank 0
+    alone records and prints the evaluation, which equals one process's."""
+    import types
+
+    from test_checkpoint import TEXT, tiny_trainer
+
+    from minitransformer.commands.train import _introduce
+
+    reference = tiny_trainer(eval_batches=2)                               # one process: every window
+    alone = reference.evaluate_together()
+    with reference.model.evaluating():
+        lists = [reference._batch_losses(evaluation_batches(data, reference.config))
+                 for data in (reference.train_data, reference.val_data)]
+    mine = np.arange(2)[shares(2, 2)[rank]]                                # this rank's windows batches
+    others = [np.where(np.isin(np.arange(2), mine), 0.0, losses) for losses in lists]   # the other rank's part
+    trainer = tiny_trainer(eval_batches=2)
+    trainer.parallel = ranks = RankOfTwo(rank, others)
+    plan = types.SimpleNamespace(notes=[], config=trainer.config, tokenizer=CharTokenizer.train(TEXT),
+                                 source="a test", text=TEXT, ids=[], train_data=trainer.train_data,
+                                 val_data=trainer.val_data, out=None)
+    _introduce(types.SimpleNamespace(sample_tokens=0), plan, trainer, types.SimpleNamespace(rank=rank, size=2))
+    assert len(ranks.given) == 2, "the untrained evaluation's two collectives (train, val) were not joined"
+    for given, losses in zip(ranks.given, lists):
+        np.testing.assert_array_equal(given[mine], losses[mine])                  # its share, computed here
+        assert not np.delete(given, mine).any(), given                            # the other rank's: left at 0
+    printed = capsys.readouterr().out
+    if rank == 0:
+        assert trainer.history["eval"] == [[0, alone["train"], alone["val"]]], trainer.history["eval"]
+        assert f"untrained: val loss {alone['val']:.4f}" in printed
+    else:
+        assert trainer.history["eval"] == [] and printed == ""
 
 
 @pytest.mark.parametrize("mode", ["replicated", "sharded"])

@@ -438,13 +438,16 @@ def _trainer(args, plan, out_dir):
 # ---------------------------------------------------------------- 5. before training
 def _introduce(args, plan, trainer, job):
     """The notes; on rank 0 the corpus, the model, and the untrained model's loss and sample (or where it
-    resumes)."""
+    resumes). Under mpiexec every rank takes its share of the untrained model's evaluation, as of the loop's."""
     import numpy as np
 
     from ..training.metrics import perplexity
 
     for note in plan.notes:
         print(note, file=sys.stderr)
+    untrained = trainer.step == 0
+    if untrained and (job.rank == 0 or trainer.shares_evaluation):
+        first = trainer.evaluate_together()                            # every rank its share (a collective)
     if job.rank != 0:
         return
     config, tokenizer = plan.config, plan.tokenizer
@@ -453,10 +456,9 @@ def _introduce(args, plan, trainer, job):
     print(f"model: {trainer.model!r}, {config.style} style, d_ff {config.d_ff}, "
           f"{trainer.model.num_parameters():,} parameters, {config.dtype}; "
           f"{config.max_steps} steps of {config.batch_size} x {config.block_size} tokens")
-    if trainer.step > 0:
+    if not untrained:
         print(f"resuming at step {trainer.step} ({plan.out})")
         return
-    first = trainer.evaluate()
     trainer.record_evaluation(first)                                    # measured: the curve starts untrained
     print(f"untrained: val loss {first['val']:.4f}, perplexity {perplexity(first['val']):.2f} "
           f"(uniform guessing would be ln V = {np.log(tokenizer.vocab_size):.4f}, perplexity V = "

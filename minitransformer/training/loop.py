@@ -334,15 +334,20 @@ class TrainingLoop:
             self.parallel.root_pause = max(self.parallel.root_pause, time.perf_counter() - started)
         return losses
 
-    def _evaluate_checked(self):
-        """`evaluate()` (shared by the ranks if `shares_evaluation`); stop on a non-finite loss, on every rank
-        that knows it."""
+    def evaluate_together(self):
+        """`evaluate()` with dropout off, as the loop's evaluations run it: data parallel, every rank calls this
+        and, if the run shares its evaluations (`shares_evaluation`), computes its share of them alone; the
+        losses on every rank."""
         self.evaluating_together = self.parallel is not None and self.shares_evaluation
         try:
-            with self.model.evaluating(), np.errstate(over="ignore", invalid="ignore"):    # checked just below
-                losses = self.evaluate()
+            with self.model.evaluating(), np.errstate(over="ignore", invalid="ignore"):    # the caller checks them
+                return self.evaluate()
         finally:
             self.evaluating_together = False
+
+    def _evaluate_checked(self):
+        """`evaluate_together()`; stop on a non-finite loss, on every rank that knows it."""
+        losses = self.evaluate_together()
         if not all(math.isfinite(value) for value in losses.values()):
             self.diverged = TrainingDiverged(
                 f"training diverged at step {self.step}: the evaluation losses are {losses}. Stopped "
