@@ -41,7 +41,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from minitransformer.fast.attention import TILE_SIZE, TILED_FROM, WIDE_TILE_SIZE, WIDE_TILES_FROM  # noqa: E402
+from minitransformer.fast import fast_forms  # noqa: E402
+from minitransformer.layers.attention import ScaledDotProductAttention  # noqa: E402
 from minitransformer.objectives.language_model import Trainer, evaluation_batches  # noqa: E402
 from minitransformer.tokenizers import CharTokenizer
 from minitransformer.training.config import TrainConfig  # noqa: E402
@@ -52,17 +53,20 @@ from minitransformer.variants.tiled_attention import Tiling  # noqa: E402
 def matmul_products(config, V):
     """Every matrix product of one training step as (batch, m, k, n): forward and backward.
 
-    The attention's are the dense form's below the fast tier's tiled threshold (`TILED_FROM` keys) and the
-    tiled form's from it on (`attention_tile_products`), as the fast kernels run them."""
+    The attention's are the dense form's below the fast attention's tiled threshold and the tiled form's from
+    it on (`attention_tile_products`), as the fast kernels run them (dense throughout in a student copy without
+    the fast attention)."""
     B, T, C, F, H = config.batch_size, config.block_size, config.d_model, config.d_ff, config.n_heads
     N, hs = B * T, C // H
     per_layer = []
     for shape in [(1, N, C, C)] * 4 + [(1, N, C, F), (1, N, F, C)]:
         per_layer += with_backward(*shape)             # W_Q, W_K, W_V, W_O (four Linears), feed-forward
-    if T < TILED_FROM:
+    fast = fast_forms().get(ScaledDotProductAttention)
+    if fast is None or T < fast.tiled_from:
         per_layer += with_backward(B * H, T, hs, T) + with_backward(B * H, T, T, hs)   # q k^T, alpha v
     else:
-        per_layer += attention_tile_products(B * H, T, hs, WIDE_TILE_SIZE if T >= WIDE_TILES_FROM else TILE_SIZE)
+        per_layer += attention_tile_products(B * H, T, hs, fast.wide_tile_size if T >= fast.wide_tiles_from
+                                             else fast.tile_size)
     return per_layer * config.n_layers + with_backward(1, N, C, V)
 
 
@@ -75,12 +79,11 @@ def attention_tile_products(batch, T, hs, tile):
     """The causal tiled attention's products (fast/tiled_attention.py) at length T in tiles of `tile`: per tile
     computed, forward s = q k^T and o += p v; backward s again, dv += p^T do, dp = do v^T, dq += ds k, dk += ds^T q."""
     tiling = Tiling.cut(T, T, tile, causal=True)
+    key_lengths = [block.stop - block.start for block in tiling.key_blocks]
     products = []
-    for i, keys in enumerate(tiling.keys_seen_by):
-        rows = tiling.query_blocks[i]
-        for j in keys:
-            cols = tiling.key_blocks[j]
-            Bq, Bk = rows.stop - rows.start, cols.stop - cols.start
+    for block, seen in zip(tiling.query_blocks, tiling.keys_seen_by):
+        Bq = block.stop - block.start
+        for Bk in (key_lengths[j] for j in seen):
             products += [(batch, Bq, hs, Bk), (batch, Bq, Bk, hs),                           # forward
                          (batch, Bq, hs, Bk), (batch, Bk, Bq, hs), (batch, Bq, hs, Bk),       # backward
                          (batch, Bq, Bk, hs), (batch, Bk, Bq, hs)]
