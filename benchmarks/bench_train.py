@@ -62,11 +62,11 @@ def matmul_products(config, V):
     for shape in [(1, N, C, C)] * 4 + [(1, N, C, F), (1, N, F, C)]:
         per_layer += with_backward(*shape)             # W_Q, W_K, W_V, W_O (four Linears), feed-forward
     fast = fast_forms().get(ScaledDotProductAttention)
-    if fast is None or T < fast.tiled_from:
+    tile = None if fast is None else fast(causal=True).tile_for(T)
+    if tile is None:
         per_layer += with_backward(B * H, T, hs, T) + with_backward(B * H, T, T, hs)   # q k^T, alpha v
     else:
-        per_layer += attention_tile_products(B * H, T, hs, fast.wide_tile_size if T >= fast.wide_tiles_from
-                                             else fast.tile_size)
+        per_layer += attention_tile_products(B * H, T, hs, tile)
     return per_layer * config.n_layers + with_backward(1, N, C, V)
 
 

@@ -182,14 +182,10 @@ def _load_script(monkeypatch, filename):
     return module
 
 
-def _load_threshold_bench(monkeypatch):
-    return _load_script(monkeypatch, "bench_tiled_threshold.py")
-
-
 def test_threshold_decision_is_the_earliest_length_from_which_tiling_never_loses(monkeypatch):
     """Per tile size, the shortest length with the tiled form at most as slow as dense there and at every longer
     length (a dip below 1 followed by a loss does not count); the earliest such crossover is the decision."""
-    bench = _load_threshold_bench(monkeypatch)
+    bench = _load_script(monkeypatch, "bench_tiled_threshold.py")
     lengths = [128, 256, 384, 512]
     ratios = {"tiled-128": [1.3, 0.95, 0.9, 0.8], "tiled-256": [1.2, 0.9, 1.1, 0.7], "tiled-64": [1.5, 1.4, 1.2, 1.1]}
     times = {(T, "dense"): [2.0, 1.0, 4.0] for T in lengths}

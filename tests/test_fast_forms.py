@@ -199,6 +199,7 @@ def test_fast_attention_picks_dense_then_tiles_then_wide_tiles_by_the_number_of_
         fast.tiled_from, fast.tile_size, fast.wide_tiles_from, fast.wide_tile_size = 4, 2, 8, 4
         plain = PlainAttention(causal=True)
         out = fast(q, k, v)
+        assert fast.tile_for(T) == expected_tile, T
         assert (fast.tiled is None) == (expected_tile is None), T
         assert expected_tile is None or (fast.tiled.block_size == expected_tile and fast.alpha is None), T
         np.testing.assert_allclose(out, plain(q, k, v), rtol=1e-12, atol=1e-12)

@@ -86,9 +86,9 @@ class FastScaledDotProductAttention(ScaledDotProductAttention):
         self._check_shapes(q, k, v)
         scale = q.shape[-1] ** -0.5 if self.scale is None else self.scale
         Tq, Tk = q.shape[-2], k.shape[-2]
-        if Tk >= self.tiled_from:                                  # memory linear in T (see "Long sequences")
+        tile = self.tile_for(Tk)
+        if tile is not None:                                       # memory linear in T (see "Long sequences")
             mask, bias = tile_views(self, mask, bias, (*q.shape[:-1], Tk))   # checked here: errors name this layer
-            tile = self.wide_tile_size if Tk >= self.wide_tiles_from else self.tile_size
             self.tiled, self.alpha = FastTiledAttention(self.causal, self.scale, tile), None
             return self.tiled.forward(q, k, v, mask=mask, bias=bias)
         self.tiled = None
@@ -106,6 +106,13 @@ class FastScaledDotProductAttention(ScaledDotProductAttention):
         self.alpha = softmax(scores, axis=-1, out=scores)          # 4. (..., Tq, Tk), in the scores' buffer
         self.q, self.k, self.v, self.used_scale = q, k, v, scale
         return self.alpha @ v                                      # 5. (..., Tq, dv)
+
+    def tile_for(self, Tk):
+        """The tile size a call with Tk keys runs in: None (the dense form) below `tiled_from`, `tile_size` from
+        there, `wide_tile_size` from `wide_tiles_from` on."""
+        if Tk < self.tiled_from:
+            return None
+        return self.wide_tile_size if Tk >= self.wide_tiles_from else self.tile_size
 
     def backward(self, dout):
         """dout (..., Tq, dv) -> (dq, dk, dv); the derivation is in the plain layer's backward."""
