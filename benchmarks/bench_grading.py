@@ -151,7 +151,7 @@ def parts(isolation, exercises, repeats=5):
         numbers = time.perf_counter() - numbers
         shutil.copy2(RUNNER, workdir / "harness" / "runner.py")
         files = [_exercise_files(REFERENCE, REGIONS, sorted(assignment.points), {}) for _ in exercises]
-        (workdir / "task" / "files.json").write_text(json.dumps(files))
+        (workdir / "task" / "files.json").write_text(json.dumps(files), encoding="utf-8")
         _task(workdir, cases)
         if isolation.user:
             open_for_student(workdir)
@@ -163,7 +163,7 @@ def parts(isolation, exercises, repeats=5):
         runs = []
         for _ in range(repeats):
             done = subprocess.run(isolation.command(workdir, "-c", code), cwd=workdir / "cwd", env=ENVIRONMENT,
-                                  check=True, capture_output=True, text=True)
+                                  check=True, capture_output=True, text=True, encoding="utf-8")
             runs.append(json.loads(done.stdout.splitlines()[-1]))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -182,7 +182,7 @@ def _task(workdir, cases):
         exercises.append({"cases": [{"key": case.key, "index": case.index, "id": case.id, "inputs": len(case.inputs),
                                      "rng": case.rng} for case in mine]})
     np.savez(workdir / "task" / "inputs.npz", **arrays)
-    (workdir / "task" / "task.json").write_text(json.dumps({"exercises": exercises}))
+    (workdir / "task" / "task.json").write_text(json.dumps({"exercises": exercises}), encoding="utf-8")
 
 
 def main(argv=None):

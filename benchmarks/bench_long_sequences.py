@@ -90,7 +90,7 @@ def _run_in_process(side, T, steps, threads):
     environment = dict(os.environ)
     if side == "ours-spinning":           # read by OpenBLAS when it loads, so set for the child process
         environment["OPENBLAS_THREAD_TIMEOUT"] = OPENBLAS_DEFAULT_SPIN
-    done = subprocess.run(command, capture_output=True, text=True, env=environment)
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, encoding="utf-8")
     if done.returncode:
         print(f"error: {side} at T = {T} failed:\n{done.stderr.strip()}", file=sys.stderr)
         return None

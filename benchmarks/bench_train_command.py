@@ -66,7 +66,7 @@ def run_train(ranks, text, steps, scratch, options=(), phases=False):
         environment["MINITRANSFORMER_PHASES"] = "1"
     started = time.perf_counter()
     done = subprocess.run(command(ranks, text, steps, out, options), cwd=ROOT, env=environment, capture_output=True,
-                          text=True)
+                          text=True, encoding="utf-8")
     wall = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"error: {shlex.join(command(ranks, text, steps, out, options))} failed ({done.returncode}):\n{done.stderr}")

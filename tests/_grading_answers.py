@@ -55,7 +55,7 @@ def put_bodies(copy, bodies):
     """Write region bodies (dict name -> lines) into the student copy `copy`, as a student would."""
     for relative in {REGIONS[name][0] for name in bodies}:
         path = copy / "minitransformer" / relative
-        path.write_text(replace_regions(path.read_text(), bodies))
+        path.write_text(replace_regions(path.read_text(encoding="utf-8"), bodies), encoding="utf-8")
 
 
 def answers(kind):

@@ -111,7 +111,7 @@ def _left_out_modules():
     """Dotted module names of the files `exercises make` left out of this copy (none in the reference)."""
     if not _MANIFEST.is_file():
         return set()
-    paths = [entry["path"] for entry in json.loads(_MANIFEST.read_text()).get("left_out", [])]
+    paths = [entry["path"] for entry in json.loads(_MANIFEST.read_text(encoding="utf-8")).get("left_out", [])]
     return {path[:-3].replace("/", ".") for path in paths if path.endswith(".py") and path.startswith("minitransformer/")}
 
 
@@ -192,5 +192,5 @@ def text_file(tmp_path):
     from test_checkpoint import TEXT
 
     path = tmp_path / "text.txt"
-    path.write_text(TEXT)
+    path.write_text(TEXT, encoding="utf-8")
     return path

@@ -67,7 +67,7 @@ def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
     text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
     script = BENCH.parent / "bench_distributed.py"
     result = subprocess.run(mpi_command(2, str(script), "--text", str(text), "--rounds", "1"), capture_output=True,
-                            text=True, timeout=600)
+                            text=True, timeout=600, encoding="utf-8")
     assert result.returncode == 0, result.stderr
     for figure in ("2 ranks, replicated", "2 ranks, sharded", "1 rank", "2 ranks, matrix products alone",
                    "alpha-beta model", "64 machines, sharded", "where each rank's step goes"):
@@ -91,7 +91,7 @@ def test_bench_train_command_times_the_command_on_one_and_two_ranks_and_prints_t
     script = BENCH.parent / "bench_train_command.py"
     small = "--sample-tokens 0 --eval-batches 1 --n-layers 1 --d-model 16 --n-heads 2 --block-size 16 --batch-size 4"
     result = subprocess.run([sys.executable, str(script), "--text", str(text), "--steps", "1", "2", "--repeats", "1",
-                             "--phases", "--train-options", small], capture_output=True, text=True, timeout=900)
+                             "--phases", "--train-options", small], capture_output=True, text=True, timeout=900, encoding="utf-8")
     assert result.returncode == 0, result.stderr
     for figure in ("train, one process", "mpiexec -n 2 ... train", "phases of rank 0", "phases of rank 1"):
         assert figure in result.stdout, figure
@@ -116,7 +116,7 @@ def test_bench_distributed_memory_reports_each_sharded_ranks_part_of_the_moments
     text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
     script = BENCH.parent / "bench_distributed.py"
     result = subprocess.run(mpi_command(2, str(script), "--text", str(text), "--memory", "sharded"),
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=600, encoding="utf-8")
     assert result.returncode == 0, result.stderr
     weights = int(re.search(r"([\d,]+) float32 weights", result.stdout).group(1).replace(",", ""))
     held = [int(value.replace(",", "")) for value in re.findall(r"optimizer state +([\d,]+) bytes", result.stdout)]
@@ -225,7 +225,7 @@ def test_benchmark_threads_option_refuses_a_bad_count_in_one_line():
     import sys
     for script in ("bench_tiled_threshold.py", "bench_long_sequences.py"):
         done = subprocess.run([sys.executable, str(BENCH.parent / script), "--threads", "0"], capture_output=True,
-                              text=True, timeout=120)
+                              text=True, timeout=120, encoding="utf-8")
         assert done.returncode == 2, (script, done.stderr)
         assert done.stderr.strip().splitlines() == ["error: --threads expected an integer >= 1, got '0'"], done.stderr
 
@@ -239,7 +239,7 @@ def test_bench_step_layers_gives_each_layer_class_its_own_time_and_the_products_
     text = tmp_path / "tiny.txt"
     text.write_text("First Citizen: before we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
     result = subprocess.run([sys.executable, str(BENCH.parent / "bench_step_layers.py"), "--text", str(text),
-                             "--steps", "2", "--batch", "2"], capture_output=True, text=True, timeout=600)
+                             "--steps", "2", "--batch", "2"], capture_output=True, text=True, timeout=600, encoding="utf-8")
     assert result.returncode == 0, result.stderr
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines() if line.startswith("  Fast")
             or line.startswith("  MultiHead")}
@@ -249,6 +249,6 @@ def test_bench_step_layers_gives_each_layer_class_its_own_time_and_the_products_
     for figure in ("the rest (optimizer, clipping, batch, loop)", "matrix products replayed alone"):
         assert figure in result.stdout, figure
     bad = subprocess.run([sys.executable, str(BENCH.parent / "bench_step_layers.py"), "--text", str(text),
-                          "--batch", "0"], capture_output=True, text=True, timeout=600)
+                          "--batch", "0"], capture_output=True, text=True, timeout=600, encoding="utf-8")
     assert bad.returncode == 2 and "error: --batch, --block-size and --steps must be at least 1, got 0, 64 and 40" \
         in bad.stderr

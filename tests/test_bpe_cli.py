@@ -18,7 +18,7 @@ def test_bpe_is_registered():
 
 def test_prints_the_lecture_merges_with_counts_and_saves(monkeypatch, tmp_path, capsys):
     text_path, tokenizer_path = tmp_path / "toy.txt", tmp_path / "tokenizer.json"
-    text_path.write_text(TOY_TEXT)
+    text_path.write_text(TOY_TEXT, encoding="utf-8")
     assert run_bpe(monkeypatch, "--text", str(text_path), "--merges", "10", "--save", str(tokenizer_path)) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("10 merges from 4 distinct words")
@@ -31,7 +31,7 @@ def test_prints_the_lecture_merges_with_counts_and_saves(monkeypatch, tmp_path, 
 
 def test_reference_method_prints_the_same_merges(monkeypatch, tmp_path, capsys):
     text_path = tmp_path / "toy.txt"
-    text_path.write_text(TOY_TEXT)
+    text_path.write_text(TOY_TEXT, encoding="utf-8")
     run_bpe(monkeypatch, "--text", str(text_path), "--merges", "10")
     fast_lines = capsys.readouterr().out.splitlines()[1:]
     run_bpe(monkeypatch, "--text", str(text_path), "--merges", "10", "--method", "reference")

@@ -145,7 +145,7 @@ def test_save_and_load_round_trip(tokenizer, tmp_path):
     loaded = BPETokenizer.load(path)
     assert loaded.merges == tokenizer.merges and loaded.vocab == tokenizer.vocab
     assert loaded.encode(TRAINING_TEXT) == tokenizer.encode(TRAINING_TEXT)
-    content = json.loads(path.read_text())
+    content = json.loads(path.read_text(encoding="utf-8"))
     assert content["vocab"][ord("A")] == "A" and content["vocab_size"] == VOCAB_SIZE
 
 
@@ -166,7 +166,7 @@ def test_load_missing_file(tmp_path):
 def test_load_truncated_file(tokenizer, tmp_path):
     path = tmp_path / "tokenizer.json"
     tokenizer.save(path)
-    path.write_text(path.read_text()[:-40])
+    path.write_text(path.read_text(encoding="utf-8")[:-40], encoding="utf-8")
     with pytest.raises(ValueError, match="not a complete JSON file"):
         BPETokenizer.load(path)
 
@@ -181,7 +181,7 @@ def test_load_truncated_file(tokenizer, tmp_path):
 )
 def test_load_foreign_json(tmp_path, content, message):
     path = tmp_path / "other.json"
-    path.write_text(json.dumps(content))
+    path.write_text(json.dumps(content), encoding="utf-8")
     with pytest.raises(ValueError, match=message):
         BPETokenizer.load(path)
 
@@ -189,12 +189,12 @@ def test_load_foreign_json(tmp_path, content, message):
 def test_load_rejects_merges_that_do_not_match_the_vocabulary(tokenizer, tmp_path):
     path = tmp_path / "tokenizer.json"
     tokenizer.save(path)
-    content = json.loads(path.read_text())
+    content = json.loads(path.read_text(encoding="utf-8"))
     content["merges"][0] = [content["merges"][0][1], content["merges"][0][0]]
-    path.write_text(json.dumps(content))
+    path.write_text(json.dumps(content), encoding="utf-8")
     with pytest.raises(ValueError, match="vocabulary does not match its merges"):
         BPETokenizer.load(path)
     content["merges"][3] = [0, 9999]
-    path.write_text(json.dumps(content))
+    path.write_text(json.dumps(content), encoding="utf-8")
     with pytest.raises(ValueError, match="merge 3 must join two ids below 259"):
         BPETokenizer.load(path)

@@ -60,7 +60,7 @@ def test_damaged_checkpoint_loads_nothing(tmp_path, damage):
     trainer.step_on_next_batch()
     trainer.save(tmp_path)
     document = tmp_path / "checkpoint.json"
-    arrays = tmp_path / json.loads(document.read_text())["arrays_file"]
+    arrays = tmp_path / json.loads(document.read_text(encoding="utf-8"))["arrays_file"]
     if damage == "truncate arrays":
         arrays.write_bytes(arrays.read_bytes()[: os.path.getsize(arrays) // 2])
     elif damage == "alter arrays":
@@ -68,7 +68,7 @@ def test_damaged_checkpoint_loads_nothing(tmp_path, damage):
         data[len(data) // 2] ^= 0xFF
         arrays.write_bytes(bytes(data))
     else:
-        document.write_text(document.read_text()[:100])
+        document.write_text(document.read_text(encoding="utf-8")[:100], encoding="utf-8")
     fresh = tiny_trainer()
     before = _snapshot(fresh)
     with pytest.raises(CheckpointError, match="truncated|altered|not valid JSON"):
@@ -102,7 +102,7 @@ def test_optimizer_state_that_does_not_fit_loads_nothing(tmp_path):
     trainer = tiny_trainer()
     trainer.step_on_next_batch()
     trainer.save(tmp_path)
-    meta = json.loads((tmp_path / "checkpoint.json").read_text())
+    meta = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))
     assert meta["optimizer"]["type"] == "AdamW"
     fresh = tiny_trainer()
     from minitransformer.training.optim import SGD
@@ -117,7 +117,7 @@ def test_save_writes_both_files_and_no_leftovers(tmp_path):
     model = build_model(tiny_config(), 5)
     save_checkpoint(tmp_path / "run", model, None, {"step": 0})
     def arrays_file():
-        return json.loads((tmp_path / "run" / "checkpoint.json").read_text())["arrays_file"]
+        return json.loads((tmp_path / "run" / "checkpoint.json").read_text(encoding="utf-8"))["arrays_file"]
 
     first = arrays_file()
     assert sorted(os.listdir(tmp_path / "run")) == sorted(["checkpoint.json", first])

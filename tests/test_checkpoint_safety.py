@@ -54,14 +54,14 @@ def test_a_fresh_trainer_refuses_an_out_dir_that_holds_a_checkpoint(tmp_path):
 def test_overwrite_true_replaces_only_the_checkpoint(tmp_path):
     first = tiny_trainer(out_dir=tmp_path)
     first.fit(max_steps=3)
-    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
     (tmp_path / "checkpoint-best.npz").write_bytes(b"my best weights")
-    old_arrays = json.loads((tmp_path / "checkpoint.json").read_text())["arrays_file"]
+    old_arrays = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))["arrays_file"]
     second = tiny_trainer(out_dir=tmp_path, overwrite=True, seed=4)
     second.fit(max_steps=3)
     assert read_checkpoint(tmp_path)[0]["train_config"]["seed"] == 4
     assert not (tmp_path / old_arrays).exists()                     # the replaced checkpoint's arrays
-    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
     assert (tmp_path / "checkpoint-best.npz").read_bytes() == b"my best weights"
 
 
@@ -86,10 +86,10 @@ def test_a_save_removes_only_the_arrays_file_the_replaced_checkpoint_named(tmp_p
     for name, data in user_files.items():
         (tmp_path / name).write_bytes(data)
     save_checkpoint(tmp_path, model, None, {"step": 0})
-    first = json.loads((tmp_path / "checkpoint.json").read_text())["arrays_file"]
+    first = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))["arrays_file"]
     model.token_embedding.weight.data += 1.0
     save_checkpoint(tmp_path, model, None, {"step": 1})
-    second = json.loads((tmp_path / "checkpoint.json").read_text())["arrays_file"]
+    second = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))["arrays_file"]
     assert second != first and not (tmp_path / first).exists()
     assert sorted(os.listdir(tmp_path)) == sorted([*user_files, "checkpoint.json", second])
     assert all((tmp_path / name).read_bytes() == data for name, data in user_files.items())
@@ -99,10 +99,10 @@ def test_a_checkpoint_naming_a_users_file_does_not_get_it_deleted(tmp_path):
     """Even a checkpoint.json that names checkpoint-best.npz (edited by hand) does not make a save delete it."""
     model = build_model(TrainConfig(block_size=4, n_layers=1, n_heads=1, d_model=4, d_ff=8), 5)
     save_checkpoint(tmp_path, model, None, {"step": 0})
-    document = json.loads((tmp_path / "checkpoint.json").read_text())
+    document = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))
     os.replace(tmp_path / document["arrays_file"], tmp_path / "checkpoint-best.npz")
     document["arrays_file"] = "checkpoint-best.npz"
-    (tmp_path / "checkpoint.json").write_text(json.dumps(document))
+    (tmp_path / "checkpoint.json").write_text(json.dumps(document), encoding="utf-8")
     save_checkpoint(tmp_path, model, None, {"step": 1})
     assert (tmp_path / "checkpoint-best.npz").exists()
 
@@ -132,7 +132,7 @@ def test_three_processes_saving_into_one_directory(tmp_path):
     directory.mkdir()
     saves = 40
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(directory), str(rank), str(saves)],
-                                stderr=subprocess.PIPE, text=True) for rank in range(3)]
+                                stderr=subprocess.PIPE, text=True, encoding="utf-8") for rank in range(3)]
     time.sleep(0.5)
     (directory / "go").touch()
     json_path, seen, violations = directory / "checkpoint.json", 0, []
@@ -223,14 +223,14 @@ def test_weights_that_are_not_finite_are_never_saved(tmp_path):
 def _edit_json(change):
     def edit(directory):
         path = directory / "checkpoint.json"
-        document = json.loads(path.read_text())
-        path.write_text(json.dumps(change(document)))
+        document = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps(change(document)), encoding="utf-8")
     return edit
 
 
 def _write_text(text):
     def edit(directory):
-        (directory / "checkpoint.json").write_text(text)
+        (directory / "checkpoint.json").write_text(text, encoding="utf-8")
     return edit
 
 
@@ -250,14 +250,14 @@ def _set(path, value):
 
 
 def _remove_arrays(directory):
-    os.remove(directory / json.loads((directory / "checkpoint.json").read_text())["arrays_file"])
+    os.remove(directory / json.loads((directory / "checkpoint.json").read_text(encoding="utf-8"))["arrays_file"])
 
 
 def _rewrite_arrays(change):
     """Rewrite the arrays file with `change(arrays)`, under a new name, with a correct checksum."""
     def edit(directory):
         path = directory / "checkpoint.json"
-        document = json.loads(path.read_text())
+        document = json.loads(path.read_text(encoding="utf-8"))
         with np.load(directory / document["arrays_file"]) as archive:
             arrays = {name: archive[name] for name in archive.files}
         change(arrays)
@@ -266,7 +266,7 @@ def _rewrite_arrays(change):
             np.savez(file, **arrays)
         document["arrays_file"] = name
         document["arrays_sha256"] = hashlib.sha256((directory / name).read_bytes()).hexdigest()
-        path.write_text(json.dumps(document))
+        path.write_text(json.dumps(document), encoding="utf-8")
     return edit
 
 

@@ -46,7 +46,7 @@ REMOVAL = re.compile(r"\b(removed|went|goes|gone|replaces|replaced|deleted)\b", 
 
 def _repository_files():
     try:
-        listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True, encoding="utf-8").stdout
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout (a student copy): the paths are checked in the reference")
     return {Path(line) for line in listed.splitlines()}
@@ -55,24 +55,24 @@ def _repository_files():
 def _texts():
     """(path of the text, text) of every docstring of the package, documentation page and notebook cell."""
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 if ast.get_docstring(node, clean=False):
                     yield path, ast.get_docstring(node, clean=False)
     pages = [*ROOT.glob("*.md"), *ROOT.glob("benchmarks/*.md"), *ROOT.glob("notebooks/*.md"), *ROOT.glob("docs/**/*.md")]
     for path in sorted(page for page in pages if page.name != "CHANGELOG.md" and "node_modules" not in page.parts):
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         if "docs" in path.relative_to(ROOT).parts:        # a link there names a page of the built site (test_site.py)
             text = SITE_LINK.sub("]", text)
         yield path, text
     for path in sorted(ROOT.glob("notebooks/*.ipynb")):
-        for cell in json.loads(path.read_text())["cells"]:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             yield path, "".join(cell["source"])
 
 
 def _removed_paths():
     """Paths that an entry of the CHANGELOG (a bullet, with its wrapped lines) says went."""
-    entries = re.split(r"\n(?=- |\n|#)", (ROOT / "CHANGELOG.md").read_text())
+    entries = re.split(r"\n(?=- |\n|#)", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"))
     return {name for entry in entries if REMOVAL.search(entry) for name in PATH.findall(entry)}
 
 
@@ -97,7 +97,7 @@ def test_no_function_of_the_package_is_longer_than_60_lines():
     long = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 if lines > LONGEST and (relative, node.name) not in LONG_FOR_NOW:
@@ -107,6 +107,6 @@ def test_no_function_of_the_package_is_longer_than_60_lines():
 
 def test_the_exercise_mode_stays_within_its_line_cap():
     files = sorted((PACKAGE / "exercises").glob("*.py")) + sorted((PACKAGE / "commands").glob("exercises*.py"))
-    counts = {path.relative_to(PACKAGE).as_posix(): len(path.read_text().splitlines()) for path in files}
+    counts = {path.relative_to(PACKAGE).as_posix(): len(path.read_text(encoding="utf-8").splitlines()) for path in files}
     assert sum(counts.values()) <= EXERCISE_MODE_LINES, (
         f"the exercise mode has {sum(counts.values())} lines, more than {EXERCISE_MODE_LINES} (issue 25): {counts}")

@@ -56,11 +56,11 @@ def files(tmp_path):
     paths = {"text": tmp_path / "text.txt", "binary": tmp_path / "binary.txt", "latin1": tmp_path / "latin1.txt",
              "blank": tmp_path / "blank.txt", "short": tmp_path / "short.txt", "dir": tmp_path / "a-directory",
              "missing": tmp_path / "missing.txt"}
-    paths["text"].write_text(TEXT)
+    paths["text"].write_text(TEXT, encoding="utf-8")
     paths["binary"].write_bytes(b"PK\x03\x04\x00\x00 zip")
     paths["latin1"].write_bytes("café au lait".encode("latin-1"))
-    paths["blank"].write_text("  \n\t\n")
-    paths["short"].write_text("a tiny text")
+    paths["blank"].write_text("  \n\t\n", encoding="utf-8")
+    paths["short"].write_text("a tiny text", encoding="utf-8")
     paths["dir"].mkdir()
     return paths
 
@@ -179,10 +179,10 @@ def test_bpe_save_into_a_missing_directory_is_refused(monkeypatch, capsys, files
 
 def test_bpe_save_never_replaces_a_file_unless_forced(monkeypatch, capsys, files, tmp_path):
     target = tmp_path / "mine.json"
-    target.write_text("my notes")
+    target.write_text("my notes", encoding="utf-8")
     assert_one_error_line(*run(monkeypatch, capsys, "bpe", "--text", str(files["text"]), "--merges", "3",
                                "--save", str(target)), "already exists", "--force")
-    assert target.read_text() == "my notes"
+    assert target.read_text(encoding="utf-8") == "my notes"
     status, _, _ = run(monkeypatch, capsys, "bpe", "--text", str(files["text"]), "--merges", "3", "--save",
                        str(target), "--force")
     assert status == 0 and BPETokenizer.load(target).vocab_size == 259
@@ -208,12 +208,12 @@ def test_bpe_save_says_plainly_that_the_saved_tokenizer_learned_its_own_merges(m
     listed = out.split("Its first 5: ", 1)[1].strip()
     assert listed == ", ".join(f"{left!r} + {right!r}" for left, right in saved[:5])     # what the file holds
     assert printed != saved                                                            # which differ here
-    assert json.loads(target.read_text())["vocab_size"] == 262
+    assert json.loads(target.read_text(encoding="utf-8"))["vocab_size"] == 262
 
 
 def test_a_real_process_prints_one_line_and_exits_2(files):
     result = subprocess.run([sys.executable, "-m", "minitransformer", "bpe", "--text", str(files["text"]),
-                             "--merges", "3", "--save", str(files["dir"])], capture_output=True, text=True, timeout=60)
+                             "--merges", "3", "--save", str(files["dir"])], capture_output=True, text=True, timeout=60, encoding="utf-8")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: --save") and result.stderr.count("\n") == 1
 

@@ -386,7 +386,7 @@ def gpt2_logits():
 
 # ==================================================================== the tests
 def _load_json(name):
-    return json.loads((FIXTURES / name).read_text())
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
 
 
 def _load_npz(name):

@@ -63,7 +63,7 @@ def run_ranks(ranks, request, timeout=600):
     command = mpi_command(ranks, str(SCRIPT), json.dumps(request)) if ranks > 1 else \
         [sys.executable, str(SCRIPT), json.dumps(request)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent,
-                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}, encoding="utf-8")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1, f"expected one JSON line from rank 0 alone, got {result.stdout!r}"
@@ -215,7 +215,7 @@ def test_a_sharded_rank_keeps_its_shards_moments_and_the_checkpoint_holds_them_a
 @pytest.mark.parametrize("setting", ["workers2", "workers2_dropout"])
 def test_two_ranks_give_the_recorded_numbers_of_0_3s_two_workers(setting):
     """tests/fixtures/compat_train_losses.json (test_compatibility.py, part c), float32, rtol 1e-6 as there."""
-    recorded = json.loads((HERE / "fixtures" / "compat_train_losses.json").read_text())[setting]
+    recorded = json.loads((HERE / "fixtures" / "compat_train_losses.json").read_text(encoding="utf-8"))[setting]
     got = run_ranks(2, {"settings": {"dropout": 0.1 if "dropout" in setting else 0.0, "max_steps": 20,
                                      "warmup_steps": 2, "lr_decay_steps": 20}})
     np.testing.assert_allclose(got["loss"], recorded["loss"], rtol=1e-6, atol=0)
@@ -260,7 +260,7 @@ def start_job(ranks, request, jobs):
     marker = uuid.uuid4().hex
     process = subprocess.Popen(mpi_command(ranks, str(SCRIPT), json.dumps({**request, "announce": True})),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE.parent,
-                               env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "MINITRANSFORMER_TEST_JOB": marker})
+                               env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "MINITRANSFORMER_TEST_JOB": marker}, encoding="utf-8")
     jobs.append((process, marker))
     for line in process.stdout:
         if line.startswith("evaluated at step"):
@@ -333,7 +333,7 @@ def test_workers_n_runs_the_command_under_mpiexec_and_trains_as_one_process(tmp_
     assert main(argv + ["--out", str(tmp_path / "one")]) == 0
     mpiexec()
     result = subprocess.run([sys.executable, "-m", "minitransformer", *argv, "--workers", "2", "--out",
-                             str(tmp_path / "two")], capture_output=True, text=True, timeout=600, cwd=HERE.parent)
+                             str(tmp_path / "two")], capture_output=True, text=True, timeout=600, cwd=HERE.parent, encoding="utf-8")
     assert result.returncode == 0, result.stderr
     running = result.stderr.splitlines()[0]
     threads = max(1, cores_available() // 2)
@@ -357,7 +357,7 @@ def test_each_rank_limits_its_blas_threads_to_its_share_of_the_cores(tmp_path, o
     environment = {name: value for name, value in os.environ.items() if name not in THREAD_VARIABLES}
     result = subprocess.run(mpi_command(2, "-m", "minitransformer", *TRAIN, "--max-steps", "1", *options,
                                         "--out", str(tmp_path / "run")),
-                            capture_output=True, text=True, timeout=600, cwd=HERE.parent, env=environment)
+                            capture_output=True, text=True, timeout=600, cwd=HERE.parent, env=environment, encoding="utf-8")
     assert result.returncode == 0, result.stderr
     first = result.stdout.splitlines()[0]
     mode = "sharded" if "sharded" in options else "replicated"
@@ -383,7 +383,7 @@ def test_ctrl_c_under_mpiexec_stops_every_rank_at_one_step_and_saves_there(tmp_p
     process = subprocess.Popen(mpi_command(2, "-m", "minitransformer", *TRAIN, *constant, "--max-steps", "100000",
                                            "--out", str(tmp_path / "run")),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE.parent,
-                               env={**os.environ, "MINITRANSFORMER_TEST_JOB": marker})
+                               env={**os.environ, "MINITRANSFORMER_TEST_JOB": marker}, encoding="utf-8")
     jobs.append((process, marker))
     for line in process.stdout:
         if line.startswith("untrained:"):                  # rank 0 is about to train
@@ -398,13 +398,13 @@ def test_ctrl_c_under_mpiexec_stops_every_rank_at_one_step_and_saves_there(tmp_p
     assert read_checkpoint(tmp_path / "run")[0]["step"] == step > 0
     more = ["--max-steps", str(step + 3)]
     resumed = subprocess.run(mpi_command(2, "-m", "minitransformer", *TRAIN, *more, "--resume", "--out",
-                                         str(tmp_path / "run")), capture_output=True, text=True, timeout=600)
+                                         str(tmp_path / "run")), capture_output=True, text=True, timeout=600, encoding="utf-8")
     straight = subprocess.run(mpi_command(2, "-m", "minitransformer", *TRAIN, *constant, *more, "--out",
-                                          str(tmp_path / "straight")), capture_output=True, text=True, timeout=600)
+                                          str(tmp_path / "straight")), capture_output=True, text=True, timeout=600, encoding="utf-8")
     assert resumed.returncode == straight.returncode == 0, resumed.stderr + straight.stderr
     assert history(tmp_path / "run")["loss"] == history(tmp_path / "straight")["loss"]      # bit for bit
     other = subprocess.run(mpi_command(3, "-m", "minitransformer", *TRAIN, "--max-steps", str(step + 4), "--resume",
-                                       "--out", str(tmp_path / "run")), capture_output=True, text=True, timeout=600)
+                                       "--out", str(tmp_path / "run")), capture_output=True, text=True, timeout=600, encoding="utf-8")
     assert other.returncode == 0, other.stderr
     assert "note: the checkpoint was trained on 2 rank(s) and continues on 3: its numbers will no longer match" \
         in other.stderr

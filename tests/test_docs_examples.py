@@ -112,7 +112,7 @@ def benchmark_options():
     options = {}
     for script in sorted({program for _, _, program, _ in ALL_COMMANDS if program != "minitransformer"}):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        shown = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, env=env)
+        shown = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, env=env, encoding="utf-8")
         missing = re.search(r"ModuleNotFoundError: No module named '(\w+)", shown.stderr)
         if shown.returncode and missing and missing[1] in OPTIONAL_MODULES:
             options[script] = None               # needs an optional extra that is not installed: checked with it

@@ -43,14 +43,14 @@ def test_the_tables_of_names_give_the_files_that_define_each_name():
 
 def _public_classes(room):
     for path in sorted((ROOT / "minitransformer" / room).glob("[!_]*.py")):
-        for node in ast.parse(path.read_text()).body:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 yield node.name, f"{room}/{path.name}"
 
 
 @pytest.mark.parametrize("room, page", CLASS_TABLES)
 def test_every_public_class_of_the_room_has_a_row_and_every_row_names_real_code(room, page):
-    rows = [line for line in (ROOT / page).read_text().splitlines() if line.startswith("| `")]
+    rows = [line for line in (ROOT / page).read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
     named = {(name, path) for line in rows for name in gen_lists._NAME.findall(line.split("|")[1])
              for path in gen_lists._PATH.findall(line.split("|")[2])}
     missing = [f"{name} ({path})" for name, path in _public_classes(room) if (name, path) not in named]
@@ -62,7 +62,7 @@ def test_every_public_class_of_the_room_has_a_row_and_every_row_names_real_code(
 
 
 def test_the_benchmarks_table_names_every_script_and_no_other():
-    text = (ROOT / "benchmarks" / "README.md").read_text()
+    text = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"^\| `(bench_\w+\.py)` \|", text, re.M))
     scripts = {path.name for path in (ROOT / "benchmarks").glob("bench_*.py")}
     assert listed == scripts, (f"benchmarks/README.md's table of scripts: missing {sorted(scripts - listed)}, "
@@ -84,7 +84,7 @@ def _stale(copy):
 
 
 def test_a_file_added_or_taken_away_turns_the_map_red(copy):
-    (copy / "minitransformer" / "layers" / "extra_layer.py").write_text('"""An extra layer."""\n')
+    (copy / "minitransformer" / "layers" / "extra_layer.py").write_text('"""An extra layer."""\n', encoding="utf-8")
     assert "the map list differs from the package: run python docs/gen_lists.py" in _stale(copy)
     (copy / "minitransformer" / "layers" / "extra_layer.py").unlink()
     (copy / "minitransformer" / "layers" / "padding.py").unlink()
@@ -95,10 +95,10 @@ def test_a_room_moved_or_an_import_upward_turns_the_map_red(copy):
     shutil.move(copy / "minitransformer" / "generation", copy / "minitransformer" / "decoding")
     assert "the map list differs" in _stale(copy)
     shutil.move(copy / "minitransformer" / "decoding", copy / "minitransformer" / "generation")
-    with open(copy / "minitransformer" / "tokenizers" / "char.py", "a") as file:      # tokenizers now above models
+    with open(copy / "minitransformer" / "tokenizers" / "char.py", "a", encoding="utf-8") as file:      # tokenizers now above models
         file.write("\n\ndef _later():\n    from ..models import gpt  # noqa: F401\n")
     assert "the map list differs" in _stale(copy)
-    with open(copy / "minitransformer" / "core" / "parameter.py", "a") as file:     # and a circle
+    with open(copy / "minitransformer" / "core" / "parameter.py", "a", encoding="utf-8") as file:     # and a circle
         file.write("\n\ndef _circle():\n    from ..layers import linear  # noqa: F401\n")
     assert "the map list cannot be written: the rooms import each other in a circle" in _stale(copy)
     with pytest.raises(ValueError, match=r"circle: .*core -> layers -> core"):
@@ -107,38 +107,38 @@ def test_a_room_moved_or_an_import_upward_turns_the_map_red(copy):
 
 def test_an_exercise_added_or_taken_away_turns_the_exercise_list_red(copy):
     catalogue = copy / "minitransformer" / "exercises" / "catalogue.py"
-    text = catalogue.read_text()
-    catalogue.write_text(text.replace('    Exercise("relu", ("ReLU",)),\n', ""))
+    text = catalogue.read_text(encoding="utf-8")
+    catalogue.write_text(text.replace('    Exercise("relu", ("ReLU",)),\n', ""), encoding="utf-8")
     assert "the exercises list differs" in _stale(copy)
     catalogue.write_text(text.replace('    Exercise("relu", ("ReLU",)),\n',
-                                      '    Exercise("relu", ("ReLU",)),\n    Exercise("silu", ("SiLU",)),\n'))
+                                      '    Exercise("relu", ("ReLU",)),\n    Exercise("silu", ("SiLU",)),\n'), encoding="utf-8")
     assert "the exercises list differs" in _stale(copy)
 
 
 def test_a_command_added_or_taken_away_turns_the_command_list_red(copy):
     main = copy / "minitransformer" / "__main__.py"
-    text = main.read_text()
-    main.write_text(text.replace('    "mlm": "minitransformer.commands.mlm",\n', ""))
+    text = main.read_text(encoding="utf-8")
+    main.write_text(text.replace('    "mlm": "minitransformer.commands.mlm",\n', ""), encoding="utf-8")
     assert "the commands list differs" in _stale(copy)
-    (copy / "minitransformer" / "commands" / "extra.py").write_text('HELP = "an extra command"\n')
+    (copy / "minitransformer" / "commands" / "extra.py").write_text('HELP = "an extra command"\n', encoding="utf-8")
     main.write_text(text.replace('"mlm": "minitransformer.commands.mlm",',
-                                 '"mlm": "minitransformer.commands.mlm",\n    "extra": "minitransformer.commands.extra",'))
+                                 '"mlm": "minitransformer.commands.mlm",\n    "extra": "minitransformer.commands.extra",'), encoding="utf-8")
     assert "the commands list differs" in _stale(copy)
 
 
 def test_a_region_renamed_or_moved_turns_the_exercise_list_red(copy):
     activations = copy / "minitransformer" / "layers" / "activations.py"
-    text = activations.read_text()
-    activations.write_text(text.replace("### BEGIN SOLUTION gelu.forward", "### BEGIN SOLUTION gelu.forward_pass"))
+    text = activations.read_text(encoding="utf-8")
+    activations.write_text(text.replace("### BEGIN SOLUTION gelu.forward", "### BEGIN SOLUTION gelu.forward_pass"), encoding="utf-8")
     assert "the exercises list differs" in _stale(copy)                 # renamed
-    activations.write_text(text.replace("### BEGIN SOLUTION relu.backward", "### BEGIN SOLUTION relu_old.backward"))
-    (copy / "minitransformer" / "layers" / "relu.py").write_text("        ### BEGIN SOLUTION relu.backward\n")
+    activations.write_text(text.replace("### BEGIN SOLUTION relu.backward", "### BEGIN SOLUTION relu_old.backward"), encoding="utf-8")
+    (copy / "minitransformer" / "layers" / "relu.py").write_text("        ### BEGIN SOLUTION relu.backward\n", encoding="utf-8")
     assert "the exercises list differs" in _stale(copy)                 # moved to another file
 
 
 def test_a_hand_edited_list_turns_red_and_the_generator_mends_it(copy):
     page = copy / "docs" / "guide" / "instructors-class-grading.md"
-    page.write_text(re.sub(r"\| `relu` \|.*\n", "", page.read_text()))
+    page.write_text(re.sub(r"\| `relu` \|.*\n", "", page.read_text(encoding="utf-8")), encoding="utf-8")
     assert "the exercises list differs" in _stale(copy)
     assert gen_lists.main(["--root", str(copy)]) == 0
     assert _stale(copy) == ""
@@ -150,11 +150,11 @@ def test_a_file_that_moves_is_mended_in_the_tables_of_names(copy):
     assert any("`layers/lora.py`" in message for message in stale["docs/guide/attention-and-position-variants.md"])
     gen_lists.fix_tables(copy, write=True)
     assert "| `LoRALinear`, `LoRAAdapter`, `LoRAModel`, `add_lora` | `layers/lora.py` |" in \
-        (copy / "docs" / "guide" / "attention-and-position-variants.md").read_text()
+        (copy / "docs" / "guide" / "attention-and-position-variants.md").read_text(encoding="utf-8")
 
 
 def test_a_class_without_a_row_is_named(copy, monkeypatch):
-    (copy / "minitransformer" / "layers" / "extra_layer.py").write_text("class ExtraLayer:\n    pass\n")
+    (copy / "minitransformer" / "layers" / "extra_layer.py").write_text("class ExtraLayer:\n    pass\n", encoding="utf-8")
     monkeypatch.setitem(globals(), "ROOT", copy)
     with pytest.raises(AssertionError, match=r"has no row for ExtraLayer \(layers/extra_layer.py\)"):
         test_every_public_class_of_the_room_has_a_row_and_every_row_names_real_code(*CLASS_TABLES[0])

@@ -29,7 +29,7 @@ def put_bodies(copy, bodies):
     """Write region bodies (dict name -> lines) into the student copy, as a student would."""
     for relative in {REGIONS[name][0] for name in bodies}:
         path = copy / "minitransformer" / relative
-        path.write_text(replace_regions(path.read_text(), bodies))
+        path.write_text(replace_regions(path.read_text(encoding="utf-8"), bodies), encoding="utf-8")
 
 
 @pytest.fixture
@@ -84,15 +84,15 @@ def test_copy_blanks_exactly_the_chosen_regions_and_keeps_the_docstrings(copy_of
     assert blank == {"layernorm.forward", "layernorm.backward", "softmax.backward"}
     for name in set(REGIONS) - blank:
         assert student[name][1].body == reference_body(name)
-    layernorm = (copy / "minitransformer/layers/layernorm.py").read_text()
+    layernorm = (copy / "minitransformer/layers/layernorm.py").read_text(encoding="utf-8")
     assert r"dx = \frac{1}{\sigma} \Big( g - \operatorname{mean}(g) - \hat{x} \odot" in layernorm       # the maths stays
     assert "mean_g_xhat = (g * self.xhat)" not in layernorm                               # the answer goes
     assert 'NotImplementedError("Exercise layernorm.backward: write the missing code in LayerNorm.backward' in layernorm
     assert not list(copy.rglob("__pycache__")) and not (copy / "tests/test_exercises.py").exists()
     assert (copy / "tests/test_gradients.py").is_file() and (copy / "setup.cfg").is_file()
-    manifest = json.loads((copy / "exercises.json").read_text())
+    manifest = json.loads((copy / "exercises.json").read_text(encoding="utf-8"))
     assert manifest["exercises"] == ["softmax", "layernorm"]
-    readme = (copy / "README.md").read_text()
+    readme = (copy / "README.md").read_text(encoding="utf-8")
     assert "- `layernorm.backward`: `minitransformer/layers/layernorm.py`, in `LayerNorm.backward`" in readme
     assert "dx = dout2d @ self.weight.data.T" not in readme            # the reference README quotes Linear's
 
@@ -111,10 +111,10 @@ def test_copy_imports_and_every_layer_not_using_an_exercise_still_works(copy_of)
               "    except NotImplementedError:\n"
               "        failed.add(case.layer)\n"
               "print(json.dumps([minitransformer.__file__, sorted(failed)]))\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=copy, capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", script], cwd=copy, capture_output=True, text=True, check=True, encoding="utf-8")
     imported_from, failed = json.loads(done.stdout)
     assert Path(imported_from).resolve().is_relative_to(copy.resolve())
-    unavailable = json.loads((copy / "exercises.json").read_text())["unavailable_layers"]
+    unavailable = json.loads((copy / "exercises.json").read_text(encoding="utf-8"))["unavailable_layers"]
     assert set(failed) == set(unavailable)
     assert {"Softmax", "LayerNorm", "ScaledDotProductAttention", "MultiHeadAttention", "TransformerBlock",
             "GPT"} <= set(failed)
@@ -123,7 +123,7 @@ def test_copy_imports_and_every_layer_not_using_an_exercise_still_works(copy_of)
 
 
 def test_make_refuses_a_non_empty_directory(tmp_path, capsys):
-    (tmp_path / "keep.txt").write_text("mine")
+    (tmp_path / "keep.txt").write_text("mine", encoding="utf-8")
     assert main(["exercises", "make", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: exercises make: ") and "not an empty directory" in err and err.count("\n") == 1
@@ -138,7 +138,7 @@ def assign(copy, regions=None, seed=19):
     """
     from minitransformer.exercises.assignment import default_path, new_assignment, write_assignment
 
-    regions = json.loads((copy / "exercises.json").read_text())["regions"] if regions is None else regions
+    regions = json.loads((copy / "exercises.json").read_text(encoding="utf-8"))["regions"] if regions is None else regions
     assignment = new_assignment(regions, REFERENCE, seed=seed)
     write_assignment(default_path(copy), assignment)
     return assignment
@@ -150,7 +150,7 @@ def test_grading_every_exercise_fails_exactly_the_chosen_ones(copy_of, tmp_path,
     assert main(["exercises", "grade", str(copy), "--json", str(tmp_path / "grades.json")]) == 1
     table = capsys.readouterr().out
     assert "layernorm: not implemented" in table and "softmax: not implemented" in table
-    grades = json.loads((tmp_path / "grades.json").read_text())["exercises"]
+    grades = json.loads((tmp_path / "grades.json").read_text(encoding="utf-8"))["exercises"]
     assert {g["exercise"]: g["points"] for g in grades} == {    # attention and multihead too: reference softmax
         e.name: 0 if e.name in ("layernorm", "softmax") else len(select_regions(REGIONS, [e.name])) for e in EXERCISES}
     assert all(g["points"] == g["max_points"] for g in grades if g["exercise"] not in ("layernorm", "softmax"))
@@ -161,14 +161,14 @@ def test_putting_the_reference_bodies_back_gives_full_marks(tmp_path, capsys):
     assert main(["exercises", "make", str(copy), "--only", "layernorm,softmax,attention.backward"]) == 0
     assignment = tmp_path / "student.assignment.json"
     assert f"wrote the instructor's assignment to {assignment}" in capsys.readouterr().out
-    seed = str(json.loads(assignment.read_text())["seed"])
+    seed = str(json.loads(assignment.read_text(encoding="utf-8"))["seed"])
     assert (assignment.stat().st_mode & 0o777) == 0o600
-    assert not any(seed in path.read_text(errors="replace") for path in copy.rglob("*") if path.is_file()), \
+    assert not any(seed in path.read_text(errors="replace", encoding="utf-8") for path in copy.rglob("*") if path.is_file()), \
         "the inputs' seed stays on the instructor's side"
     put_bodies(copy, {name: reference_body(name) for name in REGIONS})
     report = tmp_path / "grades.json"
     assert main(["exercises", "grade", str(copy), "--json", str(report)]) == 0    # the assignment beside it
-    result = json.loads(report.read_text())
+    result = json.loads(report.read_text(encoding="utf-8"))
     assert (result["points"], result["max_points"], result["full_marks"]) == (5, 5, True)   # one per region
     assert [e["exercise"] for e in result["exercises"]] == ["softmax", "layernorm", "attention"]
     assert all(e["backward_error"] < 1e-7 and e["forward_ok"] for e in result["exercises"])
@@ -185,8 +185,8 @@ def test_layernorm_backward_without_the_mean_term_is_caught_and_located(copy_of)
     put_bodies(copy, {"layernorm.forward": reference_body("layernorm.forward"), "layernorm.backward": wrong})
     # a student edit outside the regions is never run: a checker that always passes changes nothing
     gradcheck = copy / "minitransformer/gradcheck/checker.py"
-    gradcheck.write_text(gradcheck.read_text().replace("def rel_error(analytic, numeric):",
-                                                       "def rel_error(analytic, numeric):\n    return 0.0"))
+    gradcheck.write_text(gradcheck.read_text(encoding="utf-8").replace("def rel_error(analytic, numeric):",
+                                                       "def rel_error(analytic, numeric):\n    return 0.0"), encoding="utf-8")
     (grade,) = grade_copy(copy, assign(copy))
     assert (grade.exercise, grade.status, grade.forward_ok, grade.points, grade.max_points) == (
         "layernorm", "wrong", True, 1, 2)
@@ -212,8 +212,8 @@ def test_hanging_crashing_and_unmarked_answers_are_reported(copy_of):
                       "gelu.forward": reference_body("gelu.forward"),
                       "gelu.backward": [f"{indent}return dout * np.nan\n"]})  # NaN never passes as "small"
     embedding = copy / "minitransformer/layers/embedding.py"              # the student deleted the markers
-    embedding.write_text("".join(line for line in embedding.read_text().splitlines(keepends=True)
-                                 if "SOLUTION" not in line))
+    embedding.write_text("".join(line for line in embedding.read_text(encoding="utf-8").splitlines(keepends=True)
+                                 if "SOLUTION" not in line), encoding="utf-8")
     # the hanging answer costs the whole timeout; the others must finish within it even on a loaded 2-core machine
     linear, relu, gelu, embedding, crossentropy = grade_copy(copy, assign(copy), limits=Limits(timeout=20))
     assert (gelu.status, gelu.forward_ok, gelu.points, gelu.backward_error) == ("wrong", True, 1, 1.0)   # forward right
@@ -317,8 +317,8 @@ def test_grading_a_copy_made_by_another_version_warns(tmp_path):
     from minitransformer.exercises.grade import copy_notes
     nothing_graded = Assignment({}, seed=1)                                   # the copy's empty list matches it
     assert copy_notes(tmp_path, nothing_graded) == []                         # no manifest: nothing to compare
-    (tmp_path / "exercises.json").write_text(json.dumps({"minitransformer": __version__, "regions": []}))
+    (tmp_path / "exercises.json").write_text(json.dumps({"minitransformer": __version__, "regions": []}), encoding="utf-8")
     assert copy_notes(tmp_path, nothing_graded) == []
-    (tmp_path / "exercises.json").write_text(json.dumps({"minitransformer": "0.1.0", "regions": []}))
+    (tmp_path / "exercises.json").write_text(json.dumps({"minitransformer": "0.1.0", "regions": []}), encoding="utf-8")
     (warning,) = copy_notes(tmp_path, nothing_graded)
     assert "made by minitransformer 0.1.0 and is graded by " + __version__ in warning

@@ -50,9 +50,9 @@ def test_each_exercise_alone_blanks_its_layers_and_passes_with_the_reference_put
     bodies = {}
     for region in regions:
         bodies.setdefault(REGIONS[region][0], {})[region] = REGIONS[region][1].body
-    (tmp_path / "bodies.json").write_text(json.dumps(bodies))
+    (tmp_path / "bodies.json").write_text(json.dumps(bodies), encoding="utf-8")
     done = subprocess.run([sys.executable, "-c", SCRIPT, name, str(tmp_path / "bodies.json")], cwd=copy,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, encoding="utf-8")
     assert done.returncode == 0, done.stderr[-3000:]
     verdicts = json.loads(done.stdout.splitlines()[-1])
     for part in ("forward", "backward"):

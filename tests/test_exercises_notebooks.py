@@ -100,10 +100,10 @@ def test_the_notebook_builder_refuses_a_check_not_named_after_its_answer(tmp_pat
     builder = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(builder)
     source = tmp_path / "99_x.py"
-    source.write_text("# %% [solution] warmup_rule_x\nx = 1\n\n# %% [check 1] check_warmup_rule_x\nassert x\n")
+    source.write_text("# %% [solution] warmup_rule_x\nx = 1\n\n# %% [check 1] check_warmup_rule_x\nassert x\n", encoding="utf-8")
     assert [cell.metadata["nbgrader"]["grade_id"] for cell in builder.build(source).cells] == [
         "warmup_rule_x", "check_warmup_rule_x"]
-    source.write_text("# %% [solution] warmup_rule_x\nx = 1\n\n# %% [check 1] check_x\nassert x\n")
+    source.write_text("# %% [solution] warmup_rule_x\nx = 1\n\n# %% [check 1] check_x\nassert x\n", encoding="utf-8")
     with pytest.raises(ValueError, match="99_x.py:4: a check cell is named check_ \\+ the grade_id of the solution"):
         builder.build(source)
 

@@ -95,7 +95,7 @@ def test_sample_gpt2_reads_endoftext_in_the_prompt_as_the_document_separator(tmp
     model = GPT(300, 16, 2, 1, 32, 16, rng=0, dtype=np.float32)
     write_by_hand(tmp_path / "model.safetensors", {name: ("F32", array.astype(np.float32))
                                                    for name, array in to_gpt2_state_dict(model).items()})
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_head": 2}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_head": 2}), encoding="utf-8")
     tokenizer.save(tmp_path)
     loaded, _ = load_gpt2_directory(tmp_path)
     code, out, err = cli(["sample", "--gpt2", str(tmp_path), "--prompt", "<|endoftext|>", "--max-new-tokens", "5",
@@ -112,7 +112,7 @@ def test_sample_gpt2_reads_endoftext_in_the_prompt_as_the_document_separator(tmp
 def small_folder(tmp_path):
     """A folder with a small tokenizer and a config, but whatever weights a test writes."""
     GPT2Tokenizer.train(TEXT, 300).save(tmp_path)
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_head": 2}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_head": 2}), encoding="utf-8")
     (tmp_path / "model.safetensors").write_bytes(b"\x10\0\0\0\0\0\0\0{}")
     return tmp_path
 
@@ -123,11 +123,11 @@ def _damage(folder, case):
     elif case == "missing weights":
         (folder / "model.safetensors").unlink()
     elif case == "another model":
-        (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+        (folder / "config.json").write_text(json.dumps({"model_type": "llama"}), encoding="utf-8")
     elif case == "config not json":
-        (folder / "config.json").write_text("{model_type: gpt2")
+        (folder / "config.json").write_text("{model_type: gpt2", encoding="utf-8")
     elif case == "merges damaged":
-        (folder / "merges.txt").write_text("#version: 0.2\na b c\n")
+        (folder / "merges.txt").write_text("#version: 0.2\na b c\n", encoding="utf-8")
 
 
 BAD_FOLDERS = {"missing folder": "is not a directory", "missing weights": "lacks model.safetensors",

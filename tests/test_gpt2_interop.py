@@ -161,7 +161,7 @@ def test_a_checkpoint_saved_on_disk_loads_as_the_readme_shows(tmp_path):
     safetensors_numpy = pytest.importorskip("safetensors.numpy")      # installed with transformers
     hf.save_pretrained(tmp_path)
     model = from_gpt2_state_dict(safetensors_numpy.load_file(tmp_path / "model.safetensors"),
-                                     config=json.loads((tmp_path / "config.json").read_text()))
+                                     config=json.loads((tmp_path / "config.json").read_text(encoding="utf-8")))
     ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6]])
     logits = model(ids)                                                # (1, T, V)
     expected = hf(torch.from_numpy(ids)).logits.detach().numpy()

@@ -100,9 +100,9 @@ def test_a_checkpoint_from_before_the_options_loads_as_layernorm_with_biases(tmp
     model = GPT(**SIZES, rng=2)
     save_checkpoint(tmp_path, model, None, {"step": 0})
     json_path = tmp_path / "checkpoint.json"
-    document = json.loads(json_path.read_text())
+    document = json.loads(json_path.read_text(encoding="utf-8"))
     del document["model_config"]["norm_layer"], document["model_config"]["bias"]     # as 0.3 wrote it
-    json_path.write_text(json.dumps(document))
+    json_path.write_text(json.dumps(document), encoding="utf-8")
     load_checkpoint(tmp_path, GPT(**SIZES, rng=7))
     with pytest.raises(CheckpointError, match="norm_layer: checkpoint 'layernorm', now 'rmsnorm'"):
         load_checkpoint(tmp_path, GPT(**SIZES, norm_layer="rmsnorm", rng=7))

@@ -114,7 +114,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_the_readme_gradient_checker_example_runs_and_passes():
-    section = README.read_text().split("## The gradient checker", 1)[1].split("\n## ", 1)[0]
+    section = README.read_text(encoding="utf-8").split("## The gradient checker", 1)[1].split("\n## ", 1)[0]
     snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(snippet, "README.md", "exec"), {})                  # raises AssertionError if the check fails
 

@@ -43,16 +43,16 @@ def test_make_writes_the_assignment_beside_the_copy_and_never_over_one(tmp_path,
     copy = tmp_path / "student"
     assert main(["exercises", "make", str(copy), "--only", "relu"]) == 0
     path = tmp_path / "student.assignment.json"
-    data = json.loads(path.read_text())
+    data = json.loads(path.read_text(encoding="utf-8"))
     assert data["exercises"] == [{"name": "relu", "points": {"relu.backward": 1}}]
     assert data["reference"]["files"] == reference_files(REFERENCE)          # the reference it grades against, pinned
     assert isinstance(data["seed"], int) and not list(copy.glob("*assignment*"))
     capsys.readouterr()
-    before = path.read_text()
+    before = path.read_text(encoding="utf-8")
     assert main(["exercises", "make", str(tmp_path / "second"), "--only", "relu", "--assignment", str(path)]) == 2
     line = _one_error(capsys)
     assert "exists already" in line and "--force" in line
-    assert path.read_text() == before and not (tmp_path / "second").exists()      # checked before the copy
+    assert path.read_text(encoding="utf-8") == before and not (tmp_path / "second").exists()      # checked before the copy
     assert main(["exercises", "make", str(tmp_path / "third"), "--only", "relu", "--assignment",
                  str(tmp_path / "third" / "a.json")]) == 2
     assert "inside the student copy" in _one_error(capsys) and not (tmp_path / "third").exists()
@@ -76,13 +76,13 @@ def test_the_assignment_file_is_checked_field_by_field(student, tmp_path, capsys
         else:
             data["exercises"][0]["points"] = {value: 1}
         path = tmp_path / f"{what}.json"
-        path.write_text(json.dumps(data))
+        path.write_text(json.dumps(data), encoding="utf-8")
         with pytest.raises(AssignmentError, match=str(path)):
             read_assignment(path, REGIONS)
         assert main(["exercises", "grade", str(student), "--assignment", str(path)]) == 2
         line = _one_error(capsys)
         assert str(path) in line and line.count("exercises grade:") == 1
-    (tmp_path / "broken.json").write_text("{")
+    (tmp_path / "broken.json").write_text("{", encoding="utf-8")
     with pytest.raises(AssignmentError, match="not valid JSON"):
         read_assignment(tmp_path / "broken.json", REGIONS)
 
@@ -94,7 +94,7 @@ def test_only_what_the_assignment_grades_is_graded_for_its_points(student, tmp_p
     path = write_assignment(tmp_path / "a.json", assignment)
     report = tmp_path / "grades.json"
     assert main(["exercises", "grade", str(student), "--assignment", str(path), "--json", str(report)]) == 0
-    result = json.loads(report.read_text())
+    result = json.loads(report.read_text(encoding="utf-8"))
     assert (result["points"], result["max_points"], [e["exercise"] for e in result["exercises"]]) == (2.5, 2.5, ["relu"])
     err = capsys.readouterr().err                        # the copy's own list differs: said, and not used
     assert "note: the copy's exercises.json lists layernorm.backward, relu.backward" in err

@@ -176,9 +176,9 @@ def test_a_copy_that_links_to_the_reference_scores_nothing(student, tmp_path):
 
 def test_an_edited_exercises_json_does_not_choose_what_is_graded(student, level):
     put_bodies(student, {"relu.backward": reference_body("relu.backward")})
-    manifest = json.loads((student / "exercises.json").read_text())
+    manifest = json.loads((student / "exercises.json").read_text(encoding="utf-8"))
     manifest.update(exercises=["relu"], regions=["relu.backward"])
-    (student / "exercises.json").write_text(json.dumps(manifest))
+    (student / "exercises.json").write_text(json.dumps(manifest), encoding="utf-8")
     grades = grade_copy(student, assignment(), isolation=level)
     assert {g.exercise: g.points for g in grades} == {"relu": 1, "layernorm": 0}
 
@@ -295,7 +295,7 @@ def test_a_reference_changed_on_disk_refuses_to_grade(student, tmp_path, capsys)
     put_bodies(student, {"relu.backward": reference_body("relu.backward")})
     (before,) = grade_copy(student, assignment(), only=["relu"], isolation="process", reference=reference)
     assert before.points == 1
-    with open(reference / "gradcheck" / "checker.py", "a") as handle:        # what one submission might leave
+    with open(reference / "gradcheck" / "checker.py", "a", encoding="utf-8") as handle:        # what one submission might leave
         handle.write("\ndef rel_error(analytic, numeric):\n    return 0.0\n")
     with pytest.raises(ReferenceChanged, match=r"gradcheck/checker\.py changed.*refusing to grade"):
         grade_copy(student, assignment(), only=["relu"], isolation="process", reference=reference)
@@ -308,7 +308,7 @@ def test_the_command_refuses_a_changed_reference_in_one_line(student, tmp_path, 
     shutil.copytree(REFERENCE, reference, ignore=shutil.ignore_patterns("__pycache__"))
     path = tmp_path / "assignment.json"
     write_assignment(path, new_assignment(ASSIGNED, reference, seed=19))
-    (reference / "layers" / "layernorm.py").write_text("# emptied\n")
+    (reference / "layers" / "layernorm.py").write_text("# emptied\n", encoding="utf-8")
     monkeypatch.setattr(instructor, "reference_package", lambda: reference)
     assert main(["exercises", "grade", str(student), "--assignment", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -318,7 +318,7 @@ def test_the_command_refuses_a_changed_reference_in_one_line(student, tmp_path, 
 
 # ---------------------------------------------------------------- the verdicts before issue 19, again
 
-RECORD = json.loads((Path(__file__).parent / "fixtures" / "grading_verdicts.json").read_text())["verdicts"]
+RECORD = json.loads((Path(__file__).parent / "fixtures" / "grading_verdicts.json").read_text(encoding="utf-8"))["verdicts"]
 
 # What issue 19 changed on purpose: a backward is held to the gradient of the *reference* forward, so a
 # wrong forward that leaves what the backward reads intact costs the forward's point only (cross-entropy's
@@ -335,7 +335,7 @@ def blank_everywhere(made, tmp_path_factory):
     shutil.copytree(made, copy)
     for relative in {relative for relative, _ in REGIONS.values()}:
         path = copy / "minitransformer" / relative
-        path.write_text(blank_regions(path.read_text(), set(REGIONS), relative))
+        path.write_text(blank_regions(path.read_text(encoding="utf-8"), set(REGIONS), relative), encoding="utf-8")
     return copy
 
 

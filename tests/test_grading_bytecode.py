@@ -25,8 +25,8 @@ POISON = "relu.py's forward returns zeros"
 def poisoned_pyc(source):
     """The bytes of a valid byte-code cache of `source` (its mtime and size in the header) whose ReLU forward
     returns zeros: what Python loads in place of the source."""
-    text = source.read_text().replace("return np.maximum(x, 0)", "return x * 0.0")
-    assert text != source.read_text()
+    text = source.read_text(encoding="utf-8").replace("return np.maximum(x, 0)", "return x * 0.0")
+    assert text != source.read_text(encoding="utf-8")
     info = source.stat()
     return bytes(_code_to_timestamp_pyc(compile(text, str(source), "exec", dont_inherit=True), info.st_mtime,
                                         info.st_size))
@@ -45,7 +45,7 @@ def relu_forward_in(package):
     code = "from minitransformer.layers.activations import ReLU; print(ReLU().forward([1.0, 2.0]).tolist())"
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
     done = subprocess.run([sys.executable, "-c", code], cwd=package.parent, env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, encoding="utf-8")
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 

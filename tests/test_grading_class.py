@@ -49,7 +49,7 @@ def make_class(made, folder, names=CLASS):
             continue
         shutil.copytree(made, folder / name, dirs_exist_ok=True)
         if contents == "enormous":
-            with open(folder / name / "minitransformer" / "layers" / "activations.py", "a") as handle:
+            with open(folder / name / "minitransformer" / "layers" / "activations.py", "a", encoding="utf-8") as handle:
                 handle.write("# padding\n" * 200_000)
         else:
             put_bodies(folder / name, contents)
@@ -74,7 +74,7 @@ def test_a_class_is_graded_into_a_canvas_gradebook_each_bad_folder_costing_its_o
     assert grade(folder, assignment) == 0
     out = capsys.readouterr().out
     gradebook, _ = class_paths(folder)
-    with open(gradebook, newline="") as handle:
+    with open(gradebook, newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
     assert rows[0] == ["Student", "ID", "SIS User ID", "Section", "relu", "gelu", "Final Points"]
     assert rows[1] == ["Points Possible", "", "", "", "1", "2", "3"]
@@ -96,15 +96,15 @@ def test_a_class_run_again_grades_only_what_was_not_graded_or_changed(made, assi
     assert grade(folder, assignment) == 0
     _, grades = class_paths(folder)
     assert "2 students: 0 graded before, 2 to grade" in capsys.readouterr().out
-    first = (grades / "ada.json").read_text()
+    first = (grades / "ada.json").read_text(encoding="utf-8")
     make_class(made, folder, ["ben"])                   # a late submission, and what a crash leaves half-written
-    (grades / ".cy.partial").write_text("{")
+    (grades / ".cy.partial").write_text("{", encoding="utf-8")
     assert grade(folder, assignment) == 0
     out = capsys.readouterr().out
     assert "3 students: 2 graded before, 1 to grade" in out and "  ben: 1/3" in out and "  ada" not in out
-    assert (grades / "ada.json").read_text() == first
+    assert (grades / "ada.json").read_text(encoding="utf-8") == first
     put_bodies(folder / "cy", GOOD)                     # the student fixed their answer: graded again
-    (grades / "ben.json").write_text("not json")        # a damaged record: graded again
+    (grades / "ben.json").write_text("not json", encoding="utf-8")        # a damaged record: graded again
     assert grade(folder, assignment) == 0
     out = capsys.readouterr().out
     assert "3 students: 1 graded before, 2 to grade" in out and "  cy: 3/3" in out and "  ben: 1/3" in out

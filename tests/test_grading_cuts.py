@@ -38,7 +38,7 @@ def test_the_copys_install_brings_pytest_for_its_self_check(tmp_path_factory):
     reference = configparser.ConfigParser()
     reference.read(REFERENCE.parent / "setup.cfg")
     assert "pytest" not in reference["options"]["install_requires"]          # the reference's install is lean
-    assert "`pip install -e .` (pytest, for the self-check, comes with it)" in (copy / "README.md").read_text()
+    assert "`pip install -e .` (pytest, for the self-check, comes with it)" in (copy / "README.md").read_text(encoding="utf-8")
 
 
 def test_the_isolation_option_says_what_each_level_prints():

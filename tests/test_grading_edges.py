@@ -21,16 +21,16 @@ from minitransformer.exercises.leaks import package_secrets, strip_tests
 def test_records_with_an_unhashable_key_or_deep_nesting_are_refused_and_messages_stay_on_one_line(tmp_path):
     path = tmp_path / "result.json"
     for text in ('[{"key": ["case0"]}]', "[" * 200_000 + "]" * 200_000):
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         with pytest.raises(OutputRefused):
             read_records(path, {"case0"})
-    path.write_text(json.dumps([{"key": "case0", "forward_error": "boom\ntotal 2/2\n", "backward_error": None}]))
+    path.write_text(json.dumps([{"key": "case0", "forward_error": "boom\ntotal 2/2\n", "backward_error": None}]), encoding="utf-8")
     assert read_records(path, {"case0"})["case0"]["forward_error"] == "boom total 2/2"      # no fake score lines
 
 
 @pytest.mark.parametrize("manifest", ["[1]", '{"regions": 5}', "not json", '{"minitransformer": ["0.1"]}'])
 def test_a_broken_exercises_json_in_the_copy_gives_no_note_and_no_crash(tmp_path, manifest):
-    (tmp_path / "exercises.json").write_text(manifest)
+    (tmp_path / "exercises.json").write_text(manifest, encoding="utf-8")
     notes = copy_notes(tmp_path, Assignment({"relu.backward": 1}, seed=1))
     assert all(note.startswith("warning: this copy was made by") for note in notes)
 
@@ -58,11 +58,11 @@ def test_a_form_feed_in_a_test_module_does_not_shift_the_lines_that_are_left_out
 
 def test_results_json_replaces_a_link_there_instead_of_writing_through_it(tmp_path):
     target = tmp_path / "elsewhere.txt"
-    target.write_text("keep")
+    target.write_text("keep", encoding="utf-8")
     os.symlink(target, tmp_path / "results.json")
     write_results(tmp_path / "results.json", {"score": 1})
-    assert target.read_text() == "keep" and not (tmp_path / "results.json").is_symlink()
-    assert json.loads((tmp_path / "results.json").read_text()) == {"score": 1}
+    assert target.read_text(encoding="utf-8") == "keep" and not (tmp_path / "results.json").is_symlink()
+    assert json.loads((tmp_path / "results.json").read_text(encoding="utf-8")) == {"score": 1}
 
 
 def test_assigning_softmax_leaves_out_the_fast_attention_that_imports_it(tmp_path, monkeypatch):

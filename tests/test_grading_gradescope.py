@@ -44,10 +44,10 @@ def assignment(tmp_path):
 
 def test_results_json_is_written_in_gradescopes_format_replacing_the_file(submission, assignment, tmp_path):
     results = tmp_path / "results.json"
-    results.write_text("an old result")                     # the platform reads it from here: replaced
+    results.write_text("an old result", encoding="utf-8")                     # the platform reads it from here: replaced
     assert main(["exercises", "grade", str(submission), "--assignment", str(assignment),
                  "--gradescope", str(results), "--isolation", "process"]) == 1
-    data = json.loads(results.read_text())
+    data = json.loads(results.read_text(encoding="utf-8"))
     assert data["score"] == 1 and data["output"].startswith("isolation: ")
     tests = {test["name"]: test for test in data["tests"]}
     assert set(tests) == set(ASSIGNED)
@@ -56,7 +56,7 @@ def test_results_json_is_written_in_gradescopes_format_replacing_the_file(submis
     assert "relu.backward: passed" == tests["relu.backward"]["output"]
     wrong = tests["layernorm.backward"]["output"]
     assert wrong.startswith("layernorm.backward: wrong") and "input 0 (x): rel_error" in wrong
-    assert "seed" not in results.read_text()                  # nothing of the assignment's secret
+    assert "seed" not in results.read_text(encoding="utf-8")                  # nothing of the assignment's secret
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".results-")] == []
 
 
@@ -65,7 +65,7 @@ def test_a_submission_without_the_package_gets_zero_with_a_reason(assignment, tm
     results = tmp_path / "results.json"
     assert main(["exercises", "grade", str(tmp_path / "empty"), "--assignment", str(assignment),
                  "--gradescope", str(results), "--isolation", "process"]) == 2
-    data = json.loads(results.read_text())
+    data = json.loads(results.read_text(encoding="utf-8"))
     assert data["score"] == 0 and len(data["tests"]) == 2
     assert all("no minitransformer package" in test["output"] and test["score"] == 0 for test in data["tests"])
     err = capsys.readouterr().err
@@ -88,7 +88,7 @@ def test_the_bundle_holds_the_scripts_the_assignment_and_the_reference_and_is_ne
         wheel = f"minitransformer-{__version__}-py3-none-any.whl"
         assert names == {"setup.sh", "run_autograder", "assignment.json", "requirements.txt", wheel}
         assert bundle.getinfo("run_autograder").external_attr >> 16 & 0o111
-        assert json.loads(bundle.read("assignment.json")) == json.loads(assignment.read_text())
+        assert json.loads(bundle.read("assignment.json")) == json.loads(assignment.read_text(encoding="utf-8"))
         assert "numpy" in bundle.read("requirements.txt").decode()
         out.with_name(wheel).write_bytes(bundle.read(wheel))
     with zipfile.ZipFile(out.with_name(wheel)) as wheel_zip:
@@ -107,7 +107,7 @@ def fake_apt_get(tmp_path):
     """A PATH whose apt-get only notes its arguments in tmp_path/apt-get.log."""
     (tmp_path / "bin").mkdir(exist_ok=True)
     fake = tmp_path / "bin" / "apt-get"
-    fake.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "apt-get.log"}\n')
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "apt-get.log"}\n', encoding="utf-8")
     fake.chmod(0o755)
     return f"{fake.parent}:{os.environ['PATH']}"
 
@@ -118,14 +118,14 @@ def test_setup_runs_apt_get_only_when_asked_outside_gradescope(tmp_path, asked, 
 
     venv = '[ -x "$ROOT/venv/bin/python" ]'
     assert venv in SETUP_SH                                     # what follows apt-get: stopped there
-    (tmp_path / "setup.sh").write_text(SETUP_SH.replace(venv, "exit 0", 1))
+    (tmp_path / "setup.sh").write_text(SETUP_SH.replace(venv, "exit 0", 1), encoding="utf-8")
     env = {key: value for key, value in os.environ.items() if not key.startswith("MINITRANSFORMER_AUTOGRADER_")}
     env.update({"MINITRANSFORMER_AUTOGRADER_ROOT": str(tmp_path / "root"), "PATH": fake_apt_get(tmp_path)})
     env.update({f"MINITRANSFORMER_AUTOGRADER_{word.split('=')[0]}": "1" for word in asked.split()})
     subprocess.run(["bash", str(tmp_path / "setup.sh")], env=env, check=True, capture_output=True)
     log = tmp_path / "apt-get.log"
     assert log.exists() == called
-    assert not called or "install -y" in log.read_text() and "bubblewrap" in log.read_text()
+    assert not called or "install -y" in log.read_text(encoding="utf-8") and "bubblewrap" in log.read_text(encoding="utf-8")
 
 
 def test_the_bundle_grades_a_submission_end_to_end_offline(submission, assignment, tmp_path):
@@ -141,23 +141,23 @@ def test_the_bundle_grades_a_submission_end_to_end_offline(submission, assignmen
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
     site = next((root / "venv" / "lib").glob("python*/site-packages"))
     numpy_site = Path(__import__("numpy").__file__).resolve().parent.parent
-    (site / "borrowed.pth").write_text(f"{numpy_site}\n")
+    (site / "borrowed.pth").write_text(f"{numpy_site}\n", encoding="utf-8")
     env = {**os.environ, "MINITRANSFORMER_AUTOGRADER_ROOT": str(root), "PATH": fake_apt_get(tmp_path),
            "MINITRANSFORMER_AUTOGRADER_PIP": f"{sys.executable} -m pip --python {root / 'venv' / 'bin' / 'python'}",
            "MINITRANSFORMER_AUTOGRADER_PIP_OPTIONS": "--no-index --quiet",
            "MINITRANSFORMER_AUTOGRADER_ISOLATION": "process"}       # Gradescope's containers refuse namespaces
     env.pop("PYTHONPATH", None)
-    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True)
+    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True, encoding="utf-8")
     assert setup.returncode == 0, setup.stderr
     assert not (tmp_path / "apt-get.log").exists(), "a local run (ROOT given) installs nothing system-wide unasked"
     installed = root / "grader" / "minitransformer"
     assert (installed / "layers" / "layernorm.py").read_bytes() == (REFERENCE / "layers" / "layernorm.py").read_bytes()
     assert (root / "grader").stat().st_mode & 0o077 == 0, "only root reads the reference"
     graded = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True,
-                            text=True, cwd=root / "submission")
+                            text=True, cwd=root / "submission", encoding="utf-8")
     assert graded.returncode == 0, graded.stderr
     assert graded.stdout.startswith("isolation: process"), graded.stdout[:300]
-    results = json.loads((root / "results" / "results.json").read_text())
+    results = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
     if os.geteuid() == 0:                           # as on Gradescope: the submission runs as nobody
         assert "nor read or write the reference (only its owner may)" in results["output"]
     assert results["score"] == 1

@@ -135,7 +135,7 @@ def test_the_student_process_cannot_change_the_reference(student, level, tmp_pat
         "raise RuntimeError('written')")})
     (result,) = grade_copy(student, new_assignment(["relu.backward"], reference, seed=7), isolation=level,
                            reference=reference)
-    assert "written" not in result.problems[0] and "# changed" not in target.read_text()
+    assert "written" not in result.problems[0] and "# changed" not in target.read_text(encoding="utf-8")
     assert ("FileNotFoundError" if level == "bubblewrap" else "PermissionError") in result.problems[0]
 
 
@@ -271,7 +271,7 @@ def test_what_the_exercises_child_sees_holds_no_answer_of_it(exercise, tmp_path)
     _copy_package(REFERENCE, target, graded, REGIONS)
     assert leaks_in(tmp_path / "pkg", package_secrets(REFERENCE, REGIONS, graded)) == []
     for relative, text in _exercise_files(REFERENCE, REGIONS, graded, bodies).items():
-        (target / relative).write_text(text)
+        (target / relative).write_text(text, encoding="utf-8")
     assert leaks_in(tmp_path / "pkg", package_secrets(REFERENCE, REGIONS, names)) == []
     for fast in exercise_named(exercise).fast_files:
         assert not (target / "fast" / f"{fast}.py").exists()
@@ -308,7 +308,7 @@ def test_untrusted_arrays_are_read_with_exact_shapes_and_bounded_sizes(tmp_path)
             for _ in range(20):
                 member.write(bytes(2**20))
     refused["bomb"] = bomb
-    (tmp_path / "not.npz").write_text("hello")
+    (tmp_path / "not.npz").write_text("hello", encoding="utf-8")
     refused["not a zip"] = tmp_path / "not.npz"
     os.symlink("/etc/passwd", tmp_path / "link.npz")
     refused["symlink"] = tmp_path / "link.npz"
@@ -322,10 +322,10 @@ def test_untrusted_arrays_are_read_with_exact_shapes_and_bounded_sizes(tmp_path)
 
 def test_untrusted_records_are_checked(tmp_path):
     path = tmp_path / "result.json"
-    path.write_text(json.dumps([{"key": "case0", "forward_error": "x" * 900, "backward_error": None}]))
+    path.write_text(json.dumps([{"key": "case0", "forward_error": "x" * 900, "backward_error": None}]), encoding="utf-8")
     assert read_records(path, {"case0"}) == {"case0": {"forward_error": "x" * 500, "backward_error": None}}
     for text in ('{"key": "case0"}', '[{"key": "case9"}]', '[{"key": "case0", "forward_error": 3}]', "[" * 10,
                  " " * (2**20 + 1)):
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         with pytest.raises(OutputRefused):
             read_records(path, {"case0"})

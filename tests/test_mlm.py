@@ -111,7 +111,7 @@ def test_the_mlm_command_prints_the_masked_token_perplexity(tmp_path, capsys):
     from minitransformer.__main__ import main
 
     path = tmp_path / "text.txt"
-    path.write_text("the cat sat on the mat. " * 40)
+    path.write_text("the cat sat on the mat. " * 40, encoding="utf-8")
     assert main(["mlm", "--text", str(path), "--steps", "2", "--batch-size", "4", "--d-model", "16",
                  "--layers", "1", "--nsp"]) == 0
     out = capsys.readouterr().out

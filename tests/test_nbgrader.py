@@ -208,13 +208,13 @@ def test_nbgrader_releases_and_autogrades_each_problem_set(tmp_path, student_cop
     course = tmp_path / "course"
     (course / "source" / "ps").mkdir(parents=True)
     shutil.copy(notebook_path, course / "source" / "ps")
-    (course / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.root = '.'\n")
+    (course / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.root = '.'\n", encoding="utf-8")
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(reference_package().parent),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")    # nbgrader runs alembic
 
     def nbgrader(*args):
         done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True,
-                              text=True, timeout=600)
+                              text=True, timeout=600, encoding="utf-8")
         assert done.returncode == 0, done.stderr[-3000:]
 
     nbgrader("generate_assignment", "ps", "--create", "--force")

@@ -48,10 +48,10 @@ def test_the_scan_covers_every_place_and_finds_each_form(tmp_path):
     for planted in ("as issue 30 asked", "(issue 7)", "Issue 17's run", "issues 23 and 24", "see (#12)",
                     "issue #5", "gh-42"):
         (tmp_path / "notebooks").mkdir(exist_ok=True)
-        (tmp_path / "notebooks" / "x.md").write_text(f"# A page\n\nText {planted}.\n")
+        (tmp_path / "notebooks" / "x.md").write_text(f"# A page\n\nText {planted}.\n", encoding="utf-8")
         assert tracker_numbers(tmp_path) == [f"notebooks/x.md:3: {TRACKER.search(planted)[0]!r} in Text {planted}."]
     for innocent in ("the issue's goal", "3 issues were found", "colour #3f51b5", "E7. The notes' formula"):
-        (tmp_path / "notebooks" / "x.md").write_text(f"Text {innocent}.\n")
+        (tmp_path / "notebooks" / "x.md").write_text(f"Text {innocent}.\n", encoding="utf-8")
         assert tracker_numbers(tmp_path) == [], innocent
 
 

@@ -96,7 +96,7 @@ def test_ctrl_c_then_resume_equals_an_uninterrupted_run_bit_for_bit(command, cal
     options = TINY[command] + ["--no-progress"]
     if command == "mlm":
         text = tmp_path / "text.txt"
-        text.write_text("the cat sat on the mat. " * 40)
+        text.write_text("the cat sat on the mat. " * 40, encoding="utf-8")
         options += ["--text", str(text)]
     whole, parted = tmp_path / "whole", tmp_path / "parted"
     assert _run(options + ["--out", str(whole)], capsys)[0] == 0
@@ -118,7 +118,7 @@ def test_ctrl_c_then_resume_equals_an_uninterrupted_run_bit_for_bit(command, cal
 def test_resume_refuses_another_command_and_a_changed_option(command, tmp_path, capsys):
     options = TINY[command] + ["--no-progress", "--out", str(tmp_path / "run")]
     if command == "mlm":
-        (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 40)
+        (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 40, encoding="utf-8")
         options += ["--text", str(tmp_path / "text.txt")]
     assert _run(options, capsys)[0] == 0
     other = "seq2seq" if command != "seq2seq" else "finetune"
@@ -142,13 +142,13 @@ def test_two_ranks_train_every_command_to_the_numbers_of_one_process(command, mo
 
     options = TINY[command] + ["--no-progress", "--dtype", "float64", "--parallel", mode]
     if command == "mlm":
-        (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 40)
+        (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 40, encoding="utf-8")
         options = [word for word in options if word != "--nsp"] + ["--text", str(tmp_path / "text.txt")]
     environment = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(PACKAGE.parent)}
     for ranks, out in ((1, "one"), (2, "two")):
         argv = ["-m", "minitransformer", *options, "--out", str(tmp_path / out)]
         command_line = mpi_command(2, *argv) if ranks == 2 else [sys.executable, *argv]
-        result = subprocess.run(command_line, capture_output=True, text=True, timeout=600, env=environment)
+        result = subprocess.run(command_line, capture_output=True, text=True, timeout=600, env=environment, encoding="utf-8")
         assert result.returncode == 0, result.stderr[-3000:]
         if ranks == 2:
             assert result.stdout.count("trained ") == 1, result.stdout            # rank 0 alone prints

@@ -64,7 +64,7 @@ def test_asked_by_the_environment_every_process_prints_its_table_at_exit():
     script = ("from minitransformer.training.phases import laps\n"
               "laps.begin(); laps.lap('forward'); laps.lap('backward')\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
-                            env={**os.environ, "MINITRANSFORMER_PHASES": "1"}, timeout=120)
+                            env={**os.environ, "MINITRANSFORMER_PHASES": "1"}, timeout=120, encoding="utf-8")
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
     assert lines[0].startswith("phases of rank 0") and "1 steps" in lines[0]

@@ -22,7 +22,7 @@ def test_a_missing_optional_package_is_named_with_the_extra_that_installs_it():
 
 
 def test_many_skips_for_one_missing_package_make_one_line(tmp_path):
-    (tmp_path / "conftest.py").write_text(open(__file__.replace("test_skip_summary.py", "conftest.py")).read())
+    (tmp_path / "conftest.py").write_text(open(__file__.replace("test_skip_summary.py", "conftest.py"), encoding="utf-8").read(), encoding="utf-8")
     (tmp_path / "test_many.py").write_text(textwrap.dedent("""
         import pytest
 
@@ -32,9 +32,9 @@ def test_many_skips_for_one_missing_package_make_one_line(tmp_path):
 
         def test_other():
             pytest.skip("a reason of its own")
-    """))
+    """), encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", str(tmp_path)],
-                          cwd=tmp_path, capture_output=True, text=True)
+                          cwd=tmp_path, capture_output=True, text=True, encoding="utf-8")
     lines = done.stdout.splitlines()
     assert "5 skipped: need nosuchthing_xyz, which is not installed" in lines, done.stdout
     assert "1 skipped: a reason of its own" in lines, done.stdout

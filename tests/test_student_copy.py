@@ -41,7 +41,7 @@ def put_bodies(copy, bodies):
     """Write region bodies (dict name -> lines) into a student copy, as a student would."""
     for relative in {REGIONS[name][0] for name in bodies}:
         path = copy / "minitransformer" / relative
-        path.write_text(replace_regions(path.read_text(), bodies))
+        path.write_text(replace_regions(path.read_text(encoding="utf-8"), bodies), encoding="utf-8")
 
 
 def reference_bodies(*names):
@@ -58,7 +58,7 @@ def changed(name, old, new):
 def run(copy, *args, timeout=600):
     """Run python with `args` in the copy, importing the copy's package (not the reference)."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    return subprocess.run([sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True, timeout=timeout, encoding="utf-8")
 
 
 # ---------------------------------------------------------------- no answer anywhere
@@ -75,7 +75,7 @@ def _does_something(code):
 def _answer_lines(name):
     """The normalised non-trivial lines of a reference region, less those its own file shows outside the regions."""
     relative, region = REGIONS[name]
-    text = (REFERENCE / relative).read_text()
+    text = (REFERENCE / relative).read_text(encoding="utf-8")
     inside = {i for r in find_regions(text) for i in range(r.begin, r.end + 1)}
     shown = {_normalised(line) for i, line in enumerate(text.splitlines()) if i not in inside}
     return {_normalised(line): line.strip() for line in region.body
@@ -87,17 +87,17 @@ def _texts(root):
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         where = path.relative_to(root).as_posix()
         if path.suffix == ".ipynb":
-            for index, cell in enumerate(json.loads(path.read_text())["cells"]):
+            for index, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
                 yield f"{where} cell {index}", "".join(cell["source"])
         elif path.suffix not in (".npz", ".pyc"):
             try:
-                yield where, path.read_text()
+                yield where, path.read_text(encoding="utf-8")
             except UnicodeDecodeError:
                 pass
 
 
 def test_no_line_of_an_assigned_answer_is_anywhere_in_the_copy(every_exercise):
-    assigned = json.loads((every_exercise / "exercises.json").read_text())["regions"]
+    assigned = json.loads((every_exercise / "exercises.json").read_text(encoding="utf-8"))["regions"]
     assert sorted(assigned) == sorted(REGIONS)
     answers = {key: (name, line) for name in assigned for key, line in _answer_lines(name).items()}
     assert len(answers) > 40
@@ -114,13 +114,13 @@ def test_a_copy_blanks_only_what_repeats_an_assigned_answer(tmp_path):
     copy = tmp_path / "layernorm"
     manifest = make_student_copy(copy, only=["layernorm"])
     for relative in ("variants/relative_position.py", "variants/sliding_window.py", "fast/activations.py"):
-        assert (copy / "minitransformer" / relative).read_text() == (REFERENCE / relative).read_text()
+        assert (copy / "minitransformer" / relative).read_text(encoding="utf-8") == (REFERENCE / relative).read_text(encoding="utf-8")
     assert not (copy / "minitransformer/fast/layernorm.py").exists()
-    gradcheck_tests = (copy / "tests/test_gradcheck.py").read_text()
+    gradcheck_tests = (copy / "tests/test_gradcheck.py").read_text(encoding="utf-8")
     assert "class LayerNormWithoutMeanTerm" not in gradcheck_tests                  # a near-solution
     assert "def test_wrong_layernorm_backward_is_caught_and_located" not in gradcheck_tests   # its test
     assert "def test_rel_error_definition" in gradcheck_tests                        # the rest stays
-    assert "def test_gelu_in_place_form_equals_the_formula" in (copy / "tests/test_fast_forms.py").read_text()
+    assert "def test_gelu_in_place_form_equals_the_formula" in (copy / "tests/test_fast_forms.py").read_text(encoding="utf-8")
     assert {"path": "tests/test_gradcheck.py", "what": "LayerNormWithoutMeanTerm", "exercises": "layernorm"} \
         in manifest["left_out"]
     assert not [e for e in manifest["left_out"] if e["path"].startswith("minitransformer/variants/")]
@@ -138,7 +138,7 @@ def test_a_copy_that_would_still_give_an_answer_away_is_not_written(tmp_path, mo
 
     monkeypatch.setattr(make, "_README_SECTIONS", ("## How to read a backward pass",))
     monkeypatch.setattr(make, "unavailable_layers", lambda *args: {})          # not under test: no probes
-    if "## How to read a backward pass" not in (REFERENCE.parent / "README.md").read_text():
+    if "## How to read a backward pass" not in (REFERENCE.parent / "README.md").read_text(encoding="utf-8"):
         pytest.skip("the reference README has no such section")
     with pytest.raises(RuntimeError, match=r"no student copy written: .*README\.md:\d+: layernorm\.(forward|backward)"):
         make_student_copy(tmp_path / "student", only=["layernorm"])
@@ -146,8 +146,8 @@ def test_a_copy_that_would_still_give_an_answer_away_is_not_written(tmp_path, mo
 
 
 def test_what_repeats_an_answer_is_left_out_and_said_so(every_exercise):
-    manifest = json.loads((every_exercise / "exercises.json").read_text())
-    readme = (every_exercise / "README.md").read_text()
+    manifest = json.loads((every_exercise / "exercises.json").read_text(encoding="utf-8"))
+    readme = (every_exercise / "README.md").read_text(encoding="utf-8")
     package = [entry for entry in manifest["left_out"] if entry["path"].startswith("minitransformer/")]
     assert package and all(entry["path"].startswith("minitransformer/fast/") for entry in package)
     assert not any((every_exercise / entry["path"]).exists() for entry in package)

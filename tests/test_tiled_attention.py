@@ -253,7 +253,7 @@ def test_openblas_idle_spin_is_cut_before_numpy_loads():
     clean = {name: value for name, value in os.environ.items() if name != "OPENBLAS_THREAD_TIMEOUT"}
     for environment, expected in [(clean, "22 None"), ({**clean, "OPENBLAS_THREAD_TIMEOUT": "9"}, "9 9")]:
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=root,
-                              env={**environment, "PYTHONPATH": root}, timeout=120)
+                              env={**environment, "PYTHONPATH": root}, timeout=120, encoding="utf-8")
         assert done.returncode == 0, done.stderr
         assert done.stdout.split()[-2:] == expected.split(), f"(value when NumPy loaded, value after): {done.stdout}"
 

@@ -36,7 +36,7 @@ def merge_bomb():
 
 def test_a_merge_bomb_file_is_refused_with_little_memory(tmp_path):
     path = tmp_path / "bomb.json"
-    path.write_text(json.dumps(merge_bomb(), separators=(",", ":")))
+    path.write_text(json.dumps(merge_bomb(), separators=(",", ":")), encoding="utf-8")
     assert path.stat().st_size < 800
     tracemalloc.start()
     try:

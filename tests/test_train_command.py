@@ -74,12 +74,12 @@ def test_force_replaces_the_checkpoint_and_nothing_else(tmp_path, text_file, cap
     out = tmp_path / "run"
     assert cli(train(text_file, "--out", str(out)), capsys)[0] == 0
     old_arrays = read_checkpoint(out)[0]["arrays_file"]
-    (out / "notes.txt").write_text("mine")
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
     (out / "checkpoint-best.npz").write_bytes(b"my best weights")
     assert cli(train(text_file, "--out", str(out), "--seed", "5", "--force"), capsys)[0] == 0
     assert read_checkpoint(out)[0]["train_config"]["seed"] == 5
     assert not (out / old_arrays).exists()
-    assert (out / "notes.txt").read_text() == "mine" and (out / "checkpoint-best.npz").read_bytes() == b"my best weights"
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine" and (out / "checkpoint-best.npz").read_bytes() == b"my best weights"
     code, _, err = cli(train(text_file, "--out", str(out), "--force", "--resume"), capsys)
     assert code == 2 and "not allowed with argument" in err
     assert_one_error_line(err)
@@ -169,7 +169,7 @@ def _a_directory(tmp_path):
 
 
 def _out_is_a_file(tmp_path):
-    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
     return ["--out", str(tmp_path / "a-file")]
 
 
@@ -361,7 +361,7 @@ def test_style_llama_trains_the_llama_decoder_and_the_checkpoint_records_it(tmp_
     code, out, err = cli(train(text_file, "--style", "llama", "--out", str(tmp_path / "run")), capsys)
     assert code == 0, err
     assert "llama style, d_ff 32" in out
-    meta = json.loads((tmp_path / "run" / "checkpoint.json").read_text())
+    meta = json.loads((tmp_path / "run" / "checkpoint.json").read_text(encoding="utf-8"))
     assert meta["train_config"]["style"] == "llama" and meta["run"]["options"]["style"] == "llama"
     assert {key: meta["model_config"][key] for key in ("positional", "norm_layer", "activation", "bias")} == \
         dict(positional="rope", norm_layer="rmsnorm", activation="swiglu", bias=False)     # the trained model's
@@ -421,7 +421,7 @@ def test_style_llama_without_d_ff_matches_the_gpt2_models_parameter_count(text_f
     assert counts["gpt2"][:2] == ("gpt2", TrainConfig.d_ff)
     style, width, parameters = counts["llama"]
     config = TrainConfig(block_size=8, n_layers=1, n_heads=2, d_model=16, style="llama")
-    vocab_size = CharTokenizer.train(text_file.read_text()).vocab_size
+    vocab_size = CharTokenizer.train(text_file.read_text(encoding="utf-8")).vocab_size
     neighbours = [build_model(dataclasses.replace(config, d_ff=d_ff), vocab_size).num_parameters()
                   for d_ff in (width - 1, width + 1)]
     assert style == "llama" and width != TrainConfig.d_ff

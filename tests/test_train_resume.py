@@ -21,7 +21,7 @@ MODEL = TINY[:12]          # the model options alone (block size to d_ff)
 
 
 def meta(directory):
-    return json.loads((Path(directory) / "checkpoint.json").read_text())
+    return json.loads((Path(directory) / "checkpoint.json").read_text(encoding="utf-8"))
 
 
 def interrupt_at(monkeypatch, step):
@@ -107,7 +107,7 @@ def test_an_option_that_defines_the_run_is_refused_in_one_line(tmp_path, text_fi
 def test_a_changed_text_is_refused_unless_given_again(tmp_path, text_file, capsys):
     out = tmp_path / "run"
     assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "2", *TINY], capsys)[0] == 0
-    text_file.write_text(TEXT.upper().lower().replace("fox", "cat"))
+    text_file.write_text(TEXT.upper().lower().replace("fox", "cat"), encoding="utf-8")
     code, _, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "3"], capsys)
     assert code == 2
     assert_one_error_line(err, f"the training text {text_file} has changed", f"give --text {text_file}")
@@ -123,7 +123,7 @@ def test_a_hand_edited_option_in_the_checkpoint_is_one_error_line(tmp_path, text
     for key, value in (("temperature", -1.0), ("eval_interval", "2"), ("nonsense", 1)):
         edited = json.loads(json.dumps(saved))
         edited["run"]["options"][key] = value
-        (out / "checkpoint.json").write_text(json.dumps(edited))
+        (out / "checkpoint.json").write_text(json.dumps(edited), encoding="utf-8")
         code, _, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "3"], capsys)
         assert code == 2, err
         assert_one_error_line(err, "run.options", str(out))
@@ -140,7 +140,7 @@ def test_nothing_saved_leaves_no_run_directory(tmp_path, text_file, capsys, monk
                        capsys)
     assert code == 1 and not os.path.exists("fresh")
     os.mkdir("mine")
-    (Path("mine") / "notes.txt").write_text("the user's")
+    (Path("mine") / "notes.txt").write_text("the user's", encoding="utf-8")
     assert cli(["train", "--text", str(text_file), "--out", "mine", "--max-steps", "2", "--lr", "1e30", *TINY],
                capsys)[0] == 1
     assert os.listdir("mine") == ["notes.txt"]
@@ -171,7 +171,7 @@ def test_a_real_ctrl_c_under_a_pipe_is_one_line_and_progress_has_no_terminal_fra
     process = subprocess.Popen([sys.executable, "-m", "minitransformer", "train", "--text", str(text_file), "--out",
                                 str(out), "--max-steps", "100000", *MODEL, "--eval-interval", "5",
                                 "--eval-batches", "1", "--sample-tokens", "0"],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8")
     lines = []
     deadline = time.monotonic() + 300
     while len([line for line in lines if line.startswith("step ")]) < 2 and time.monotonic() < deadline:
@@ -194,9 +194,9 @@ def test_resuming_with_another_style_is_refused(tmp_path, text_file, capsys):
     options = ["train", "--text", str(text_file), "--max-steps", "2", *MODEL, "--eval-batches", "1", "--no-progress",
                "--sample-tokens", "0", "--out", str(out)]
     assert cli(options + ["--style", "llama"], capsys)[0] == 0
-    before = (out / "checkpoint.json").read_text()
+    before = (out / "checkpoint.json").read_text(encoding="utf-8")
     code, _, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "4", "--style", "gpt2"], capsys)
     assert code == 2
     assert_one_error_line(err, f"checkpoint {out} was trained with a different config: --style 'gpt2' "
                                "(checkpoint: 'llama')", "start a new one")
-    assert (out / "checkpoint.json").read_text() == before
+    assert (out / "checkpoint.json").read_text(encoding="utf-8") == before

@@ -130,7 +130,7 @@ def test_bpe_tokenizer_trains_round_trips_and_rebuilds_from_its_config():
 
 def test_train_and_sample_commands(tmp_path, capsys, monkeypatch):
     text_file = tmp_path / "text.txt"
-    text_file.write_text(TEXT)
+    text_file.write_text(TEXT, encoding="utf-8")
     out = tmp_path / "run"
     common = ["--text", str(text_file), "--out", str(out), "--block-size", "8", "--batch-size", "4", "--n-layers", "1",
               "--d-model", "16", "--d-ff", "32", "--eval-interval", "2", "--eval-batches", "1", "--no-progress",
@@ -259,7 +259,7 @@ def test_each_evaluation_prints_and_keeps_its_perplexity_in_the_history_and_the_
     assert [row[0] for row in trainer.history["perplexity"]] == [3, 6]
     for (step, train, val), row in zip(trainer.history["eval"], trainer.history["perplexity"], strict=True):
         assert row == [step, pytest.approx(math.exp(train), rel=1e-12), pytest.approx(math.exp(val), rel=1e-12)]
-    assert json.loads((tmp_path / "checkpoint.json").read_text())["history"]["perplexity"] == \
+    assert json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))["history"]["perplexity"] == \
         trainer.history["perplexity"]
     printed = re.findall(r"(train|val) loss ([\d.]+) \(perplexity ([\d.]+)\)", capsys.readouterr().out)
     assert len(printed) == 4
@@ -274,9 +274,9 @@ def test_a_checkpoint_from_before_perplexity_resumes_with_its_perplexities_fille
     trainer = tiny_trainer(out_dir=tmp_path)
     trainer.fit(max_steps=3)
     path = tmp_path / "checkpoint.json"
-    meta = json.loads(path.read_text())
+    meta = json.loads(path.read_text(encoding="utf-8"))
     del meta["history"]["perplexity"]                                  # as 0.3 wrote it
-    path.write_text(json.dumps(meta))
+    path.write_text(json.dumps(meta), encoding="utf-8")
     resumed = type(trainer).resume(tmp_path, trainer.train_data, trainer.val_data, out_dir=tmp_path, progress=False)
     [(step, train, val)] = resumed.history["eval"]
     assert resumed.history["perplexity"] == [[step, math.exp(train), math.exp(val)]]

@@ -462,7 +462,7 @@ def run_tests(root, tests, timeout):
     shutil.rmtree(root / ".hypothesis", ignore_errors=True)        # no replay of another mutation's failures
     command = ["nice", "-n", "10", sys.executable, *PYTEST, *tests]
     try:
-        result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout, encoding="utf-8")
     except subprocess.TimeoutExpired:
         return False, f"timeout after {timeout} s"
     if result.returncode == 0:

@@ -141,7 +141,7 @@ def run_grade(args):
     print(grading.score_table(grades))
     result = grading.grades_json(grades, assignment.tolerance, header)
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+        Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
     if args.gradescope:
         write_results(args.gradescope, gradescope_results(grades, header))
     return 0 if result["full_marks"] else 1

@@ -54,7 +54,7 @@ def launch(workers, argv, environment):
 def quiet_unless_rank_0(rank):
     """Send the output of every rank but 0 to os.devnull (distributed.py's `abort` writes to the real stderr)."""
     if rank != 0:
-        sys.stdout = sys.stderr = open(os.devnull, "w")
+        sys.stdout = sys.stderr = open(os.devnull, "w", encoding="utf-8")
 
 
 def agree(comm, failure):

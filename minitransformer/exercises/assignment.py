@@ -100,7 +100,7 @@ def write_assignment(path, assignment, force=False):
     path = Path(path)
     check_writable(path, force)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(assignment.to_json(), indent=2) + "\n")
+    path.write_text(json.dumps(assignment.to_json(), indent=2) + "\n", encoding="utf-8")
     path.chmod(0o600)
     return path
 
@@ -113,7 +113,7 @@ def read_assignment(path, known_regions=None):
         raise AssignmentError(f"no assignment file {path} (exercises make writes it beside the student copy, "
                               f"as <copy>{SUFFIX}; give another with --assignment FILE)")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
         raise AssignmentError(f"the assignment {path} is not valid JSON ({error})") from None
 

@@ -143,7 +143,7 @@ def run_check(names):
     0 when all pass, else 1. KeyError for an unknown exercise, FileNotFoundError for a copy without outputs."""
     known = [exercise.name for exercise in EXERCISES]
     if names is None:
-        names = (MANIFEST.is_file() and json.loads(MANIFEST.read_text()).get("exercises")) or known
+        names = (MANIFEST.is_file() and json.loads(MANIFEST.read_text(encoding="utf-8")).get("exercises")) or known
     chosen = known if names == ["all"] else [exercise_named(name).name for name in names]
     expected = expected_here()
     print(f"checking the exercises of {PACKAGE}")

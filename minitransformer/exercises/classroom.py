@@ -65,7 +65,7 @@ def grade_student(student, assignment, limits, isolation, reference):
 def _saved(grades_dir, student):
     """The saved row of `student` ({} when none, or unreadable)."""
     with suppress(OSError, ValueError):
-        row = json.loads((grades_dir / f"{student.name}.json").read_text())
+        row = json.loads((grades_dir / f"{student.name}.json").read_text(encoding="utf-8"))
         return row if isinstance(row, dict) else {}
     return {}
 
@@ -93,7 +93,7 @@ def grade_class(folder, assignment, regions, jobs, grades_dir, grade_args, say=p
         f"({min(jobs, len(todo) or 1)} at a time); grades kept in {grades_dir}")
 
     def done(student, row):                                 # kept at once, by a rename: an interruption loses none
-        (grades_dir / f".{student.name}.partial").write_text(json.dumps({**row, "fingerprint": prints[student]}))
+        (grades_dir / f".{student.name}.partial").write_text(json.dumps({**row, "fingerprint": prints[student]}), encoding="utf-8")
         (grades_dir / f".{student.name}.partial").replace(grades_dir / f"{student.name}.json")
         points = sum(g["points"] for g in row["grades"])
         say(f"  {student.name}: {row['error'] or f'{points:g}/{sum(assignment.points.values()):g}'}")

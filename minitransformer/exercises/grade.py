@@ -281,7 +281,7 @@ def _student_bodies(student_pkg, names, reference_regions):
 def _exercise_files(reference, reference_regions, graded, bodies):
     """{file relative to the package: text} of every file holding a `graded` region, as one exercise's child compiles
     it: that exercise's regions the student's `bodies`, the other graded regions the reference's (what it calls)."""
-    return {relative: replace_regions((reference / relative).read_text(), bodies, relative)
+    return {relative: replace_regions((reference / relative).read_text(encoding="utf-8"), bodies, relative)
             for relative in sorted({reference_regions[name][0] for name in graded})}
 
 
@@ -331,7 +331,7 @@ def _write_task(isolation, workdir, jobs, limits):
             arrays[f"{prefix}.upstream"] = case.upstream
         exercises.append({"cases": [{"key": case.key, "index": case.index, "id": case.id, "inputs": len(case.inputs),
                                      "rng": case.rng} for case in job.cases]})
-        with os.fdopen(os.open(workdir / "private" / f"{job.index}.files.json", os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
+        with os.fdopen(os.open(workdir / "private" / f"{job.index}.files.json", os.O_WRONLY | os.O_CREAT, 0o600), "w", encoding="utf-8") as out:
             json.dump(job.files, out)
     np.savez(workdir / "task" / "inputs.npz", **arrays)
     paths = isolation.paths(workdir)
@@ -339,7 +339,7 @@ def _write_task(isolation, workdir, jobs, limits):
         "package_root": paths["package_root"], "site": paths["site"], "exercises": exercises, "fresh": isolation.fresh,
         "user": list(isolation.user) if isolation.user else None, "preload": isolation.preload(),
         "nproc": None if count is None else count + limits.processes,
-        "limits": {"memory_mb": limits.memory_mb, "file_mb": limits.file_mb, "timeout": limits.timeout}}))
+        "limits": {"memory_mb": limits.memory_mb, "file_mb": limits.file_mb, "timeout": limits.timeout}}), encoding="utf-8")
 
 
 def _status(fd, timeout):

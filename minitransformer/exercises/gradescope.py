@@ -85,7 +85,7 @@ def failed_results(assignment, message, output=""):
 def write_results(path, results):
     """Write results.json at `path`, replacing the file (never writing through a link there) in one rename."""
     partial = Path(f"{path}.partial")
-    partial.write_text(json.dumps(results, indent=2))
+    partial.write_text(json.dumps(results, indent=2), encoding="utf-8")
     partial.replace(path)
 
 
@@ -123,7 +123,7 @@ def build_bundle(assignment_path, out, package):
         raise RuntimeError("minitransformer runs from a source tree never installed, so its dependencies are "
                            "unknown: install it (pip install -e .) to build the bundle") from None
     wheel_name, wheel = build_wheel(package)
-    files = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER, "assignment.json": Path(assignment_path).read_text(),
+    files = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER, "assignment.json": Path(assignment_path).read_text(encoding="utf-8"),
              wheel_name: wheel, "requirements.txt": "\n".join(requirements) + "\n"}
     Path(out).write_bytes(_zip(files, executable=("setup.sh", "run_autograder")))
     return list(files)

@@ -204,7 +204,7 @@ def _bubblewrap(reference):
               f"ctypes.CDLL(None).unshare(0x20000 | 0x8000000) == 0)")     # namespaces for each child (runner.py)
     try:
         done = subprocess.run(sandbox.command(None, "-c", script), capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL, env=ENVIRONMENT)
+                              timeout=60, stdin=subprocess.DEVNULL, env=ENVIRONMENT, encoding="utf-8")
     except (OSError, subprocess.TimeoutExpired, ValueError) as error:    # ValueError: a Python outside its prefix
         return None, f"bwrap did not start: {error}"
     if done.returncode != 0 or done.stdout.split()[:1] != ["ok"]:

@@ -48,7 +48,7 @@ def package_secrets(package, regions, selected):
     secrets = {}
     for name in selected:
         relative, region = regions[name]
-        lines = (Path(package) / relative).read_text().splitlines()
+        lines = (Path(package) / relative).read_text(encoding="utf-8").splitlines()
         inside = {i for where, r in regions.values() if where == relative for i in range(r.begin, r.end + 1)}
         given = {normalise(line) for i, line in enumerate(lines) if i not in inside}
         secrets[name] = {key: line.strip() for line in region.body for key in secret_keys(line, given)}

@@ -31,7 +31,7 @@ _README_SECTIONS = ("## The gradient checker",)      # taken over from the refer
 def read_manifest(directory):
     """The copy's `exercises.json` as a dict; {} when it has none or one that is no JSON object (nothing graded reads it)."""
     with suppress(OSError, ValueError):
-        manifest = json.loads((Path(directory) / MANIFEST).read_text())
+        manifest = json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8"))
         return manifest if isinstance(manifest, dict) else {}
     return {}
 
@@ -71,7 +71,7 @@ def _copy_package(package, target, selected, regions):
     shutil.copytree(package, target, ignore=shutil.ignore_patterns(*_NOT_COPIED_NAMES), dirs_exist_ok=True)
     for relative in sorted({regions[name][0] for name in selected}):
         path = target / relative
-        path.write_text(blank_regions(path.read_text(), set(selected), relative))
+        path.write_text(blank_regions(path.read_text(encoding="utf-8"), set(selected), relative), encoding="utf-8")
     fast = [(e.name, name) for e in EXERCISES if e.name in _exercises(selected) for name in e.fast_files]   # answers to call
     for _, name in fast:
         (target / "fast" / f"{name}.py").unlink(missing_ok=True)
@@ -135,8 +135,8 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
                 "unavailable_layers": unavailable_layers(package, selected, regions), "left_out": left_out + blanked,
                 "notebooks": written_notebooks, "notebook_exercises": in_notebooks, "self_check": {
                     "seed": CHECK_SEED, "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()}}
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    (out / "README.md").write_text(student_readme(manifest, regions, package.parent / "README.md"))
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (out / "README.md").write_text(student_readme(manifest, regions, package.parent / "README.md"), encoding="utf-8")
     remaining = leaks_in(out, secrets)
     if remaining:                    # a place none of the rules above knows: the copy (ours, just made) must not stay
         shutil.rmtree(out)
@@ -157,15 +157,15 @@ def _copy_beside_package(source_root, out, secrets):
     for path in sorted(p for name in _BESIDE_PACKAGE for p in (out / name).rglob("*") if p.is_file()):
         left_out += blank_file(path, path.relative_to(out).as_posix(), secrets)
     if (out / "setup.cfg").is_file():               # `pip install -e .` brings the self-check's pytest
-        text = (out / "setup.cfg").read_text()
-        (out / "setup.cfg").write_text(text.replace("install_requires =\n", "install_requires =\n    pytest>=7\n", 1))
+        text = (out / "setup.cfg").read_text(encoding="utf-8")
+        (out / "setup.cfg").write_text(text.replace("install_requires =\n", "install_requires =\n    pytest>=7\n", 1), encoding="utf-8")
     return left_out
 
 
 def student_readme(manifest, regions, reference_readme):
     """The copy's README: what to implement, where, and how to check it, then the sections of the reference
     README (a path, maybe absent) named in `_README_SECTIONS` (the rest of it shows solutions)."""
-    reference_readme = reference_readme.read_text() if reference_readme.is_file() else ""
+    reference_readme = reference_readme.read_text(encoding="utf-8") if reference_readme.is_file() else ""
     lines = ["# minitransformer: exercises", "",
              "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy with",
              "`pip install -e .` (pytest, for the self-check, comes with it), then write each place below between its",

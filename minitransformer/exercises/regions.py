@@ -88,7 +88,7 @@ def package_regions(package_dir):
     package_dir, found = Path(package_dir), {}
     for path in sorted(p for p in package_dir.rglob("*.py") if p.parent.name != "exercises"):   # it talks about markers
         relative = path.relative_to(package_dir).as_posix()
-        for region in find_regions(path.read_text(), relative):
+        for region in find_regions(path.read_text(encoding="utf-8"), relative):
             if region.name is None:
                 raise ValueError(f"{relative}:{region.begin + 1}: a region in the package needs a name "
                                  f"(### BEGIN SOLUTION <exercise>.<part>)")

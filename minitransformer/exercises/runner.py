@@ -146,7 +146,7 @@ def _processes():
     table = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         with suppress(OSError, ValueError, KeyError):
-            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            lines = Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines()
             fields = dict(line.split(":", 1) for line in lines if ":" in line)
             table[int(pid)] = (int(fields["PPid"]), int(fields["Uid"].split()[0]), int(fields["Threads"]))
     return table
@@ -259,7 +259,7 @@ def _child(task, exercise, fds, inputs, package):
         records, arrays = run_cases(task["exercises"][exercise]["cases"], inputs, package.package.resolve())
         with os.fdopen(fds[2], "wb") as handle:
             sys.modules["numpy"].savez(handle, **arrays)
-        with os.fdopen(fds[1], "w") as handle:
+        with os.fdopen(fds[1], "w", encoding="utf-8") as handle:
             json.dump(records, handle)
         status = 0
     except BaseException:
@@ -294,7 +294,7 @@ def _run_child(task, line, inputs, package):
 
 def main(argv):
     task_dir, commands_fd, status_fd = Path(argv[0]), int(argv[1]), int(argv[2])
-    task = json.loads((task_dir / "task.json").read_text())
+    task = json.loads((task_dir / "task.json").read_text(encoding="utf-8"))
     sys.path[:0] = [task["package_root"], *task["site"]]
     import numpy as np
 
@@ -309,7 +309,7 @@ def main(argv):
 
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)                     # PR_SET_DUMPABLE 0: no child reads or traces this one
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)                    # PR_SET_CHILD_SUBREAPER: what a child leaves comes here
-    with os.fdopen(commands_fd) as commands:
+    with os.fdopen(commands_fd, encoding="utf-8") as commands:
         for line in commands:
             os.write(status_fd, json.dumps(_run_child(task, line, inputs, package)).encode() + b"\n")
     return 0

@@ -136,7 +136,7 @@ def save_checkpoint(directory, model, optimizer, meta):
                     arrays_file=arrays_name, arrays_sha256=checksum)
     temporary = _temporary_file(directory)
     try:
-        with open(temporary, "w") as file:
+        with open(temporary, "w", encoding="utf-8") as file:
             json.dump(document, file, indent=1)
         os.replace(temporary, json_path)                                  # the one commit point
     except BaseException:
