@@ -30,7 +30,7 @@ from .interop.gpt2 import from_gpt2_state_dict, to_gpt2_state_dict
 from .core.module import Module
 from .core.parameter import Parameter
 
-__version__ = "0.4.0"
+__version__ = "0.5.0.dev0"
 
 # Attention and position variants: RoPE, ALiBi, GQA, relative positions, sparse and
 # sliding-window attention, Transformer-XL memory, LoRA.
