@@ -110,3 +110,41 @@ def _stopped_at_an_exercise(path, notebook, error):
         ran = sum(1 for cell in notebook.cells if cell.cell_type == "code" and cell.execution_count is not None)
         pytest.fail(f"{path.name} stops at code cell {ran}: exercise {match.group(1)} is not done yet "
                     f"(a notebook exercise, or a package one the notebook uses)", pytrace=False)
+
+
+# The notebooks that build the fast tier on purpose, each saying why in its markdown ("on purpose"): 16 trains
+# its two decoders as the benchmark does, 17 measures the fast tier's attention beside the plain and tiled ones.
+FAST_ON_PURPOSE = {"16_modern_decoder", "17_tiled_attention"}
+
+
+def _fast_choices(code):
+    """(line, what) of every place where notebook code chooses the fast tier: the string "fast" (as `kernels=`
+    or `use_kernels(..., "fast")` take it), a `Fast...` class, or a `TrainConfig(...)` left at a fast default."""
+    from minitransformer import TrainConfig
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
+            node.name if isinstance(node, ast.alias) else None
+        if isinstance(node, ast.Constant) and node.value == "fast":
+            found.append((node.lineno, '"fast"'))
+        elif name and name.split(".")[-1].startswith("Fast"):
+            found.append((getattr(node, "lineno", 0), name))
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "TrainConfig" \
+                and "kernels" not in {keyword.arg for keyword in node.keywords} and TrainConfig().kernels != "plain":
+            found.append((node.lineno, f"TrainConfig(...) without kernels=, whose default is {TrainConfig().kernels!r}"))
+    return found
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda path: path.stem)
+def test_a_notebook_chooses_the_fast_tier_only_on_purpose_and_says_so(path):
+    """The guide says the notebooks run the plain layers, the code a student reads and steps into."""
+    notebook = nbformat.read(path, as_version=4)
+    code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    choices = _fast_choices(code)
+    if path.stem in FAST_ON_PURPOSE:
+        prose = " ".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+        assert choices, f"{path.name} no longer uses the fast tier: take it out of FAST_ON_PURPOSE"
+        assert re.search(r"fast tier[^.]*on\s+purpose", prose), f"{path.name} uses the fast tier without saying why"
+    else:
+        assert not choices, f"{path.name} chooses the fast tier (code line: what): {choices}; the notebooks run " \
+                            "the plain layers (or add it to FAST_ON_PURPOSE and say why in its markdown)"

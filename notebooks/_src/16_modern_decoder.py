@@ -121,6 +121,11 @@ assert swiglu_ff == 3 * C * (8 * C // 3) == 8 * C * C == gelu_ff - (4 * C + C)
 # Shakespeare benchmark (benchmarks/bench_modern_decoder.py, figures in benchmarks/README.md) does the
 # same at the main job's size with three seeds. The table printed above shows where the Llama block's
 # parameters went: the same attention matrices without their four biases, gains without shifts.
+#
+# The two models train on the fast tier (`kernels="fast"` and, by `TrainConfig`'s default, the fast AdamW) on
+# purpose: as the benchmark and `python -m minitransformer train --style llama` train them, so that this small
+# run is the benchmark's recipe. The fast layers give the plain layers' numbers up to float rounding
+# (`tests/test_fast.py`); every other cell here, like the other notebooks but 17, uses the plain layers.
 
 # %%
 text = default_corpus()[:60_000]

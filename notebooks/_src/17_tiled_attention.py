@@ -173,7 +173,9 @@ print("tiled keeps", {name: getattr(tiled, name).shape for name in ("lse", "out"
 # $(T, T)$ arrays; `TiledAttention` (blocks of 128) holds q, k, v, the output, their gradients and a few
 # tiles. The fast tier's attention (what `GPT(kernels="fast")` runs) switches to tiling itself from
 # a threshold on (`tiled_from`, printed in the legend), and to wider tiles from a second one
-# (`wide_tiles_from`: fewer, larger tiles are faster on long sequences).
+# (`wide_tiles_from`: fewer, larger tiles are faster on long sequences). This cell builds the fast tier on
+# purpose, to measure what training runs; every other cell here, like the other notebooks but 16, uses the plain
+# layers.
 
 # %%
 def peak_bytes(layer, T):
