@@ -81,6 +81,9 @@ from .tokenizers.gpt2 import GPT2Tokenizer
 
 # The rest of the lectures' systems: WordPiece, T5 and BART objectives, InstructGPT, in-context learning
 from .tokenizers.wordpiece import WordPieceTokenizer
+from .layers.log_probs import TokenLogProbs
+from .layers.ppo_losses import ClippedSurrogateLoss, ValueLoss
+from .layers.ranking_loss import PairwiseRankingLoss
 from .objectives.denoising import DenoisingTask, span_corruption, text_infilling, token_deletion, token_masking
 from .variants.relative_values import RelativeValueAttention
 

@@ -5,10 +5,10 @@ Paths: every `dir/file.py`-like name (.py, .md, .ipynb, .cfg, .toml) in a docstr
 README and the other documentation pages, and in the notebooks must name a file of the repository: relative
 to the repository, the package, tests/, notebooks/ or a folder above the text; a bare file name anywhere in
 the repository. Links of the site's pages (docs/) name built pages, which tests/test_site.py follows. The
-CHANGELOG is history (it names what went) and is not read. Other projects' files
-(CS231n's gradient_check.py, nanoGPT's model.py and prepare.py, BERT's create_pretraining_data.py) and
-placeholders (layers/x.py) are listed below. A path that the CHANGELOG says went (an entry that says it was
-removed, replaced, deleted or went) may still be named by history, e.g. in benchmarks/README.md.
+CHANGELOG is history (it names what went) and is not read. Other projects' files (CS231n's gradient_check.py,
+nanoGPT's model.py and prepare.py, BERT's create_pretraining_data.py) and placeholders (layers/x.py) are listed
+in tests/_docs.py (NOT_OURS). A path that the CHANGELOG says went (an entry that says it was removed, replaced,
+deleted or went) may still be named by history, e.g. in benchmarks/README.md.
 """
 
 import ast
@@ -18,13 +18,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _docs import NOT_OURS, names_a_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "minitransformer"
 PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:py|md|ipynb|cfg|toml))(?![\w/])")
-NOT_OURS = {"gradient_check.py", "model.py", "prepare.py",                  # CS231n's and nanoGPT's files
-            "create_pretraining_data.py",                                   # Google's BERT
-            "layers/x.py", "x.ipynb", "notebooks/_src/NN_name.py"}          # placeholders in examples
 SITE_LINK = re.compile(r"\]\([^)\s]+\)")
 LONGEST = 60
 EXERCISE_MODE_LINES = 2250         # exercises/ and commands/exercises*.py together, blank lines and docstrings included;
@@ -86,9 +84,7 @@ def test_every_path_a_docstring_or_page_names_exists():
             gone = any(name == path or name.endswith("/" + path) for path in removed)
             if name in NOT_OURS or gone or ("/" not in name and name in names):
                 continue
-            bases = [ROOT, PACKAGE, ROOT / "tests", ROOT / "notebooks", *where.parents]
-            if not any((base / name).resolve().relative_to(ROOT) in files for base in bases
-                       if (base / name).resolve().is_relative_to(ROOT)):
+            if not names_a_file(name, where, files):
                 missing.add(f"{where.relative_to(ROOT)}: {name}")
     assert not missing, "paths named that do not exist:\n" + "\n".join(sorted(missing))
 

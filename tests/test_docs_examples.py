@@ -7,19 +7,14 @@ A block too long or too demanding to run carries its reason on the line before i
 `python benchmarks/bench_x.py ...` (or `train_x.py`) has each option checked against the script's `--help`.
 """
 
-import contextlib
-import io
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from _docs import skip_in_a_student_copy
-
-from minitransformer.__main__ import build_parser
+from _docs import command_error, shown_argv, skip_in_a_student_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 skip_in_a_student_copy()
@@ -75,10 +70,10 @@ def command_lines(path):
     text = re.sub(r"(?m)(?<=\S)[ \t]+#[ \t].*$", lambda match: " " * len(match[0]), text)
     for pattern, program in ((PROGRAM, None), (BENCHMARK, "script")):
         for match in pattern.finditer(text):
-            argv = match["argv"].replace("[", " ").replace("]", " ").replace("...", " ").replace("…", " ")
-            if argv.strip() or program:          # the program's bare name is a name, not a command line
+            argv = shown_argv(match["argv"])
+            if argv or program:                  # the program's bare name is a name, not a command line
                 number = original.count("\n", 0, match.start()) + 1
-                yield number, (match[program] if program else "minitransformer"), shlex.split(argv)
+                yield number, (match[program] if program else "minitransformer"), argv
 
 
 ALL_COMMANDS = [(path, *shown) for path in COMMAND_PAGES for shown in command_lines(path)]
@@ -92,14 +87,8 @@ def test_the_pages_show_command_lines():
 @pytest.mark.parametrize("path, number, argv", [(p, n, a) for p, n, prog, a in ALL_COMMANDS if prog == "minitransformer"],
                          ids=lambda value: _name(value) if isinstance(value, Path) else str(value))
 def test_every_command_line_shown_parses(path, number, argv):
-    parser = build_parser()[0]
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            parser.parse_args(argv)
-        except SystemExit as stop:           # --help exits 0; a mistake exits 2 with one error line
-            assert stop.code == 0, f"{_name(path)}:{number}: python -m minitransformer {' '.join(argv)}\n" \
-                                   f"{stderr.getvalue().strip()}"
+    error = command_error(argv)
+    assert error is None, f"{_name(path)}:{number}: python -m minitransformer {' '.join(argv)}\n{error}"
 
 
 # modules of the optional extras (setup.cfg) that a benchmark may import before it parses its options

@@ -1,13 +1,13 @@
 # %% [markdown]
 # # 9. BERT: masked language modelling (80/10/10) and next-sentence prediction
 #
-# **Source.** Sachin Kumar, "Language Modeling III: Transformers" (CSE 5525, Ohio State, 2025), the BERT
-# slides: an encoder sees the whole input in both directions, so it cannot be trained to predict the
-# next token (it would see it). BERT has two objectives instead. (1) **Masked words**: 15% of the input
-# tokens are chosen; of those, 80% become [MASK], 10% are kept as they are, 10% are replaced by a random
-# word; the model must give back the original at every chosen position. (2) **Next sentence**: two
-# segments separated by a separator token; half of the time the second truly follows the first, half of
-# the time it is a random one; a classifier on the first position predicts which. (Devlin et al. 2019,
+# **Source.** Sachin Kumar, "Language Modeling III: Transformers" ([CSE 5525, Ohio State,
+# 2025](https://shocheen.github.io/cse-5525-spring-2025/)), the BERT slides: an encoder sees the whole input in both
+# directions, so it cannot be trained to predict the next token (it would see it). BERT has two objectives instead.
+# (1) **Masked words**: 15% of the input tokens are chosen; of those, 80% become [MASK], 10% are kept as they are,
+# 10% are replaced by a random word; the model must give back the original at every chosen position. (2) **Next
+# sentence**: two segments separated by a separator token; half of the time the second truly follows the first, half
+# of the time it is a random one; a classifier on the first position predicts which. (Devlin et al. 2019,
 # §3.1.) Greg Strabel, "Transformers" (2023), §8, introduces the same encoder-only model.
 #
 # Everything below is the package: `mask_tokens`, `BertMLM(nsp=True)`, `MaskedLMObjective`, and the
@@ -75,7 +75,7 @@ plt.show()
 
 # %% [markdown]
 # ## The next-sentence labels
-# `chunk_b` follows `chunk_a` in the text half of the time. We check the labels against the text itself:
+# The second chunk follows the first in the text half of the time. We check the labels against the text itself:
 # where the label says "follows", the 16 characters of the two chunks occur together in the text; where it
 # says "random", they almost never do.
 
