@@ -48,3 +48,14 @@ def test_the_extras_table_names_the_extras_of_setup_cfg():
     section = README.read_text(encoding="utf-8").split("## Optional extras", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `([\w-]+)` \|", section, re.M))
     assert listed == extras, f"README's extras {sorted(listed)} against setup.cfg's {sorted(extras)}"
+
+
+def test_the_first_section_after_the_two_commands_is_the_students_path_and_the_site_opens_with_the_readme():
+    """The site's front page (docs/index.md) is the README below its title: the `<!-- README -->` marker comes
+    first, so the student's path is the same words in both places, never a second copy to drift."""
+    sections = re.findall(r"^## (.+)$", README.read_text(encoding="utf-8"), re.M)
+    assert sections[:2] == ["Two commands", "A student's first evening"], f"the README's sections: {sections}"
+    front = (ROOT / "docs" / "index.md").read_text(encoding="utf-8").split("\n\n")
+    assert front[:2] == ["# minitransformer", "<!-- README -->"], \
+        "docs/index.md must be its title, then the <!-- README --> marker (docs/gen_site.py puts the README there)"
+    assert "<!-- README -->" not in "\n\n".join(front[2:])
