@@ -9,7 +9,7 @@
 #
 # The notes call the three matrices $K$, $Q$ and $V$. We write them `w_k`, `w_q`, `w_v` (as the package
 # does) and keep the letters $q$, $k$, $v$ for the *projected* vectors, which is what Si Wu's slides
-# "Transformers" (CS 6120, Northeastern: "Final equations for one attention head") do.
+# "Transformers" ([CS 6120, Northeastern](https://siwu.io/nlp-class): "Final equations for one attention head") do.
 #
 # Plan: (1) one query by hand, unscaled, as printed (an exercise); (2) the same with the $1/\sqrt{d_k}$ of
 # footnote 6; (3) all three positions at once; (4) the causal mask, two ways; (5) the same numbers through

@@ -3,9 +3,9 @@
 #
 # **Sources.** Jonathan May, "Transformer Language Models", lecture notes 2025 and 2024, §1.4 "Positional Embeddings",
 # with their Figure 2 (a 128-dimensional encoding of 50 positions) and the table of the numbers
-# 0–15 in binary; Sachin Kumar, "Language Modeling III: Transformers" (CSE 5525, Ohio State, 2025), the slides
-# "Functional (and fixed) position embeddings" and "Properties of a good positional embedding"; Greg Strabel,
-# "Transformers" (2023), §3, eq. (17).
+# 0–15 in binary; Sachin Kumar, "Language Modeling III: Transformers" ([CSE 5525, Ohio State,
+# 2025](https://shocheen.github.io/cse-5525-spring-2025/)), the slides "Functional (and fixed) position embeddings"
+# and "Properties of a good positional embedding"; Greg Strabel, "Transformers" (2023), §3, eq. (17).
 #
 # Claims checked here:
 # 1. each column of the table oscillates, fast on the left and slower to the right, like the bits

@@ -3,7 +3,8 @@
 #
 # **Sources.** Jonathan May, "Transformer Language Models", lecture notes 2025, §1 (a stack of attention + feed-forward blocks, used as a
 # left-to-right language model, footnote 7) and §1.6 (Adam, a warm-up then a decaying learning rate);
-# Si Wu's slides "Transformers" (CS 6120, Northeastern), "Transformer language model" and "Masking out the future".
+# Si Wu's slides "Transformers" ([CS 6120, Northeastern](https://siwu.io/nlp-class)), "Transformer language model"
+# and "Masking out the future".
 #
 # The model is small enough to train on a laptop CPU in about a minute or less: 2 blocks, 4 heads,
 # C = 64, a context of 32 characters, one token per character. The text is the English help that ships

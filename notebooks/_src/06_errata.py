@@ -10,8 +10,8 @@
 # | --- | --- |
 # | the notes (2024) | Jonathan May, "Transformer Language Models", lecture notes, September 2024 |
 # | the notes (2025) | Jonathan May, "Transformer Language Models", lecture notes, September 2025 |
-# | Wu | Si Wu, "Transformers", slides, CS 6120 Natural Language Processing, Northeastern University |
-# | Kumar | Sachin Kumar, "Language Modeling III: Transformers", slides, CSE 5525, Ohio State, 2025 |
+# | Wu | Si Wu, "Transformers", slides, CS 6120 Natural Language Processing, Northeastern University ([course page](https://siwu.io/nlp-class)) |
+# | Kumar | Sachin Kumar, "Language Modeling III: Transformers", slides, CSE 5525, Ohio State, 2025 ([course page](https://shocheen.github.io/cse-5525-spring-2025/)) |
 # | Strabel | Greg Strabel, "Transformers", survey note, 2023 |
 #
 # Contents: E1 the positional-encoding formula · E2 the mask applied after the softmax · E3 "Vα" /

@@ -1,9 +1,9 @@
 # %% [markdown]
 # # 7. Attention and position variants on one tiny task
 #
-# **Sources.** Sachin Kumar, "Language Modeling III: Transformers" (CSE 5525, Ohio State, 2025), the slides
-# "Variants of Positional Embeddings" (RoPE, ALiBi, no embeddings) and "Variants of multi-head attention"
-# (GQA); Greg Strabel, "Transformers" (2023), §9.2–9.3
+# **Sources.** Sachin Kumar, "Language Modeling III: Transformers" ([CSE 5525, Ohio State,
+# 2025](https://shocheen.github.io/cse-5525-spring-2025/)), the slides "Variants of Positional Embeddings" (RoPE,
+# ALiBi, no embeddings) and "Variants of multi-head attention" (GQA); Greg Strabel, "Transformers" (2023), §9.2–9.3
 # (sparse and sliding-window attention), §10.1 (LoRA), §11 (relative positions and the skewing
 # algorithm); Jonathan May, "Transformer Language Models", lecture notes 2025, §1.4 on RoPE.
 #

@@ -1,12 +1,12 @@
 # %% [markdown]
 # # 8. The encoder–decoder: cross-attention, and greedy against beam search
 #
-# **Sources.** Sachin Kumar, "Language Modeling III: Transformers" (CSE 5525, Ohio State, 2025), the
-# "Transformer Decoder" slides: a decoder block has masked self-attention (each position sees only the
-# earlier ones), then an attention whose **queries** come from the decoder and whose **keys and values**
-# come from the encoder's output, then the feed-forward layer: the "3 forms of attention" of the original
-# Transformer (Vaswani et al. 2017, §3.2.3), and decoding "time step" by time step. Jonathan May,
-# "Transformer Language Models", lecture notes 2025, footnote 5 of §1, names the second kind
+# **Sources.** Sachin Kumar, "Language Modeling III: Transformers" ([CSE 5525, Ohio State,
+# 2025](https://shocheen.github.io/cse-5525-spring-2025/)), the "Transformer Decoder" slides: a decoder block has
+# masked self-attention (each position sees only the earlier ones), then an attention whose **queries** come from the
+# decoder and whose **keys and values** come from the encoder's output, then the feed-forward layer: the "3 forms of
+# attention" of the original Transformer (Vaswani et al. 2017, §3.2.3), and decoding "time step" by time step.
+# Jonathan May, "Transformer Language Models", lecture notes 2025, footnote 5 of §1, names the second kind
 # *cross-attention*.
 #
 # **The task.** The package's `ReverseTask`: a string of 3–6 symbols is to be written back in reverse

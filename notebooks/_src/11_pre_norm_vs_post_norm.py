@@ -5,15 +5,16 @@
 # * Jonathan May, "Transformer Language Models", lecture notes 2025, §1.3 "Residual Connections and Layer
 #   Norm": first x' = self(x) + x, then "in fact" x' = self(norm(x)) + x and the output ff(norm(x')) + x':
 #   the **pre-norm** block (LayerNorm inside each residual branch).
-# * Si Wu, "Transformers" (CS 6120, Northeastern): the slide "Minor clarification: Pre-norm vs post-norm"
-#   names both (post-norm: the 2017 paper; pre-norm: GPT-2/3), the per-token equations ("Putting together a
-#   single transformer block", $t^1 = \mathrm{LayerNorm}(x), \dots$) are pre-norm, but the slide "Parallelizing Multi-head
-#   Attention" writes $O = \mathrm{LayerNorm}(X + \mathrm{MultiHeadAttention}(X))$, $H = \mathrm{LayerNorm}(O + \mathrm{FFN}(O))$: **post-norm**
-#   (notebook 6 measures how far apart the two are).
+# * Si Wu, "Transformers" ([CS 6120, Northeastern](https://siwu.io/nlp-class)): the slide "Minor clarification:
+#   Pre-norm vs post-norm" names both (post-norm: the 2017 paper; pre-norm: GPT-2/3), the per-token equations
+#   ("Putting together a single transformer block", $t^1 = \mathrm{LayerNorm}(x), \dots$) are pre-norm, but the slide
+#   "Parallelizing Multi-head Attention" writes $O = \mathrm{LayerNorm}(X + \mathrm{MultiHeadAttention}(X))$,
+#   $H = \mathrm{LayerNorm}(O + \mathrm{FFN}(O))$: **post-norm** (notebook 6 measures how far apart the two are).
 # * Greg Strabel, "Transformers" (2023), §2.4: "adds $X_0$ and $X_1$ and applies normalization": post-norm, the
 #   original block of Vaswani et al. (2017).
-# * Sachin Kumar, "Language Modeling III: Transformers" (CSE 5525, Ohio State, 2025): residual connections
-#   give "higher values of the gradient" and LayerNorm is "another way to prevent vanishing gradients".
+# * Sachin Kumar, "Language Modeling III: Transformers" ([CSE 5525, Ohio State,
+#   2025](https://shocheen.github.io/cse-5525-spring-2025/)): residual connections give "higher values of the
+#   gradient" and LayerNorm is "another way to prevent vanishing gradients".
 #
 # The package's `TransformerBlock` has both (`norm="pre"`, the default, and `norm="post"`):
 #

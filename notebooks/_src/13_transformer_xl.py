@@ -10,13 +10,13 @@
 # stop-gradient): every segment starts with context, at the cost of one pass per segment.
 #
 # **Perplexity.** The measure is the one of the table on Sachin Kumar's slide "Impact of Transformers"
-# ("Language Modeling III: Transformers", CSE 5525, Ohio State, 2025): the exponential of the mean negative
-# log-likelihood per predicted token, `minitransformer.perplexity`. It reads as the number of equally
-# likely choices the model is left with per token. It is per *token*, so it depends on the tokenizer:
-# here a token is one character, so a trained model's perplexity is a handful of choices per character;
-# a BPE model predicts whole sub-word pieces, fewer and harder predictions for the same text, so its
-# perplexity is much larger (tens to hundreds, as in Kumar's table). Compare perplexities only between
-# models with the same tokenizer.
+# ("Language Modeling III: Transformers", [CSE 5525, Ohio State,
+# 2025](https://shocheen.github.io/cse-5525-spring-2025/)): the exponential of the mean negative log-likelihood per
+# predicted token, `minitransformer.perplexity`. It reads as the number of equally likely choices the model is left
+# with per token. It is per *token*, so it depends on the tokenizer: here a token is one character, so a trained
+# model's perplexity is a handful of choices per character; a BPE model predicts whole sub-word pieces, fewer and
+# harder predictions for the same text, so its perplexity is much larger (tens to hundreds, as in Kumar's table).
+# Compare perplexities only between models with the same tokenizer.
 #
 # **The experiment.** The text is a made-up language: 24 random six-letter words, drawn at random and
 # separated by spaces. Within a word every letter is decided once the first two or three are known, so

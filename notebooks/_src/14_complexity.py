@@ -1,9 +1,10 @@
 # %% [markdown]
 # # 14. What attention costs: quadratic in length against quadratic in width, path lengths, restricted attention
 #
-# **Source.** Sachin Kumar, "Language Modeling III: Transformers" (CSE 5525, Ohio State, 2025), the table
-# taken from Vaswani et al. (2017, Table 1): per layer, self-attention costs $O(n^2 \cdot d)$ operations, a
-# recurrent layer $O(n \cdot d^2)$, restricted self-attention (each position sees $r$ neighbours)
+# **Source.** Sachin Kumar, "Language Modeling III: Transformers" ([CSE 5525, Ohio State,
+# 2025](https://shocheen.github.io/cse-5525-spring-2025/)), the table taken from Vaswani et al. (2017, Table 1): per
+# layer, self-attention costs $O(n^2 \cdot d)$ operations, a recurrent layer $O(n \cdot d^2)$, restricted
+# self-attention (each position sees $r$ neighbours)
 # $O(r \cdot n \cdot d)$; the maximum path length between two positions is $O(1)$ for self-attention, $O(n)$ for
 # a recurrence and $O(n/r)$ for restricted attention. Si Wu's slides ("Another point: Attention is quadratic in length") make the
 # same point with the $n \times n$ table of $q \cdot k$ products; Greg Strabel, "Transformers" (2023), §9, opens the

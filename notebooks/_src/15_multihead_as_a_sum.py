@@ -3,8 +3,8 @@
 #
 # **Sources.** Jonathan May, "Transformer Language Models", lecture notes 2025, §1.2 "Multi-Head": each head
 # has its own $d \times d/n$ slices of $Q$, $K$, $V$, and "the results are concatenated to form a d-length vector and
-# then multiplied by another d × d linear transform matrix". Si Wu, "Transformers" (CS 6120, Northeastern),
-# the slide "Parallelizing Multi-head Attention":
+# then multiplied by another d × d linear transform matrix". Si Wu, "Transformers" ([CS 6120,
+# Northeastern](https://siwu.io/nlp-class)), the slide "Parallelizing Multi-head Attention":
 # $\mathrm{MultiHeadAttention}(X) = (\mathrm{head}_1 \oplus \dots \oplus \mathrm{head}_h)\, W^O$. Greg Strabel, "Transformers" (2023), §2.2, eq. (16):
 # $\mathrm{Multihead} = \mathrm{concat}(A_1, \dots, A_h)\, W_O$ with $W_O \in \mathbb{R}^{h d_v \times d_o}$.
 #

@@ -1,10 +1,11 @@
 # %% [markdown]
 # # 20. WordPiece against BPE, on one corpus
 #
-# **The claim.** Sachin Kumar, *Language Modeling III: Transformers* (CSE 5525, Ohio State, 2025), the BERT
-# slides: BERT reads WordPiece tokens, a sub-word vocabulary that grows by merging the pair of symbols that most
-# raises the likelihood of the training data, where byte-pair encoding (May, *Transformer Language Models*,
-# 2025, §1.5) merges the most *frequent* pair. The score used to rank pairs is
+# **The claim.** Sachin Kumar, *Language Modeling III: Transformers* ([CSE 5525, Ohio State,
+# 2025](https://shocheen.github.io/cse-5525-spring-2025/)), the BERT slides: BERT reads WordPiece tokens, a sub-word
+# vocabulary that grows by merging the pair of symbols that most raises the likelihood of the training data, where
+# byte-pair encoding (May, *Transformer Language Models*, 2025, §1.5) merges the most *frequent* pair. The score used
+# to rank pairs is
 #
 # $$\text{score}(a, b) = \frac{\text{count}(ab)}{\text{count}(a)\,\text{count}(b)},$$
 #

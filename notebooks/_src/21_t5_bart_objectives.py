@@ -1,12 +1,12 @@
 # %% [markdown]
 # # 21. Pre-training an encoder-decoder: T5's span corruption and BART's denoising
 #
-# **The claim.** Sachin Kumar, *Language Modeling III: Transformers* (CSE 5525, Ohio State, 2025), "Encoder-
-# Decoders": T5 and BART are encoder-decoders, pre-trained by corrupting text and teaching the decoder to
-# repair it. T5 (Raffel et al. 2020, §3.1.4) hides about 15% of the tokens in spans of mean length 3, each span
-# replaced by one sentinel; the target spells out only the hidden spans. BART (Lewis et al. 2020, §2.2) corrupts
-# the text in several ways (masking tokens, deleting them, replacing spans of Poisson(3) length by one [MASK])
-# and its target is the whole original.
+# **The claim.** Sachin Kumar, *Language Modeling III: Transformers* ([CSE 5525, Ohio State,
+# 2025](https://shocheen.github.io/cse-5525-spring-2025/)), "Encoder-Decoders": T5 and BART are encoder-decoders,
+# pre-trained by corrupting text and teaching the decoder to repair it. T5 (Raffel et al. 2020, §3.1.4) hides about
+# 15% of the tokens in spans of mean length 3, each span replaced by one sentinel; the target spells out only the
+# hidden spans. BART (Lewis et al. 2020, §2.2) corrupts the text in several ways (masking tokens, deleting them,
+# replacing spans of Poisson(3) length by one [MASK]) and its target is the whole original.
 #
 # **Here.** The corruptions are data transforms (`minitransformer/objectives/denoising.py`); the model and loss
 # are the package's `Seq2SeqTransformer` and its teacher-forced cross-entropy (`train_seq2seq`). Text: the
