@@ -6,11 +6,13 @@ importable from `minitransformer` is checked by importing them. A failure names 
 What each shape must resolve to (fenced code blocks are left to tests/test_docs_examples.py, which runs them):
 
 - a command, `python -m minitransformer ...` or one starting with a command's name (`exercises make OUT`): it
-  parses with the package's own parser; `python X` or `bash X`: the script X exists; `pip install -e ".[NAME]"`:
+  parses with the package's own parser, every option written in full; named in a sentence, it may leave out an
+  argument the command requires (`exercises make --only relu`, no folder: whole command lines, in code blocks,
+  parse in full in test_docs_examples.py); `python X` or `bash X`: the script X exists; `pip install -e ".[NAME]"`:
   NAME is an extra of setup.cfg;
 - an option (`--max-steps N`): an option of one of the package's commands;
 - a path (`layers/attention.py`, `data/`, `tests/test_<layer>.py`): a file or folder of the repository, relative to
-  the repository, the package, tests/, notebooks/ or the page's folder (`<...>`, `NNN` and `*` match anything); a
+  the repository, the package, tests/, notebooks/ or the page's folder (`<...>`, `NNN` and `*` match any one part); a
   bare name with a code file's suffix anywhere in it; a path into a folder the repository does not have (`runs/`,
   `site/`, `/tmp`) is something a command writes or the system has, and is not looked for;
 - a dotted name starting `minitransformer.`: importable, attribute by attribute; one starting with a class or
@@ -25,7 +27,8 @@ What each shape must resolve to (fenced code blocks are left to tests/test_docs_
 
 Expressions (anything with a space or an operator that is not a call: `x + attn(ln(x))`), names of one or two
 characters (the lecture's symbols), and the names of other libraries and programs in `OTHERS` pass. A sentence
-that says a name went (removed, replaced, went, ...) may name it if the CHANGELOG does too: history.
+that says a name went (removed, replaced, went, ...) may name it if the CHANGELOG does too: history. Every section
+of the README that a page sends the reader to by name (the README's "For instructors") must be one of its headings.
 """
 
 import ast
@@ -69,7 +72,7 @@ PATH_LIKE = re.compile(r"^[\w.<>*/-]+$")
 FILE_NAME = re.compile(r"^[\w.-]*\.(?:py|md|ipynb|cfg|toml|json|csv|sh|txt|npz|pyc|yml|yaml)$")
 DOMAIN = re.compile(r"^[\w-]+(?:\.[\w-]+)*\.(?:io|com|org|edu|net)$")
 ENVIRONMENT = re.compile(r"^MINITRANSFORMER_[A-Z0-9_*]*(?:=\S*)?$")
-EXTRA = re.compile(r"""^pip install (?:-e )?["']?(?:\.|minitransformer)\[(?P<extras>[\w,-]+)\]["']?$""")
+EXTRA = re.compile(r"""^pip install (?:-e )?["']?(?:\.|minitransformer)\[(?P<extras>[\w,-]+)\]""")
 SCRIPT = re.compile(r"^(?:python|bash) (?P<script>[\w./-]+\.(?:py|sh))\b")
 COMMAND = re.compile(r"(?:^|\s)python -m minitransformer(?P<argv>(?:\s.*)?)$", re.S)
 
@@ -249,7 +252,7 @@ def problem(shown):
         return _command_problem(shown_argv(span))
     if match := SCRIPT.match(span):
         return None if (ROOT / match["script"]).is_file() else f"no script {match['script']}"
-    if match := EXTRA.match(span):
+    if match := EXTRA.match(span):                  # `pip install -e ".[notebooks]" && jupyter lab` too
         unknown = set(match["extras"].split(",")) - extras() - {"NAME"}
         return f"no extra {sorted(unknown)} in setup.cfg" if unknown else None
     if span.startswith("from minitransformer import "):
@@ -401,7 +404,7 @@ RESOLVES = ["`LayerNorm`", "`LayerNorm.backward`", "`check_module`", "`minitrans
 BROKEN = ["`LayerNorn`", "`LayerNorm.backwards`", "`check_modul`", "`minitransformer.layers.layernrom`",
           '`GPT(kernel="plain")`', "`layers/layernorn.py`", "`tests/test_<layer>.pyc/`", "`fastest/`",
           "`--max-step N`", "`python -m minitransformer train --kernel plain`", "`exercises make --onli relu`",
-          '`pip install -e ".[parityy]"`', "`MINITRANSFORMER_NOT_READ`", "`from minitransformer import GTP`",
+          '`pip install -e ".[parityy]" && pytest`', "`MINITRANSFORMER_NOT_READ`", "`from minitransformer import GTP`",
           "`doutt`", "`layernorn`", "`ignore_indexx=`", "`layers/lm_head.py/x`", "`minitransformer.trainerx` went"]
 
 
