@@ -176,6 +176,14 @@ def test_dtype_reaches_every_parameter_and_gradient(dtype):
         Linear(2, 2, dtype=np.float16)
 
 
+def test_the_dtype_check_lives_with_the_other_checks_and_is_found_at_its_0_4_place():
+    from minitransformer.core import checks, random
+    assert random.check_float_dtype is checks.check_float_dtype
+    assert checks.check_float_dtype("float32", "Here") == np.float32
+    with pytest.raises(TypeError, match=r"^Here: dtype must be float32 or float64, got int64$"):
+        checks.check_float_dtype(np.int64, "Here")
+
+
 # ---------------------------------------------------------------- an input changed in place between forward and backward
 
 def _layers_that_cache_their_input():

@@ -43,8 +43,9 @@ drops only sublayer outputs), value heads of another width than the key heads
 
 import numpy as np
 
+from ..core.checks import check_float_dtype
 from ..core.module import Module
-from ..core.random import as_generator, check_float_dtype
+from ..core.random import as_generator
 from .attention import ScaledDotProductAttention, band_mask
 from .linear import Linear
 

@@ -20,9 +20,9 @@ learned shift. It lives in layers/ rather than variants/ because the block
 
 import numpy as np
 
+from ..core.checks import check_float_dtype
 from ..core.module import Module
 from ..core.parameter import Parameter
-from ..core.random import check_float_dtype
 
 
 class RMSNorm(Module):
