@@ -16,7 +16,7 @@ replaces three of its steps, `softmax_step`, `_tile_scores` and `_mask_diagonal`
   `train` sets per rank, read with threadpoolctl), and during the threads BLAS is limited to one thread each:
   attention's threads and BLAS's together never exceed the process's share of cores.
 * Each key block transposed once into a contiguous (..., dk, Bk) array, each value block into (..., dv, Bk)
-  (OpenBLAS multiplies a transposed small right operand about half as fast).
+  (OpenBLAS multiplies a transposed small right operand more slowly, as in `fast/attention.py`).
 * The diagonal's causal rule as an additive bias of 0 and -inf, built once per forward and added in place.
 * The shift, exp and the softmax backward's products in place in the tile's buffer; row sums as products with a
   vector of ones (`fast/reductions.py`).
@@ -25,11 +25,10 @@ The blocks are shared out before the threads start, largest first, each to the l
 query block's cost is its number of tiles), so each thread keeps the same blocks from one call to the next and
 the result does not depend on the machine's timing: dq's terms are summed in a fixed order.
 
-Measured on nanoGPT's CPU model at T = 2048 (benchmarks/README.md, "Long sequences on two cores"; the
-measurement is `benchmarks/bench_long_sequences.py`). The threads add no work and scarcely wait for each other
-(one layer, forward and backward: 68 and 62 ms on a core, 0.4 and 4 ms asleep, against 126-131 ms on one
-thread); what took the second core was OpenBLAS's helper thread, left spinning for 0.1 s by the linear layers'
-products just before, which `fast/blas_idle.py` sends to sleep within 2 ms. tests/test_fast.py proves this form
+Measured on nanoGPT's CPU model at T = 2048 (benchmarks/README.md, "Long sequences on two cores" and "What kept
+the second core idle"; the measurement is `benchmarks/bench_long_sequences.py`): the threads add no work and
+scarcely wait for each other; what took the second core was OpenBLAS's helper thread, left spinning by the linear
+layers' products just before, which `fast/blas_idle.py` sends to sleep. tests/test_fast.py proves this form
 equal to `TiledAttention` (forward and every gradient) on the gradient checker's cases, and
 tests/test_tiled_attention.py measures its memory.
 """
