@@ -2,7 +2,7 @@
 
     python benchmarks/bench_contract.py --rounds 40
 
-The checks are the base class's wrappers of every layer's forward and backward (core/module.py): forward
+The checks are the base class's wrappers of every layer's forward and backward (core/contract.py): forward
 fingerprints each array it is given and records its output's shape; backward checks dout and the
 fingerprints. Three contenders take turns on the same trainer, so that all see the same machine load:
 
@@ -33,7 +33,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from minitransformer.core import module  # noqa: E402
+from minitransformer.core import contract  # noqa: E402
+from minitransformer.core.module import Module  # noqa: E402
 from minitransformer.objectives.language_model import Trainer  # noqa: E402
 from minitransformer.tokenizers import CharTokenizer  # noqa: E402
 from minitransformer.training.config import TrainConfig  # noqa: E402
@@ -42,7 +43,7 @@ from minitransformer.training.data import default_corpus, train_val_split  # noq
 BLOCK = 5
 
 
-def _wrapped_methods(cls=module.Module):
+def _wrapped_methods(cls=Module):
     """[(class, name, wrapper)] for every forward and backward the base class wrapped, in all subclasses."""
     found = []
     for subclass in cls.__subclasses__():
@@ -63,10 +64,10 @@ def _every_element_fingerprint(array):
 
 def contenders():
     """{name: function that puts the package in that state}."""
-    wrapped, sampled = _wrapped_methods(), module.fingerprint
+    wrapped, sampled = _wrapped_methods(), contract.fingerprint
 
     def checks(on, fingerprint=sampled):
-        module.fingerprint = fingerprint
+        contract.fingerprint = fingerprint
         for cls, name, wrapper in wrapped:
             setattr(cls, name, wrapper if on else wrapper.__wrapped__)
 

@@ -31,7 +31,6 @@ threads_from_argv(sys.argv, default=1)
 import numpy as np  # noqa: E402
 from bench_train import matmul_products, product_replay  # noqa: E402
 
-from minitransformer.fast import walk  # noqa: E402
 from minitransformer.objectives.language_model import LanguageModelObjective  # noqa: E402
 from minitransformer.tokenizers import CharTokenizer  # noqa: E402
 from minitransformer.training.config import TrainConfig, build_model, build_optimizer  # noqa: E402
@@ -107,7 +106,7 @@ def main(argv=None):
     loop = TrainingLoop(objective, build_optimizer(model, config),
                         lambda: get_batch(train_data, config.block_size, config.batch_size, rng),
                         config.learning_rate, grad_clip=config.grad_clip, max_steps=10 ** 9, progress=False)
-    clock = LayerClock({type(layer) for layer in walk(model)} | {type(objective.loss)})
+    clock = LayerClock({type(layer) for layer in model.modules()} | {type(objective.loss)})
     try:
         for _ in range(5):                                              # warm up
             loop.step_on_next_batch()

@@ -143,11 +143,7 @@ def test_every_fast_form_is_a_subclass_that_some_case_exercises():
     exercised = set()
     for case in CASES:
         module = use_kernels(case.build(np.random.default_rng(0))[0], "fast")
-        stack = [module]
-        while stack:
-            layer = stack.pop()
-            exercised.add(type(layer))
-            stack += [child for _, child in layer.named_children()]
+        exercised |= {type(layer) for layer in module.modules()}
     for plain, fast in fast_forms().items():
         assert issubclass(fast, plain) and fast is not plain
         assert fast in exercised, f"no gradient-check case runs {fast.__name__}"
@@ -163,3 +159,22 @@ def test_kernels_switch_keeps_names_values_and_init():
     assert kernels_of(back) == "plain"
     with pytest.raises(ValueError, match="GPT expected kernels 'plain' or 'fast', got 'quick'"):
         GPT(**options, kernels="quick")
+
+
+def test_a_model_reaches_the_fast_forms_only_through_what_the_fast_tier_registered(monkeypatch):
+    """The models import nothing from fast/ (tests/test_import_order.py): GPT(kernels="fast") finds the forms the
+    fast tier registered with core/tiers.py when it was imported. With none registered every layer stays plain,
+    as in a student copy without a layer's fast file; fast/ still gives 0.4's names, the same objects."""
+    from minitransformer import fast
+    from minitransformer.core import tiers
+
+    options = dict(vocab_size=11, d_model=8, n_heads=2, n_layers=1, d_ff=16, max_len=6, rng=0)
+    assert tiers.fast_forms() == fast_forms() and kernels_of(GPT(**options, kernels="fast")) == "fast"
+    monkeypatch.setattr(tiers, "_fast_forms", None)
+    assert tiers.fast_forms() == {} and kernels_of(GPT(**options, kernels="fast")) == "plain"
+    tiers.register_fast_forms(fast.fast_forms)
+    assert kernels_of(GPT(**options, kernels="fast")) == "fast"
+    for name in ("use_kernels", "kernels_of", "check_kernels", "KERNELS"):
+        assert getattr(fast, name) is getattr(tiers, name), name
+    model = GPT(**options)
+    assert list(fast.walk(model)) == list(model.modules())

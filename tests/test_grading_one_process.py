@@ -37,7 +37,7 @@ def test_no_child_finds_an_answer_in_what_the_parent_imported(student, level):
     had the parent imported the reference, its LayerNorm.backward would be among them."""
     put_bodies(student, {"relu.backward": reference_body("relu.backward"), "layernorm.backward": indented(
         "layernorm.backward", "import gc, sys",
-        "mine = (type(self).backward, sys._getframe().f_code)           # the method's wrapper (core/module.py), this",
+        "mine = (type(self).backward, sys._getframe().f_code)           # the method's wrapper (core/contract.py), this",
         "for found in gc.get_objects():",
         "    if getattr(found, '__qualname__', '') == 'LayerNorm.backward' and found not in mine[:1] \\",
         "            and found.__code__ is not mine[1]:",

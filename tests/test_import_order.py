@@ -88,6 +88,15 @@ def test_no_import_circle():
             visit(module, [])
 
 
+def test_the_models_import_nothing_from_the_fast_tier():
+    """The tier is chosen outside the model: a model takes kernels="fast" and asks core/tiers.py, which the fast
+    tier fills when imported; a model file that imported fast/ would tie the lecture's model to the speed tier."""
+    reaching = sorted(f"{module} imports {target}" for module, targets in MODULES.items()
+                      if module.split(".")[0] == "models" for target in targets if target.split(".")[0] == "fast")
+    assert not reaching, reaching
+    assert "core.tiers" in MODULES["models.gpt"] and "core.tiers" in MODULES["fast"]
+
+
 def test_the_parser_sees_imports_and_the_exception_is_still_needed():
     """Guards against a vacuous pass: the parser finds known imports of every kind, and the one allowed
     upward import still exists (when it goes, so must its entry)."""

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minitransformer import GPT, Linear, Parameter
+from minitransformer import GPT, Linear, Module, Parameter
 
 
 def tiny_gpt(**overrides):
@@ -23,6 +23,36 @@ def test_parameter_grad_matches_data_and_zero_grad_clears_in_place():
     assert param.grad is grad_array and not param.grad.any()
     with pytest.raises(TypeError, match="floating-point"):
         Parameter(np.arange(3))
+
+
+def test_modules_meets_every_module_once_itself_first_in_attribute_order():
+    model = tiny_gpt(n_layers=1)
+    modules = list(model.modules())
+    assert modules[0] is model and len(modules) == len({id(module) for module in modules})
+    assert [type(module).__name__ for module in modules[:5]] == [
+        "GPT", "Embedding", "LearnedPositionalEmbedding", "Dropout", "TransformerBlock"]
+    assert model.lm_head in modules and model.blocks[0].attn.attention in modules
+    shared = Linear(2, 2, rng=0)
+    pair = Pair(shared, shared)
+    assert list(pair.modules()) == [pair, shared]
+
+
+class Pair(Module):
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+
+def test_the_contract_is_in_its_own_file_and_its_names_are_still_found_in_module():
+    """core/contract.py holds the backward contract's machinery; what was imported from core/module.py in 0.4
+    is found there still, the very same objects, and `class Module` opens the file (after the docstring and
+    imports: within its first 60 lines)."""
+    from pathlib import Path
+
+    from minitransformer.core import contract, module
+    for name in ("InputChangedError", "fingerprint", "sample_positions", "WHOLE_ARRAY_ELEMENTS", "NOT_RUN"):
+        assert getattr(module, name) is getattr(contract, name), name
+    lines = Path(module.__file__).read_text(encoding="utf-8").splitlines()
+    assert "class Module:" in lines[:60], "class Module no longer opens core/module.py"
 
 
 def test_named_parameters_are_dotted_stable_and_list_the_tied_matrix_once():
@@ -144,6 +174,14 @@ def test_dtype_reaches_every_parameter_and_gradient(dtype):
         assert param.data.dtype == dtype and param.grad.dtype == dtype, name
     with pytest.raises(TypeError, match="float32 or float64"):
         Linear(2, 2, dtype=np.float16)
+
+
+def test_the_dtype_check_lives_with_the_other_checks_and_is_found_at_its_0_4_place():
+    from minitransformer.core import checks, random
+    assert random.check_float_dtype is checks.check_float_dtype
+    assert checks.check_float_dtype("float32", "Here") == np.float32
+    with pytest.raises(TypeError, match=r"^Here: dtype must be float32 or float64, got int64$"):
+        checks.check_float_dtype(np.int64, "Here")
 
 
 # ---------------------------------------------------------------- an input changed in place between forward and backward

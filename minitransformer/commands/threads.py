@@ -1,9 +1,10 @@
 """Threads per MPI rank: how many BLAS and OpenMP threads each process of a data-parallel job may run.
 
 NumPy's BLAS (OpenBLAS in NumPy's wheels) starts one thread per core in every process that loads it. Two ranks
-on a 2-core machine then run four threads that spin against each other: `mpiexec -n 2 ... train` took 827 ms a
-step so, against 110 ms with one thread per rank. So every rank of a job limits its threads, at start, to the
-cores of its host divided among the ranks on that host (at least one), or to `train --threads-per-rank N`:
+on a 2-core machine then run four threads that spin against each other: `mpiexec -n 2 ... train` took several
+times as long a step so as with one thread per rank (benchmarks/README.md, "What the code's docstrings point
+to"). So every rank of a job limits its threads, at start, to the cores of its host divided among the ranks on
+that host (at least one), or to `train --threads-per-rank N`:
 
 * `train --workers N` exports OPENBLAS_NUM_THREADS and OMP_NUM_THREADS to mpiexec, so each rank's libraries
   start with that many threads (`launch_environment`);

@@ -8,6 +8,8 @@ numbers). The same seed always gives the same numbers.
 
 import numpy as np
 
+from .checks import check_float_dtype  # noqa: F401  (its place up to 0.4, kept until 0.6: core/checks.py)
+
 
 def as_generator(rng):
     """Turn a seed, `None` or a Generator into a `np.random.Generator`.
@@ -36,11 +38,3 @@ def spawn_generator(rng):
 def dropout_generator(rng, dropout_rng):
     """The generator for a layer's dropout masks: `dropout_rng` if given (seed or Generator), else `rng`."""
     return rng if dropout_rng is None else as_generator(dropout_rng)
-
-
-def check_float_dtype(dtype, where):
-    """Return `np.dtype(dtype)` if it is float32 or float64, else raise naming `where`."""
-    dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"{where}: dtype must be float32 or float64, got {dtype}")
-    return dtype

@@ -7,7 +7,7 @@ exercise's child its files (its regions the student's answer, the others the ref
 assignment's seed; judge the arrays each hands back (read with bounded sizes, no pickles) against the reference's
 output and the central differences, in float64, of the reference forward (this process imports no student code). A
 wrong forward costs the forward's points only; a hang, a crash or an exception costs the exercise, never the grading.
-What this cannot catch: README.md.
+What this cannot catch: docs/guide/for-instructors.md, "What grading cannot catch".
 """
 
 import functools

@@ -4,8 +4,8 @@ NumPy runs one pass over memory per operation; the plain GELU's backward writes
 about nine temporaries of the activation's size, (B*T, 4C) = (768, 512) float32 on
 the benchmark model. Here the forward keeps the gate 0.5 (1 + t) for the backward
 pass, both passes work in place on one buffer, and `row_blocks.by_row_blocks` runs
-them on blocks small enough to stay in the L2 cache (1.8 ms of a 54 ms step in the
-0.2 benchmark, benchmarks/README.md). The plain layer and its derivation are in
+them on blocks small enough to stay in the L2 cache (measured in 0.2: benchmarks/README.md,
+"Where the time outside the products went"). The plain layer and its derivation are in
 `minitransformer/layers/activations.py`; tests/test_fast.py proves this form equal to it.
 """
 
@@ -30,10 +30,8 @@ class FastGELU(GELU):
         Plain form: t = tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC * x**3)); y = 0.5 * x * (1 + t).
         The gate 0.5 (1 + t) is kept for the backward pass, and y = x * gate. The gate is computed as
         the logistic sigmoid of 2u, the same function: 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)), since
-        tanh u = (1 - exp(-2u)) / (1 + exp(-2u)). NumPy's float32 exp costs about 0.6 times its tanh
-        (2.2 against 3.6 ns an element on the benchmark machine), so the forward pass takes a fifth
-        to a third less time (0.51 against 0.74 ms on a rank's (6, 64, 512) activation, 1.10 against
-        1.50 ms on (12, 64, 512), 3.5 against 4.3 ms on (1, 2048, 512); one thread, quiet, 2026-11-27).
+        tanh u = (1 - exp(-2u)) / (1 + exp(-2u)). NumPy's float32 exp is cheaper than its tanh, so the
+        forward pass takes less time (benchmarks/README.md, "What the code's docstrings point to").
         Where -2u exceeds the dtype's range (x below about -12 in float32), exp gives inf and the gate
         1 / inf = 0, as tanh's 0.5 (1 - 1) does.
         """

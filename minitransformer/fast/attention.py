@@ -1,18 +1,16 @@
 """Scaled dot-product attention, fast form: the plain layer's numbers with memory-layout tricks.
 
-The scores are computed as (k q^T)^T rather than q k^T.
+Speed. The scores are computed as (k q^T)^T rather than q k^T.
 The numbers are the same; only the memory layout differs: each query's row of
 scores then lies down a column, so the softmax's per-row maximum, sums and
-broadcasts run over many rows at once instead of one short row of Tk at a time
-(2 to 3 times faster in NumPy). dalpha is computed the same way, so that every
+broadcasts run over many rows at once instead of one short row of Tk at a time,
+which NumPy does faster. dalpha is computed the same way, so that every
 elementwise operation of the backward pass meets operands of one layout, and
 the cached causal bias is stored in that layout too (`np.asfortranarray`).
 The two products whose right operand would be a transposed view, k q^T and
 v dout^T, first copy that operand into a contiguous (..., d, Tq) array:
-OpenBLAS multiplies these small (64 x 32) matrices about twice as slowly
-when the right one is transposed (measured on the benchmark model's
-(12, 4, 64, 32) operands: 0.16 ms transposed, 0.09 ms contiguous, 0.02 ms
-for the copy). The gradients dq, dk, dv are written straight into arrays laid
+OpenBLAS multiplies these small (64 x 32) matrices faster from a contiguous
+copy, the copy included, than from the transposed view. The gradients dq, dk, dv are written straight into arrays laid
 out in memory like q, k, v (`np.empty_like` keeps the order of the strides;
 the dtype is that of the product, as `@` would give): in plain self-attention
 multi-head attention's q, k, v are views of one (B, T, 3C) projection, so its
@@ -20,18 +18,14 @@ dq, dk, dv come out as (B, T, H, hs) in memory and need no copy to merge the
 heads again (with grouped-query attention dk and dv still do).
 tests/test_fast.py proves this form equal to the plain one.
 
-Measured in the 0.2 benchmark (benchmarks/README.md): laying the scores out as
-(k q^T)^T made the softmax's row passes 2 to 3 times faster, and the gradients
-laid out like q, k, v with the fused QKV product of multi-head attention saved
-0.7 ms of a 54 ms training step.
+Measured in 0.2: benchmarks/README.md, "What the code's docstrings point to".
 
 Long sequences. From Tk >= TILED_FROM keys on, this layer hands the call to the fast tier's
 tiled attention (`fast/tiled_attention.py`: FlashAttention-2's algorithms in tiles of
 TILE_SIZE x TILE_SIZE, its blocks shared between threads), whose memory grows with T
 instead of T^2; `alpha` is then None. From WIDE_TILES_FROM keys on the tiles are
 WIDE_TILE_SIZE wide: fewer, larger products and passes, which pay once there are enough
-blocks for the threads (T = 1024 and 2048: 0.82-0.90 of the attention's time in 128 x 128
-tiles). The threshold and the tile sizes are measured by `benchmarks/bench_tiled_threshold.py`
+blocks for the threads. The threshold and the tile sizes are measured by `benchmarks/bench_tiled_threshold.py`
 (benchmarks/README.md, "Tiled attention: where it starts"). tests/test_fast.py runs this path
 on every attention case of the catalogue (forced with 2 x 2 tiles) against the plain layers;
 tests/test_fast_forms.py checks which path and tiles each length takes; tests/test_tiled_attention.py

@@ -1,8 +1,8 @@
 """LayerNorm, fast form: row means as matrix-vector products, the backward folded into two of them.
 
 `np.mean` along a short last axis (C = 128) is a reduction NumPy runs without BLAS;
-the same mean as a product with a vector of 1/C runs in BLAS, measured about 4 times
-faster on the benchmark model's (768, 128) rows. The backward pass takes both of its
+the same mean as a product with a vector of 1/C runs in BLAS, faster on the benchmark
+model's (768, 128) rows (benchmarks/README.md, "What the code's docstrings point to"). The backward pass takes both of its
 row means, mean(g) and mean(g xhat) with g = dout * gamma, as products of dout and
 dout * xhat with gamma / C, and reuses one buffer with `out=`. The plain layer and its
 derivation are in `minitransformer/layers/layernorm.py`; tests/test_fast.py proves

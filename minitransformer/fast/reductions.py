@@ -3,7 +3,7 @@
 `np.sum` along a short last axis (attention rows of T = 64, LayerNorm rows of
 C = 128) or down the rows of an (N, C) gradient is a reduction NumPy runs
 without BLAS; the same sum as a product with a vector of ones runs in BLAS,
-measured 2 to 5 times faster on these shapes. The plain forms are in each
+faster on these shapes (benchmarks/README.md, "What the code's docstrings point to"). The plain forms are in each
 docstring; tests/test_fast_forms.py proves both agree to rounding.
 """
 

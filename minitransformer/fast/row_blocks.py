@@ -11,11 +11,9 @@ and only the first and last pass touch memory.
 
 The numbers are the same, bit for bit: every element goes through the same
 operations in the same order; only the order in which rows are visited
-changes (tests/test_fast_forms.py). Measured with benchmarks/bench_train.py
-style interleaving on the benchmark model: GELU in row blocks saves about
-1.8 ms of a 54 ms training step (3.5%); returning each block and copying it
-into place instead of writing it there saves only half of that, hence the
-`out` arguments.
+changes (tests/test_fast_forms.py). GELU in row blocks saves time, and returning
+each block and copying it into place instead of writing it there saves less, hence
+the `out` arguments (benchmarks/README.md, "What the code's docstrings point to").
 
 Left out: blocks along the last axis (rows are what every elementwise layer
 here is long in), and threads (NumPy's elementwise loops are single-threaded).

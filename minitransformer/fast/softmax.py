@@ -3,8 +3,8 @@
 The plain functions and the layer are in `minitransformer/layers/softmax.py`, with the
 derivation. Only the functions have fast forms here, for fast attention (`fast/attention.py`):
 `softmax` may write into its input's buffer (`out=`; attention hands it the scores it owns)
-and both functions sum rows as matrix-vector products, measured 2 to 5 times faster than
-`np.sum` along a short last axis (attention rows of T = 64). tests/test_fast_forms.py proves
+and both functions sum rows as matrix-vector products, faster than `np.sum` along a short
+last axis (attention rows of T = 64; `reductions.py`). tests/test_fast_forms.py proves
 both equal to the plain forms.
 """
 

@@ -1,8 +1,9 @@
 """Tiled attention, fast form: `TiledAttention`'s two algorithms (FlashAttention-2's Algorithms 1 and 2,
 derived in variants/tiled_attention.py) in large tiles, in place, their blocks shared between threads.
 
-What it changes, and nothing else (the blocks, the causal skipping, the online softmax's final division and
-the checks are the plain layer's):
+What it changes, and nothing else (the blocks, the causal skipping, the loop over a query block's tiles, each
+tile's bias and masks, the online softmax's final division and the checks are the plain layer's; this class
+replaces three of its steps, `softmax_step`, `_tile_scores` and `_mask_diagonal`, and the backward):
 
 * **Threads over blocks** (FlashAttention-2's section 3.2 spreads the same work over the GPU's thread blocks):
   the forward's query blocks, and the backward's key blocks, are shared out between `workers` threads, each
@@ -15,7 +16,7 @@ the checks are the plain layer's):
   `train` sets per rank, read with threadpoolctl), and during the threads BLAS is limited to one thread each:
   attention's threads and BLAS's together never exceed the process's share of cores.
 * Each key block transposed once into a contiguous (..., dk, Bk) array, each value block into (..., dv, Bk)
-  (OpenBLAS multiplies a transposed small right operand about half as fast).
+  (OpenBLAS multiplies a transposed small right operand more slowly, as in `fast/attention.py`).
 * The diagonal's causal rule as an additive bias of 0 and -inf, built once per forward and added in place.
 * The shift, exp and the softmax backward's products in place in the tile's buffer; row sums as products with a
   vector of ones (`fast/reductions.py`).
@@ -24,11 +25,10 @@ The blocks are shared out before the threads start, largest first, each to the l
 query block's cost is its number of tiles), so each thread keeps the same blocks from one call to the next and
 the result does not depend on the machine's timing: dq's terms are summed in a fixed order.
 
-Measured on nanoGPT's CPU model at T = 2048 (benchmarks/README.md, "Long sequences on two cores"; the
-measurement is `benchmarks/bench_long_sequences.py`). The threads add no work and scarcely wait for each other
-(one layer, forward and backward: 68 and 62 ms on a core, 0.4 and 4 ms asleep, against 126-131 ms on one
-thread); what took the second core was OpenBLAS's helper thread, left spinning for 0.1 s by the linear layers'
-products just before, which `fast/blas_idle.py` sends to sleep within 2 ms. tests/test_fast.py proves this form
+Measured on nanoGPT's CPU model at T = 2048 (benchmarks/README.md, "Long sequences on two cores" and "What kept
+the second core idle"; the measurement is `benchmarks/bench_long_sequences.py`): the threads add no work and
+scarcely wait for each other; what took the second core was OpenBLAS's helper thread, left spinning by the linear
+layers' products just before, which `fast/blas_idle.py` sends to sleep. tests/test_fast.py proves this form
 equal to `TiledAttention` (forward and every gradient) on the gradient checker's cases, and
 tests/test_tiled_attention.py measures its memory.
 """
@@ -40,8 +40,23 @@ from functools import lru_cache
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from ..variants.tiled_attention import TiledAttention, online_softmax_result
+from ..variants.tiled_attention import TiledAttention
 from .reductions import sum_last_axis
+
+
+def online_softmax_step_in_place(row_max, row_sum, acc, scores, values):
+    """`online_softmax_step` ([1.9-10], variants/tiled_attention.py) in place: the tile's scores become its weights
+    exp(s - m') in their own buffer, o is rescaled and added to where it is, and the row sums are products with a
+    vector of ones (`fast/reductions.py`). Overwrites `scores` and `acc`; same arguments, shapes and results."""
+    new_max = np.maximum(row_max, np.max(scores, axis=-1, keepdims=True))
+    shift = np.where(np.isfinite(new_max), new_max, 0)
+    scores -= shift
+    weights = np.exp(scores, out=scores)                                        # exp(s - m')
+    rescale = np.exp(row_max - shift)                                           # exp(m - m')
+    row_sum = rescale * row_sum + sum_last_axis(weights)
+    acc *= rescale
+    acc += weights @ values
+    return new_max, row_sum, acc
 
 
 class FastTiledAttention(TiledAttention):
@@ -49,6 +64,7 @@ class FastTiledAttention(TiledAttention):
     BLAS threads). Same arguments, attributes and results."""
 
     workers = None
+    softmax_step = staticmethod(online_softmax_step_in_place)     # [1.9-10], above
 
     def forward(self, q, k, v, mask=None, bias=None):
         """q (..., Tq, dk), k (..., Tk, dk), v (..., Tk, dv) -> out (..., Tq, dv); see the plain layer."""
@@ -67,24 +83,16 @@ class FastTiledAttention(TiledAttention):
         self.out, self.lse = out, lse
         return out
 
-    def _forward_query_block(self, i):
-        """[1.4-13] in place: the tile's scores become its weights exp(s - m') in their own buffer."""
-        q_i = self.q_scaled[..., self.tiling.query_blocks[i], :]                    # (..., Bq, dk)
-        row_max = np.full((*q_i.shape[:-1], 1), -np.inf, q_i.dtype)                 # m (..., Bq, 1)
-        row_sum = np.zeros_like(row_max)                                            # l
-        acc = np.zeros((*q_i.shape[:-1], self.v.shape[-1]), np.result_type(q_i, self.v))   # o (..., Bq, dv)
-        for j in self.tiling.keys_seen_by[i]:
-            scores = self._scores(q_i, i, j)                                        # (..., Bq, Bk), a new array
-            new_max = np.maximum(row_max, np.max(scores, axis=-1, keepdims=True))
-            shift = np.where(np.isfinite(new_max), new_max, 0)
-            scores -= shift
-            weights = np.exp(scores, out=scores)                                    # exp(s - m')
-            rescale = np.exp(row_max - shift)                                       # exp(m - m')
-            row_sum = rescale * row_sum + sum_last_axis(weights)
-            acc *= rescale
-            acc += weights @ self.v[..., self.tiling.key_blocks[j], :]
-            row_max = new_max
-        return online_softmax_result(row_max, row_sum, acc)
+    def _tile_scores(self, q_i, k_j, i, j):
+        """The plain layer's tile scores, (..., Bq, Bk), a new array; k_j^T is read from the key block's
+        contiguous transposed copy (k_j, the block itself, is not used)."""
+        return super()._tile_scores(q_i, np.swapaxes(self.k_t[j], -1, -2), i, j)  # transposed back there: k_t[j]
+
+    def _mask_diagonal(self, scores_ij):
+        """The causal rule as a bias of 0 and -inf, added to the tile in place."""
+        size = scores_ij.shape[-1]
+        scores_ij += self.diagonal_bias[:size, :size]
+        return scores_ij
 
     def backward(self, dout):
         """dout (..., Tq, dv) -> (dq, dk, dv); Algorithm 2 with the key blocks shared between threads."""
@@ -119,7 +127,7 @@ class FastTiledAttention(TiledAttention):
         for i in self.tiling.queries_seeing[j]:
             rows = self.tiling.query_blocks[i]
             q_i, dout_i = self.q_scaled[..., rows, :], self.dout[..., rows, :]
-            weights_ij = self._scores(q_i, i, j)                                        # s, recomputed
+            weights_ij = self._tile_scores(q_i, k_j, i, j)                              # s, recomputed
             weights_ij -= self.lse[..., rows, :]
             np.exp(weights_ij, out=weights_ij)                                          # p = exp(s - lse)
             dv_j += np.swapaxes(weights_ij, -1, -2) @ dout_i
@@ -129,19 +137,6 @@ class FastTiledAttention(TiledAttention):
             dq_scaled[..., rows, :] += dscores_ij @ k_j
             dk_j += np.swapaxes(dscores_ij, -1, -2) @ q_i
         return dk_j, dv_j
-
-    def _scores(self, q_i, i, j):
-        """Tile (i, j)'s scores (scale q_i) k_j^T, plus the bias, -inf where masked; a new (..., Bq, Bk) array."""
-        rows, cols = self.tiling.query_blocks[i], self.tiling.key_blocks[j]
-        scores_ij = q_i @ self.k_t[j]
-        if self.bias is not None:
-            scores_ij += self.bias[..., rows, cols]
-        if self.tiling.is_diagonal(i, j):
-            size = rows.stop - rows.start
-            scores_ij += self.diagonal_bias[:size, :size]
-        if self.mask is not None:
-            scores_ij = np.where(self.mask[..., rows, cols], scores_ij, -np.inf)
-        return scores_ij
 
     def _workers(self):
         return blas_threads() if self.workers is None else self.workers

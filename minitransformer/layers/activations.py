@@ -12,9 +12,8 @@ computes the same numbers in place, a block of rows at a time.
 SiLU (x times its sigmoid; Elfwing et al. 2018, "swish" in Ramachandran et al.
 2017) is the gate of SwiGLU (`swiglu.py`), the feed-forward of Llama-style
 decoders. It has no fast form: measured on the benchmark's Llama-style model (B 12, T 64,
-d_ff 350, float32), its forward and backward take 0.36 ms of a 648 ms training step (0.2 %
-for its four layers), and an in-place form of it was slower (0.41 ms; benchmarks/README.md,
-"The modern decoder").
+d_ff 350, float32), its forward and backward take a negligible share of a training step, and
+an in-place form of it was slower (benchmarks/README.md, "The modern decoder").
 """
 
 import numpy as np

@@ -10,9 +10,10 @@ sparse gradients (the gradient is a dense (V, C) array).
 
 import numpy as np
 
+from ..core.checks import check_float_dtype
 from ..core.module import Module
 from ..core.parameter import Parameter
-from ..core.random import as_generator, check_float_dtype
+from ..core.random import as_generator
 
 
 def check_token_ids(ids, vocab_size, where):

@@ -11,9 +11,9 @@ without learned parameters; the statistics are always over the last axis only.
 
 import numpy as np
 
+from ..core.checks import check_float_dtype
 from ..core.module import Module
 from ..core.parameter import Parameter
-from ..core.random import check_float_dtype
 
 
 class LayerNorm(Module):

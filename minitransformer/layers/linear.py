@@ -7,9 +7,10 @@ so that the weight's gradient is one product x^T g summed over every position.
 
 import numpy as np
 
+from ..core.checks import check_float_dtype
 from ..core.module import Module
 from ..core.parameter import Parameter
-from ..core.random import as_generator, check_float_dtype
+from ..core.random import as_generator
 
 
 class Linear(Module):

@@ -21,7 +21,10 @@ query heads (Ainslie et al. 2023; multi-query attention when n_kv_heads = 1); a
 position scheme that acts inside the attention, given by the model (`position=`:
 an object with `transform(q, k, offset)`, `transform_backward(dq, dk)` and
 `score_bias(Tq, Tk, dtype)`, such as `RotaryEmbedding` or `ALiBi`); and a sliding
-window of keys.
+window of keys. `forward` is the lecture's four steps; each variant enters at one
+named place: cross-attention's source in `_check_inputs`, the KV cache and RoPE's
+rotation in `_keys_and_values`, grouped queries in `_share_kv_heads`, ALiBi's bias
+in `_score_bias`, the window in `_allowed_keys`; each is the identity when unused.
 
 Multi-head attention has no fast form: 0.2's (one fused product for q, k and v)
 gained nothing measurable in 0.3 (`minitransformer/fast/__init__.py`); with
@@ -40,8 +43,9 @@ drops only sublayer outputs), value heads of another width than the key heads
 
 import numpy as np
 
+from ..core.checks import check_float_dtype
 from ..core.module import Module
-from ..core.random import as_generator, check_float_dtype
+from ..core.random import as_generator
 from .attention import ScaledDotProductAttention, band_mask
 from .linear import Linear
 
@@ -119,6 +123,42 @@ class MultiHeadAttention(Module):
         B, _, S, hs = dy.shape
         return dy.reshape(B, self.n_kv_heads, self.n_heads // self.n_kv_heads, S, hs).sum(axis=2)
 
+    # ---------------------------------------------------------------- where the variants enter
+    def _keys_and_values(self, q, source, cache):
+        """Step 1's k = src W_K and v = src W_V in the Hkv key/value heads, with what acts on new keys: a position
+        scheme that rotates q and k (RoPE: step 1b), at the positions after the cached ones, and a KV cache, which
+        puts them after the keys and values cached before (inference). A cross-attention's cache, once filled,
+        holds its context's: nothing is projected again.
+
+        q (B, H, T, hs), source (B, S, C) -> (q, k, v); k and v (B, Hkv, S', hs), S' = S and the positions cached.
+        """
+        if cache is not None and self.has_context and cache.length:
+            return q, cache.k, cache.v                                        # the context's, from the first call
+        k = self._split_heads(self.k_proj(source))                            # (B, Hkv, S, hs)
+        v = self._split_heads(self.v_proj(source))                            # (B, Hkv, S, hs)
+        if self.position is not None:
+            offset = cache.length if (cache is not None and not self.has_context) else 0
+            q, k = self.position.transform(q, k, offset=offset)              # 1b. rotary positions
+        if cache is not None:
+            k, v = cache.append(k, v)                                         # (B, Hkv, S_cached + S, hs)
+        return q, k, v
+
+    def _score_bias(self, q, k):
+        """A position scheme's constant bias on the scores (ALiBi's distances), (H, Tq, Tk), or None."""
+        return None if self.position is None else self.position.score_bias(q.shape[-2], k.shape[-2], q.dtype)
+
+    def _allowed_keys(self, mask, q, k):
+        """The sliding window (Tq, Tk) and the caller's mask combined, or None."""
+        Tq, Tk = q.shape[-2], k.shape[-2]
+        allowed = None if self.window is None else band_mask(Tq, Tk, self.window, self.causal)
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.ndim != 4:     # a (B, S) padding mask would broadcast as (T, S) when B == T: refuse it
+                raise ValueError(f"{self!r} expected mask (B or 1, H or 1, T or 1, S), e.g. key_padding_mask's "
+                                 f"(B, 1, 1, S), got {mask.shape}")
+            allowed = mask if allowed is None else allowed & mask
+        return allowed
+
     # ---------------------------------------------------------------- forward / backward
     def forward(self, x, context=None, mask=None, cache=None):
         """Self-attention over x, or cross-attention from x to context.
@@ -133,26 +173,12 @@ class MultiHeadAttention(Module):
         Returns:
             out: (B, T, C).
         """
-        x, source = self._check_inputs(x, context)
-        T = x.shape[1]
+        x, source = self._check_inputs(x, context)                            # cross-attention: source = context
         self.has_context, self.used_cache = context is not None, cache is not None
-        new_keys = not (self.has_context and cache is not None and cache.length)   # a cached context is reused
-        q = self._split_heads(self.q_proj(x))                                 # 1. (B, H, T, hs)
-        if new_keys:
-            k = self._split_heads(self.k_proj(source))                        #    (B, Hkv, S, hs)
-            v = self._split_heads(self.v_proj(source))                        #    (B, Hkv, S, hs)
-        else:
-            k, v = cache.k, cache.v
-        if self.position is not None and new_keys:
-            offset = cache.length if (cache is not None and not self.has_context) else 0
-            q, k = self.position.transform(q, k, offset=offset)              # 1b. rotary positions
-        if cache is not None and new_keys:
-            k, v = cache.append(k, v)                                         #    (B, Hkv, S_cached, hs)
-        S_keys = k.shape[-2]
-        score_bias = None if self.position is None else self.position.score_bias(T, S_keys, q.dtype)  # ALiBi
-        k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. (B, H, S, hs)
-        allowed = self._allowed_keys(mask, T, S_keys)                         # 1d. window and caller's mask
-        heads = self.attention(q, k, v, mask=allowed, bias=score_bias)        # 2. (B, H, T, hs)
+        q = self._split_heads(self.q_proj(x))                                 # 1. q = x W_Q: (B, H, T, hs)
+        q, k, v = self._keys_and_values(q, source, cache)                     # 1. k = src W_K, v = src W_V: (B, Hkv, S, hs)
+        k, v = self._share_kv_heads(k), self._share_kv_heads(v)               # 1c. grouped queries: (B, H, S, hs)
+        heads = self.attention(q, k, v, mask=self._allowed_keys(mask, q, k), bias=self._score_bias(q, k))   # 2. (B, H, T, hs)
         return self.o_proj(self._merge_heads(heads))                          # 3-4. concat, W_O: (B, T, C)
 
     def backward(self, dout):
@@ -201,17 +227,6 @@ class MultiHeadAttention(Module):
         if source.shape[0] != x.shape[0]:
             raise ValueError(f"{self!r} expected context with batch size {x.shape[0]}, got {source.shape}")
         return x, source
-
-    def _allowed_keys(self, mask, T, S):
-        """The sliding window (T, S) and the caller's mask combined, or None."""
-        allowed = None if self.window is None else band_mask(T, S, self.window, self.causal)
-        if mask is not None:
-            mask = np.asarray(mask)
-            if mask.ndim != 4:     # a (B, S) padding mask would broadcast as (T, S) when B == T: refuse it
-                raise ValueError(f"{self!r} expected mask (B or 1, H or 1, T or 1, S), e.g. key_padding_mask's "
-                                 f"(B, 1, 1, S), got {mask.shape}")
-            allowed = mask if allowed is None else allowed & mask
-        return allowed
 
     def _check_input(self, x, what):
         self._check_float(x, what)

@@ -19,9 +19,10 @@ Rotary and linear-bias positions act inside attention instead and are left out h
 
 import numpy as np
 
+from ..core.checks import check_float_dtype
 from ..core.module import Module
 from ..core.parameter import Parameter
-from ..core.random import as_generator, check_float_dtype
+from ..core.random import as_generator
 
 
 def sinusoidal_table(max_len, d, start=0):

@@ -9,9 +9,9 @@ reduction; every Llama-style decoder uses this form. eps sits inside the
 square root, as in PyTorch's `torch.nn.functional.rms_norm` (tests/test_rmsnorm.py
 pins it there).
 
-No fast form: on the benchmark's Llama-style model (B 12, T 64, C 128, float32) its forward
-and backward take 1.3 ms, its nine layers 1.8 % of a 648 ms training step, less than a fast
-form could save above the noise (benchmarks/README.md, "The modern decoder").
+No fast form: on the benchmark's Llama-style model (B 12, T 64, C 128, float32) its nine
+layers' forward and backward take a small share of a training step, less than a fast form
+could save above the noise (benchmarks/README.md, "The modern decoder").
 
 Left out: partial RMSNorm (statistics over a fraction of the features) and a
 learned shift. It lives in layers/ rather than variants/ because the block
@@ -20,9 +20,9 @@ learned shift. It lives in layers/ rather than variants/ because the block
 
 import numpy as np
 
+from ..core.checks import check_float_dtype
 from ..core.module import Module
 from ..core.parameter import Parameter
-from ..core.random import check_float_dtype
 
 
 class RMSNorm(Module):

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..core.module import Module
 from ..core.random import as_generator, spawn_generator
-from ..fast import check_kernels, use_kernels
+from ..core.tiers import check_kernels, use_kernels
 from ..layers.block import TransformerBlock, check_block_options, make_norm
 from ..layers.dropout import Dropout
 from ..layers.embedding import Embedding, check_token_batch
@@ -100,7 +100,8 @@ class GPT(FromConfig, Module):
         rng: seed or Generator for the initial weights; dropout masks come from
             a generator derived from it (`dropout_rng`), so a seed fixes both.
         kernels: "plain" (default), the layers as the lecture derives them, or
-            "fast", the same numbers from the fast tier (`minitransformer/fast/`).
+            "fast", the same numbers from the fast tier (`minitransformer/fast/`, which
+            registers its forms with `core/tiers.py`).
         norm_layer: "layernorm" (GPT-2) or "rmsnorm" (Llama), in every block and at the top.
         bias: biases in every linear map of the blocks (default True; Llama has none). The
             LM head has none either way.

@@ -40,9 +40,10 @@ Left out: the non-causal skew.
 
 import numpy as np
 
+from ..core.checks import check_float_dtype
 from ..core.module import Module
 from ..core.parameter import Parameter
-from ..core.random import as_generator, check_float_dtype
+from ..core.random import as_generator
 from ..layers.attention import ScaledDotProductAttention
 
 

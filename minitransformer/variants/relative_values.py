@@ -19,8 +19,9 @@ Left out: the skewed form (Huang et al. skew only the keys) and dropout.
 
 import numpy as np
 
+from ..core.checks import check_float_dtype
 from ..core.parameter import Parameter
-from ..core.random import as_generator, check_float_dtype
+from ..core.random import as_generator
 from .relative_position import RelativePositionAttention
 
 

@@ -85,6 +85,41 @@ import numpy as np
 from ..layers.attention import ScaledDotProductAttention, causal_mask
 
 
+def online_softmax_step(row_max, row_sum, acc, scores, values):
+    """Fold one block of keys into the running maximum m, sum l and output o ([1.9-10]).
+
+    Args:
+        row_max: (..., Bq, 1) m, the largest score seen so far (-inf before any).
+        row_sum: (..., Bq, 1) l, the sum of exp(s_j - m) over the keys seen.
+        acc: (..., Bq, dv) o, the sum of exp(s_j - m) v_j over the keys seen.
+        scores: (..., Bq, Bk) the new block's scores (-inf where masked).
+        values: (..., Bk, dv) the new block's values.
+    Returns:
+        (m', l', o') after the block, the same shapes.
+    """
+    new_max = np.maximum(row_max, scores.max(axis=-1, keepdims=True))   # [1.9] m' = max(m, max_j s_j)
+    shift = np.where(np.isfinite(new_max), new_max, 0)                  #       no finite score yet: shift by 0
+    weights = np.exp(scores - shift)                                    # [1.9] p~ = exp(s_j - m'), each <= 1
+    rescale = np.exp(row_max - shift)                                   #       exp(m - m'), 0 while m = -inf
+    row_sum = rescale * row_sum + weights.sum(axis=-1, keepdims=True)   # [1.9] l' = exp(m - m') l + sum_j p~_j
+    acc = rescale * acc + weights @ values                              # [1.10] o' = exp(m - m') o + p~ v
+    return new_max, row_sum, acc
+
+
+def online_softmax_result(row_max, row_sum, acc):
+    """(out, lse) from the final m, l, o ([1.12-13]): out = o / l, lse = m + log l.
+
+    A row that saw no finite score (l = 0) gets out = 0 and lse = +inf, so that the backward's
+    recomputed weights exp(s - lse) are 0 there. Shapes: out (..., Bq, dv), lse (..., Bq, 1).
+    """
+    seen = row_sum > 0                                                  # False: the row saw no key
+    safe_sum = np.where(seen, row_sum, 1)                               # (..., Bq, 1)
+    shift = np.where(row_max > -np.inf, row_max, 0)                     # m, or 0 for a row with no key
+    out = acc / safe_sum                                                # [1.12] out = o / l (0 if no key)
+    lse = np.where(seen, shift + np.log(safe_sum), np.inf)              # [1.13] lse = m + log l
+    return out, lse
+
+
 class TiledAttention(ScaledDotProductAttention):
     """ScaledDotProductAttention's numbers (`forward(q, k, v, mask=None, bias=None)`), computed in
     (block_size x block_size) tiles with an online softmax; memory linear in T.
@@ -99,7 +134,11 @@ class TiledAttention(ScaledDotProductAttention):
         q_scaled: (..., Tq, dk) scale * q, the queries every tile multiplies.
         tiling: the blocks and which tiles are computed (`Tiling`).
         There is no `alpha`: the weights are never stored.
+    The fast form (fast/tiled_attention.py) replaces `softmax_step`, `_tile_scores` and `_mask_diagonal` with
+    in-place forms, shares the query blocks between threads, and has a backward of its own.
     """
+
+    softmax_step = staticmethod(online_softmax_step)       # [1.9-10], above
 
     def __init__(self, causal=False, scale=None, block_size=64):
         if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
@@ -151,7 +190,7 @@ class TiledAttention(ScaledDotProductAttention):
             cols = self.tiling.key_blocks[j]
             k_j, v_j = self.k[..., cols, :], self.v[..., cols, :]                          # [1.7] (..., Bk, d)
             scores = self._tile_scores(q_i, k_j, i, j)                                     # [1.8] (..., Bq, Bk)
-            row_max, row_sum, acc = online_softmax_step(row_max, row_sum, acc, scores, v_j)     # [1.9-10]
+            row_max, row_sum, acc = self.softmax_step(row_max, row_sum, acc, scores, v_j)      # [1.9-10]
         return online_softmax_result(row_max, row_sum, acc)                                # [1.12-13]
 
     def backward(self, dout):
@@ -210,11 +249,15 @@ class TiledAttention(ScaledDotProductAttention):
         if self.bias is not None:
             scores_ij = scores_ij + self.bias[..., rows, cols]                 # a constant score bias
         if self.tiling.is_diagonal(i, j):
-            size = rows.stop - rows.start
-            scores_ij = np.where(self.tiling.diagonal_mask[:size, :size], scores_ij, -np.inf)  # causal: keys after -inf
+            scores_ij = self._mask_diagonal(scores_ij)                         # causal: keys after the query -inf
         if self.mask is not None:
             scores_ij = np.where(self.mask[..., rows, cols], scores_ij, -np.inf)  # the user's mask
         return scores_ij
+
+    def _mask_diagonal(self, scores_ij):
+        """A tile on the diagonal, (..., Bq, Bq) (the last may be smaller): -inf where a key comes after its query."""
+        size = scores_ij.shape[-1]
+        return np.where(self.tiling.diagonal_mask[:size, :size], scores_ij, -np.inf)
 
     def __repr__(self):
         return f"TiledAttention(causal={self.causal}, scale={self.scale}, block_size={self.block_size})"
@@ -261,41 +304,6 @@ class Tiling:
 
     def is_diagonal(self, i, j):
         return self.diagonal_of[i] == j
-
-
-def online_softmax_step(row_max, row_sum, acc, scores, values):
-    """Fold one block of keys into the running maximum m, sum l and output o ([1.9-10]).
-
-    Args:
-        row_max: (..., Bq, 1) m, the largest score seen so far (-inf before any).
-        row_sum: (..., Bq, 1) l, the sum of exp(s_j - m) over the keys seen.
-        acc: (..., Bq, dv) o, the sum of exp(s_j - m) v_j over the keys seen.
-        scores: (..., Bq, Bk) the new block's scores (-inf where masked).
-        values: (..., Bk, dv) the new block's values.
-    Returns:
-        (m', l', o') after the block, the same shapes.
-    """
-    new_max = np.maximum(row_max, scores.max(axis=-1, keepdims=True))   # [1.9] m' = max(m, max_j s_j)
-    shift = np.where(np.isfinite(new_max), new_max, 0)                  #       no finite score yet: shift by 0
-    weights = np.exp(scores - shift)                                    # [1.9] p~ = exp(s_j - m'), each <= 1
-    rescale = np.exp(row_max - shift)                                   #       exp(m - m'), 0 while m = -inf
-    row_sum = rescale * row_sum + weights.sum(axis=-1, keepdims=True)   # [1.9] l' = exp(m - m') l + sum_j p~_j
-    acc = rescale * acc + weights @ values                              # [1.10] o' = exp(m - m') o + p~ v
-    return new_max, row_sum, acc
-
-
-def online_softmax_result(row_max, row_sum, acc):
-    """(out, lse) from the final m, l, o ([1.12-13]): out = o / l, lse = m + log l.
-
-    A row that saw no finite score (l = 0) gets out = 0 and lse = +inf, so that the backward's
-    recomputed weights exp(s - lse) are 0 there. Shapes: out (..., Bq, dv), lse (..., Bq, 1).
-    """
-    seen = row_sum > 0                                                  # False: the row saw no key
-    safe_sum = np.where(seen, row_sum, 1)                               # (..., Bq, 1)
-    shift = np.where(row_max > -np.inf, row_max, 0)                     # m, or 0 for a row with no key
-    out = acc / safe_sum                                                # [1.12] out = o / l (0 if no key)
-    lse = np.where(seen, shift + np.log(safe_sum), np.inf)              # [1.13] lse = m + log l
-    return out, lse
 
 
 def blocks(stop, block_size, start=0):

@@ -6,11 +6,12 @@
 * `rlhf.py`: InstructGPT's reward model, ranking loss and PPO;
 * `finetune.py`: GPT fine-tuning on transformed inputs (entailment, similarity, multiple choice).
 
-Each file holds a list `CASES` of `GradcheckCase(name, build)`; `all_cases()` joins them in that order.
+Each file holds a list `CASES` of `GradcheckCase(name, label, build)` (`case.py`, with the helpers every
+catalogue builds its cases with); `all_cases()` joins them in that order.
 """
 
 from . import encdec, finetune, layers, rlhf, variants
-from .layers import GradcheckCase
+from .case import GradcheckCase
 
 
 def all_cases():

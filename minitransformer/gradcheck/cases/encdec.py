@@ -1,7 +1,7 @@
 """Gradient checks for encoders and encoder-decoders: masked attention, the decoder block, tiny models.
 
-Registered in `gradcheck_cases.EXTRA_CASE_MODULES`, so `python -m minitransformer
-gradcheck` and tests/test_gradients.py both run them. Masks and token ids are
+`all_cases()` (this package's __init__) joins them to the catalogue, so `python -m
+minitransformer gradcheck` and tests/test_gradients.py both run them. Masks and token ids are
 passed through unchanged; only float inputs and parameters are perturbed.
 """
 
@@ -17,7 +17,7 @@ from ...models.encoder import InputEmbedding, TransformerEncoder
 from ...models.gpt import GPT
 from ...models.gpt_classifier import FineTuningObjective, GPTClassifier
 from ...models.seq2seq import Seq2SeqTransformer
-from .layers import GradcheckCase, WithLoss, _normal, perturb
+from .case import GradcheckCase, WithLoss, normal, perturb
 
 PAD = 0
 
@@ -32,8 +32,8 @@ def padded_ids(rng, lengths, T, V):
 def _masked_mha_case(cross):
     def build(rng):
         layer = perturb(MultiHeadAttention(6, 2, causal=not cross, rng=rng), rng, 0.1)
-        x = _normal(rng, 2, 3, 6)
-        context = _normal(rng, 2, 4, 6) if cross else None
+        x = normal(rng, 2, 3, 6)
+        context = normal(rng, 2, 4, 6) if cross else None
         mask = lengths_to_mask([4, 2] if cross else [3, 1], 4 if cross else 3)     # (B, 1, 1, S)
         inputs = [x, context] if cross else [x]
         return layer, inputs, lambda *args: layer.forward(*args, mask=mask)
@@ -44,7 +44,7 @@ def _masked_block_case(norm):
     def build(rng):
         block = perturb(TransformerBlock(8, 2, 12, norm=norm, causal=False, rng=rng), rng, 0.1)
         mask = lengths_to_mask([4, 2], 4)
-        return block, [_normal(rng, 2, 4, 8)], lambda x: block.forward(x, mask=mask)
+        return block, [normal(rng, 2, 4, 8)], lambda x: block.forward(x, mask=mask)
     return build
 
 
@@ -56,7 +56,7 @@ def _decoder_block_case(norm, dropout_p):
         def forward(x, memory):
             block.drop1.rng = block.drop2.rng = block.drop3.rng = np.random.default_rng(7)
             return block.forward(x, memory, self_mask=self_mask, memory_mask=memory_mask)
-        return block, [_normal(rng, 2, 3, 8), _normal(rng, 2, 4, 8)], forward
+        return block, [normal(rng, 2, 3, 8), normal(rng, 2, 4, 8)], forward
     return build
 
 

@@ -12,7 +12,7 @@ from ...objectives.finetune_inputs import (
     multiple_choice_inputs,
     similarity_inputs,
 )
-from .layers import GradcheckCase, perturb
+from .case import GradcheckCase, perturb
 
 TOKENS = FineTuningTokens(start=7, delimiter=8, extract=9, pad=0)
 

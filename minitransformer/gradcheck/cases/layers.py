@@ -2,19 +2,14 @@
 
 `python -m minitransformer gradcheck` runs these and prints one row per layer;
 the test suite runs the very same cases, so the command and the tests cannot
-drift apart. A case is a name and a `build(rng)` that returns the module (in
-float64), its forward inputs, and optionally a custom forward callable.
+drift apart. What a case is, and the helpers every catalogue uses, is `case.py`.
 
 Inputs to ReLU are kept away from 0, where the kink would make the finite
 difference disagree with any one-sided derivative.
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 
-from ...core.module import Module
 from ...layers.activations import GELU, ReLU, SiLU
 from ...layers.attention import ScaledDotProductAttention
 from ...layers.block import TransformerBlock
@@ -31,21 +26,7 @@ from ...layers.rmsnorm import RMSNorm
 from ...layers.softmax import Softmax
 from ...layers.swiglu import SwiGLU
 from ...models.gpt import GPT, LLAMA_STYLE
-
-
-@dataclass
-class GradcheckCase:
-    layer: str                      # row name in the table, e.g. "LayerNorm"
-    label: str                      # what distinguishes this case, e.g. "x (2, 3, 6)"
-    build: Callable                 # rng -> (module, inputs, forward or None)
-
-    @property
-    def id(self):
-        return f"{self.layer}[{self.label}]"
-
-
-def _normal(rng, *shape):
-    return rng.standard_normal(shape)
+from .case import GradcheckCase, WithLoss, normal, perturb
 
 
 def _away_from_zero(rng, *shape):
@@ -60,27 +41,15 @@ def _dropout_case(shape, p):
         def forward(x):                      # the same mask at every call, so L is a fixed function of x
             layer.rng = np.random.default_rng(123)
             return layer.forward(x)
-        return layer, [_normal(rng, *shape)], forward
+        return layer, [normal(rng, *shape)], forward
     return build
-
-
-def perturb(module, rng, std):
-    """Add N(0, std^2) noise to every parameter, so that no bias, gain or small init hides a wrong gradient.
-
-    Used by every catalogue. Too much noise (0.3 and up on the tiny post-norm models) saturates some
-    attention rows; their query gradients shrink to ~1e-4 and the finite differences lose the digits
-    needed for 1e-7, which is why the encoder-decoder cases use 0.1.
-    """
-    for _, param in module.named_parameters():
-        param.data[...] += rng.standard_normal(param.shape) * std
-    return module
 
 
 def _tied_head_case(V, *shape):
     def build(rng):
         embedding = Embedding(V, shape[-1], rng=rng)
         embedding.weight.data[...] = rng.standard_normal((V, shape[-1]))
-        return TiedLMHead(embedding), [_normal(rng, *shape)], None
+        return TiedLMHead(embedding), [normal(rng, *shape)], None
     return build
 
 
@@ -97,29 +66,11 @@ def _gpt_case(norm, positional, tie_weights, with_loss, d_ff=12):
     return build
 
 
-class WithLoss(Module):
-    """A model followed by a loss (default CrossEntropyLoss()), as one module for the checker: the
-    training objective end to end. forward(*inputs) -> scalar loss; backward(grad) -> the model's dinputs."""
-
-    def __init__(self, model, targets, loss=None):
-        self.model, self.targets = model, targets
-        self.loss = CrossEntropyLoss() if loss is None else loss
-
-    def forward(self, *inputs):
-        return self.loss.forward(self.model.forward(*inputs), self.targets)
-
-    def backward(self, grad):
-        return self.model.backward(self.loss.backward(grad))
-
-    def __repr__(self):
-        return f"{self.model!r} + {type(self.loss).__name__}"
-
-
 def _sdpa_case(shape_q, shape_kv, causal, scale=None, with_mask=False):
     def build(rng):
-        q = _normal(rng, *shape_q)
-        k = _normal(rng, *shape_kv)
-        v = _normal(rng, *shape_kv[:-1], shape_kv[-1] + 1)
+        q = normal(rng, *shape_q)
+        k = normal(rng, *shape_kv)
+        v = normal(rng, *shape_kv[:-1], shape_kv[-1] + 1)
         inputs = [q, k, v]
         if with_mask:
             mask = rng.random((*shape_q[:-1], shape_kv[-2])) > 0.3
@@ -134,7 +85,7 @@ def _mha_case(B, T, S, C, H, causal, cross):
         layer = MultiHeadAttention(C, H, causal=causal, rng=rng)
         for name in ("b_q", "b_k", "b_v", "b_o"):
             getattr(layer, name).data[...] = rng.standard_normal(C) * 0.1
-        inputs = [_normal(rng, B, T, C)] + ([_normal(rng, B, S, C)] if cross else [])
+        inputs = [normal(rng, B, T, C)] + ([normal(rng, B, S, C)] if cross else [])
         return layer, inputs, None
     return build
 
@@ -144,7 +95,7 @@ def _layernorm_case(shape):
         layer = LayerNorm(shape[-1])
         layer.gamma.data[...] = rng.standard_normal(shape[-1])
         layer.beta.data[...] = rng.standard_normal(shape[-1])
-        return layer, [_normal(rng, *shape)], None
+        return layer, [normal(rng, *shape)], None
     return build
 
 
@@ -152,14 +103,14 @@ def _rmsnorm_case(shape):
     def build(rng):
         layer = RMSNorm(shape[-1])
         layer.gamma.data[...] = rng.standard_normal(shape[-1])
-        return layer, [_normal(rng, *shape)], None
+        return layer, [normal(rng, *shape)], None
     return build
 
 
 def _swiglu_case(d_model, d_ff, shape, bias):
     def build(rng):
         layer = perturb(SwiGLU(d_model, d_ff, bias=bias, rng=rng), rng, 0.1)   # non-zero biases when present
-        return layer, [_normal(rng, *shape, d_model)], None
+        return layer, [normal(rng, *shape, d_model)], None
     return build
 
 
@@ -183,8 +134,8 @@ def _block_case(norm, dropout_p, activation="gelu", d_ff=12, **modern):
                 for drop in filter(None, (block.drop1, block.drop2)):        # drop2 is None when d_ff = 0
                     drop.rng = rng_of_masks
                 return block.forward(x)
-            return block, [_normal(rng, 2, 4, 8)], forward
-        return block, [_normal(rng, 2, 4, 8)], None
+            return block, [normal(rng, 2, 4, 8)], forward
+        return block, [normal(rng, 2, 4, 8)], None
     return build
 
 
@@ -193,19 +144,19 @@ def _loss_case(shape, V, ignore_index=None):
         targets = rng.integers(0, V, size=shape)
         if ignore_index is not None:
             targets.flat[::3] = ignore_index
-        return CrossEntropyLoss(ignore_index=ignore_index), [_normal(rng, *shape, V), targets], None
+        return CrossEntropyLoss(ignore_index=ignore_index), [normal(rng, *shape, V), targets], None
     return build
 
 
 CASES = [
-    GradcheckCase("Softmax", "x (2, 3, 5), last axis", lambda rng: (Softmax(), [_normal(rng, 2, 3, 5)], None)),
-    GradcheckCase("Softmax", "x (4, 6), axis 0", lambda rng: (Softmax(axis=0), [_normal(rng, 4, 6)], None)),
-    GradcheckCase("Linear", "x (2, 3, 5) -> 4", lambda rng: (Linear(5, 4, rng=rng), [_normal(rng, 2, 3, 5)], None)),
-    GradcheckCase("Linear", "x (7, 3) -> 6, no bias", lambda rng: (Linear(3, 6, bias=False, rng=rng), [_normal(rng, 7, 3)], None)),
+    GradcheckCase("Softmax", "x (2, 3, 5), last axis", lambda rng: (Softmax(), [normal(rng, 2, 3, 5)], None)),
+    GradcheckCase("Softmax", "x (4, 6), axis 0", lambda rng: (Softmax(axis=0), [normal(rng, 4, 6)], None)),
+    GradcheckCase("Linear", "x (2, 3, 5) -> 4", lambda rng: (Linear(5, 4, rng=rng), [normal(rng, 2, 3, 5)], None)),
+    GradcheckCase("Linear", "x (7, 3) -> 6, no bias", lambda rng: (Linear(3, 6, bias=False, rng=rng), [normal(rng, 7, 3)], None)),
     GradcheckCase("ReLU", "x (2, 3, 4)", lambda rng: (ReLU(), [_away_from_zero(rng, 2, 3, 4)], None)),
     GradcheckCase("ReLU", "x (5, 2)", lambda rng: (ReLU(), [_away_from_zero(rng, 5, 2)], None)),
-    GradcheckCase("GELU", "x (2, 3, 4)", lambda rng: (GELU(), [_normal(rng, 2, 3, 4) * 2], None)),
-    GradcheckCase("GELU", "x (6,)", lambda rng: (GELU(), [_normal(rng, 6) * 3], None)),
+    GradcheckCase("GELU", "x (2, 3, 4)", lambda rng: (GELU(), [normal(rng, 2, 3, 4) * 2], None)),
+    GradcheckCase("GELU", "x (6,)", lambda rng: (GELU(), [normal(rng, 6) * 3], None)),
     GradcheckCase("LayerNorm", "x (2, 3, 6)", _layernorm_case((2, 3, 6))),
     GradcheckCase("LayerNorm", "x (4, 5)", _layernorm_case((4, 5))),
     GradcheckCase("Dropout", "x (2, 3, 4), p 0.3", _dropout_case((2, 3, 4), 0.3)),
@@ -215,13 +166,13 @@ CASES = [
     GradcheckCase("Embedding", "ids (3, 2), V 4, C 3",
                   lambda rng: (Embedding(4, 3, rng=rng), [rng.integers(0, 4, size=(3, 2))], None)),
     GradcheckCase("SinusoidalPositionalEncoding", "x (2, 5, 6)",
-                  lambda rng: (SinusoidalPositionalEncoding(6, 8), [_normal(rng, 2, 5, 6)], None)),
+                  lambda rng: (SinusoidalPositionalEncoding(6, 8), [normal(rng, 2, 5, 6)], None)),
     GradcheckCase("SinusoidalPositionalEncoding", "x (3, 2, 3, 4)",
-                  lambda rng: (SinusoidalPositionalEncoding(4, 3), [_normal(rng, 3, 2, 3, 4)], None)),
+                  lambda rng: (SinusoidalPositionalEncoding(4, 3), [normal(rng, 3, 2, 3, 4)], None)),
     GradcheckCase("LearnedPositionalEmbedding", "x (2, 4, 3), max_len 6",
-                  lambda rng: (LearnedPositionalEmbedding(6, 3, rng=rng), [_normal(rng, 2, 4, 3)], None)),
+                  lambda rng: (LearnedPositionalEmbedding(6, 3, rng=rng), [normal(rng, 2, 4, 3)], None)),
     GradcheckCase("LearnedPositionalEmbedding", "x (3, 2, 5, 2), max_len 5",
-                  lambda rng: (LearnedPositionalEmbedding(5, 2, rng=rng), [_normal(rng, 3, 2, 5, 2)], None)),
+                  lambda rng: (LearnedPositionalEmbedding(5, 2, rng=rng), [normal(rng, 3, 2, 5, 2)], None)),
     GradcheckCase("ScaledDotProductAttention", "q (2, 4, 3), k (2, 5, 3)", _sdpa_case((2, 4, 3), (2, 5, 3), False)),
     GradcheckCase("ScaledDotProductAttention", "causal, (2, 2, 4, 3)", _sdpa_case((2, 2, 4, 3), (2, 2, 4, 3), True)),
     GradcheckCase("ScaledDotProductAttention", "causal Tq < Tk, scale 1, (3, 2, 3)",
@@ -231,9 +182,9 @@ CASES = [
     GradcheckCase("MultiHeadAttention", "self, (3, 3, 4), H 4", _mha_case(3, 3, 3, 4, 4, False, False)),
     GradcheckCase("MultiHeadAttention", "cross, x (2, 3, 6), context (2, 5, 6), H 3", _mha_case(2, 3, 5, 6, 3, False, True)),
     GradcheckCase("FeedForward", "relu, (2, 3, 4) -> 8",
-                  lambda rng: (FeedForward(4, 8, rng=rng), [_normal(rng, 2, 3, 4)], None)),
+                  lambda rng: (FeedForward(4, 8, rng=rng), [normal(rng, 2, 3, 4)], None)),
     GradcheckCase("FeedForward", "gelu, (5, 3) -> 6",
-                  lambda rng: (FeedForward(3, 6, activation="gelu", rng=rng), [_normal(rng, 5, 3)], None)),
+                  lambda rng: (FeedForward(3, 6, activation="gelu", rng=rng), [normal(rng, 5, 3)], None)),
     GradcheckCase("TransformerBlock", "pre-norm, (2, 4, 8)", _block_case("pre", 0.0)),
     GradcheckCase("TransformerBlock", "post-norm, (2, 4, 8)", _block_case("post", 0.0)),
     GradcheckCase("TransformerBlock", "pre-norm, dropout 0.2", _block_case("pre", 0.2)),
@@ -247,8 +198,8 @@ CASES = [
     # the modern (Llama-style) decoder's layers
     GradcheckCase("RMSNorm", "x (2, 3, 6)", _rmsnorm_case((2, 3, 6))),
     GradcheckCase("RMSNorm", "x (4, 5)", _rmsnorm_case((4, 5))),
-    GradcheckCase("SiLU", "x (2, 3, 4)", lambda rng: (SiLU(), [_normal(rng, 2, 3, 4) * 3], None)),
-    GradcheckCase("SiLU", "x (6,)", lambda rng: (SiLU(), [_normal(rng, 6) * 5], None)),
+    GradcheckCase("SiLU", "x (2, 3, 4)", lambda rng: (SiLU(), [normal(rng, 2, 3, 4) * 3], None)),
+    GradcheckCase("SiLU", "x (6,)", lambda rng: (SiLU(), [normal(rng, 6) * 5], None)),
     GradcheckCase("SwiGLU", "(2, 3, 4) -> 6, no bias", _swiglu_case(4, 6, (2, 3), False)),
     GradcheckCase("SwiGLU", "(5, 3) -> 4, bias", _swiglu_case(3, 4, (5,), True)),
     GradcheckCase("TransformerBlock", "pre-norm, rmsnorm, swiglu, no bias",

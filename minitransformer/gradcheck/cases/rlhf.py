@@ -14,7 +14,7 @@ from ...layers.ranking_loss import PairwiseRankingLoss
 from ...models.gpt import GPT
 from ...models.reward import RewardModel, ValueModel
 from ...objectives.ppo import PPOObjective, sequence_log_probs
-from .layers import GradcheckCase, perturb
+from .case import GradcheckCase, perturb
 
 CLIP = 0.2
 

@@ -1,7 +1,7 @@
 """Gradient checks of the attention and position variants, two or more shapes each.
 
-Registered in `gradcheck_cases.EXTRA_CASE_MODULES`, so `python -m minitransformer
-gradcheck` and tests/test_gradients.py run them with the core layers. Adapter
+`all_cases()` (this package's __init__) joins them to the catalogue, so `python -m
+minitransformer gradcheck` and tests/test_gradients.py run them with the core layers. Adapter
 factors B start at zero in LoRA; the cases fill them with random numbers so
 that the gradient of A is not trivially zero.
 """
@@ -22,19 +22,19 @@ from ...variants.sliding_window import BandedAttention
 from ...variants.sparse_masks import fixed_masks, longformer_mask, strided_masks
 from ...variants.tiled_attention import TiledAttention
 from ...variants.transformer_xl import TransformerXL, TransformerXLBlock
-from .layers import GradcheckCase, WithLoss, _normal, perturb
+from .case import GradcheckCase, WithLoss, normal, perturb
 
 
 def _rope_offset_case(rng):
     layer = RotaryEmbedding(4)
-    return layer, [_normal(rng, 5, 4)], lambda x: layer.forward(x, offset=7)
+    return layer, [normal(rng, 5, 4)], lambda x: layer.forward(x, offset=7)
 
 
 def _mha_variant_case(B, T, S, C, H, cross=False, positional=None, **options):
     def build(rng):
         position = attention_position(positional, C, H)
         layer = perturb(MultiHeadAttention(C, H, causal=True, rng=rng, position=position, **options), rng, 0.1)
-        inputs = [_normal(rng, B, T, C)] + ([_normal(rng, B, S, C)] if cross else [])
+        inputs = [normal(rng, B, T, C)] + ([normal(rng, B, S, C)] if cross else [])
         return layer, inputs, None
     return build
 
@@ -53,7 +53,7 @@ def _sparse_case(masks, T):
     def build(rng):
         mask = np.stack(masks(T))[None] if isinstance(masks(T), tuple) else masks(T)   # (1, heads, T, T) or (T, T)
         heads = mask.shape[1] if mask.ndim == 4 else 1
-        q, k, v = (_normal(rng, 2, heads, T, 3) for _ in range(3))
+        q, k, v = (normal(rng, 2, heads, T, 3) for _ in range(3))
         return ScaledDotProductAttention(), [q, k, v, mask], None
     return build
 
@@ -62,7 +62,7 @@ def _lora_linear_case(d_in, d_out, r, shape):
     def build(rng):
         layer = LoRALinear(Linear(d_in, d_out, rng=rng), r, alpha=2 * r, rng=rng)
         layer.lora_b.data[...] = rng.standard_normal(layer.lora_b.shape)
-        return layer, [_normal(rng, *shape, d_in)], None
+        return layer, [normal(rng, *shape, d_in)], None
     return build
 
 
@@ -79,15 +79,15 @@ def _lora_gpt_case(targets):
 def _relative_case(shape, max_distance, causal, skewed):
     def build(rng):
         layer = RelativePositionAttention(shape[-1], max_distance, causal=causal, skewed=skewed, rng=rng)
-        return layer, [_normal(rng, *shape) for _ in range(3)], None
+        return layer, [normal(rng, *shape) for _ in range(3)], None
     return build
 
 
 def _xl_block_case(positional, memory_len):
     def build(rng):
         block = perturb(TransformerXLBlock(8, 2, 12, positional=positional, rng=rng), rng, 0.3)
-        memory = _normal(rng, 2, memory_len, 8)
-        return block, [_normal(rng, 2, 4, 8)], lambda x: block.forward(x, memory)   # the memory is a constant
+        memory = normal(rng, 2, memory_len, 8)
+        return block, [normal(rng, 2, 4, 8)], lambda x: block.forward(x, memory)   # the memory is a constant
     return build
 
 
@@ -101,8 +101,8 @@ def _xl_model_case(rng):
 def _tiled_case(shape_q, shape_kv, causal, block_size, with_mask=False, with_bias=False):
     """TiledAttention with T not a multiple of the block; mask rows may be fully masked (out 0, no gradient)."""
     def build(rng):
-        q, k = _normal(rng, *shape_q), _normal(rng, *shape_kv)
-        v = _normal(rng, *shape_kv[:-1], shape_kv[-1] + 1)
+        q, k = normal(rng, *shape_q), normal(rng, *shape_kv)
+        v = normal(rng, *shape_kv[:-1], shape_kv[-1] + 1)
         Tq, Tk = shape_q[-2], shape_kv[-2]
         layer = TiledAttention(causal=causal, block_size=block_size)
         mask = rng.random((*shape_q[:-1], Tk)) > 0.3 if with_mask else None
@@ -122,10 +122,10 @@ def _relative_values_case(shape, value_size, max_distance, causal):
     return build
 
 CASES = [
-    GradcheckCase("RotaryEmbedding", "x (2, 3, 4, 6), offset 0", lambda rng: (RotaryEmbedding(6), [_normal(rng, 2, 3, 4, 6)], None)),
+    GradcheckCase("RotaryEmbedding", "x (2, 3, 4, 6), offset 0", lambda rng: (RotaryEmbedding(6), [normal(rng, 2, 3, 4, 6)], None)),
     GradcheckCase("RotaryEmbedding", "x (5, 4), offset 7", _rope_offset_case),
-    GradcheckCase("ALiBi", "scores (2, 4, 3, 3)", lambda rng: (ALiBi(4), [_normal(rng, 2, 4, 3, 3)], None)),
-    GradcheckCase("ALiBi", "scores (1, 3, 2, 5)", lambda rng: (ALiBi(3), [_normal(rng, 1, 3, 2, 5)], None)),
+    GradcheckCase("ALiBi", "scores (2, 4, 3, 3)", lambda rng: (ALiBi(4), [normal(rng, 2, 4, 3, 3)], None)),
+    GradcheckCase("ALiBi", "scores (1, 3, 2, 5)", lambda rng: (ALiBi(3), [normal(rng, 1, 3, 2, 5)], None)),
     GradcheckCase("MultiHeadAttention (variants)", "GQA H 4, Hkv 2, (2, 5, 8)", _mha_variant_case(2, 5, 5, 8, 4, n_kv_heads=2)),
     GradcheckCase("MultiHeadAttention (variants)", "MQA H 3, Hkv 1, cross (2, 3)->(2, 5), C 6",
                   _mha_variant_case(2, 3, 5, 6, 3, cross=True, n_kv_heads=1)),
@@ -135,9 +135,9 @@ CASES = [
     GradcheckCase("MultiHeadAttention (variants)", "ALiBi, (3, 4, 6), H 3", _mha_variant_case(3, 4, 4, 6, 3, positional="alibi")),
     GradcheckCase("MultiHeadAttention (variants)", "window 2, (2, 5, 4)", _mha_variant_case(2, 5, 5, 4, 2, window=2)),
     GradcheckCase("BandedAttention", "window 2, (2, 5, 3)",
-                  lambda rng: (BandedAttention(2), [_normal(rng, 2, 5, 3) for _ in range(3)], None)),
+                  lambda rng: (BandedAttention(2), [normal(rng, 2, 5, 3) for _ in range(3)], None)),
     GradcheckCase("BandedAttention", "window 6 > T, (2, 2, 4, 3)",
-                  lambda rng: (BandedAttention(6), [_normal(rng, 2, 2, 4, 3) for _ in range(3)], None)),
+                  lambda rng: (BandedAttention(6), [normal(rng, 2, 2, 4, 3) for _ in range(3)], None)),
     GradcheckCase("ScaledDotProductAttention (sparse masks)", "strided, 2 heads, T 7", _sparse_case(lambda T: strided_masks(T, 3), 7)),
     GradcheckCase("ScaledDotProductAttention (sparse masks)", "fixed, 2 heads, T 6", _sparse_case(lambda T: fixed_masks(T, 3), 6)),
     GradcheckCase("ScaledDotProductAttention (sparse masks)", "longformer, global 0, T 6", _sparse_case(lambda T: longformer_mask(T, 2, [0]), 6)),
