@@ -305,6 +305,8 @@ def test_wrong_numbers_in_what_an_exercise_calls_are_named_beside_its_own(studen
     assert (grades["layernorm"].status, grades["block"].status) == ("wrong", "wrong")
     assert grades["block"].problems[-1] == ("block's cases call your answers to layernorm (wrong): a mistake there "
                                             "fails block too")
+    shown = {test["name"]: test["output"] for test in gradescope_results(list(grades.values()))["tests"]}
+    assert shown["block.backward"].endswith("\n" + grades["block"].problems[-1])        # Gradescope's visible output
     assert not any("calls" in problem for problem in grades["layernorm"].problems)
 
 
@@ -348,3 +350,8 @@ def test_what_is_called_but_not_graded_in_this_run_is_said_so(made, tmp_path):
         f"layers/layernorm.py:{line_of(copy, 'layers/layernorm.py', 'Exercise layernorm.forward')} in forward")
     assert block.problems[-1] == ("block's cases call your answers to layernorm (not graded in this run): a mistake "
                                   "there fails block too")
+    (shown,) = gradescope_results([block])["tests"]             # block.backward: where the forward failed, and why
+    assert shown["output"].splitlines()[:3] == [
+        "block.backward: failed in layernorm.forward, which it calls",
+        "backward not judged where the forward pass failed:", block.cases[0]["forward_problems"][0]]
+    assert shown["output"].endswith("\n" + block.problems[-1])
