@@ -175,6 +175,12 @@ def made(tmp_path_factory):
     return make_once(tmp_path_factory, ["block", "layernorm"])
 
 
+@pytest.fixture(scope="module")
+def activations(tmp_path_factory):
+    """A copy with relu and gelu assigned: both in layers/activations.py."""
+    return make_once(tmp_path_factory, ["relu", "gelu"])
+
+
 @pytest.fixture
 def student(made, tmp_path):
     copy = fresh_copy(made, tmp_path)
@@ -217,10 +223,10 @@ def test_grading_one_exercise_of_several_shows_nothing_of_the_others(student, tm
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_an_answer_shows_nothing_of_another_answer_in_its_own_file(made, tmp_path_factory, tmp_path, level, capsys):
+def test_an_answer_shows_nothing_of_another_answer_in_its_own_file(activations, tmp_path, level, capsys):
     """relu and gelu are both in layers/activations.py; relu's cases never call GELU, yet its process compiled the
     file. The student has not written gelu: relu's answer raises what it reads of GELU's code."""
-    copy = fresh_copy(make_once(tmp_path_factory, ["relu", "gelu"]), tmp_path)
+    copy = fresh_copy(activations, tmp_path)
     put_bodies(copy, {"relu.backward": indented(
         "relu.backward", "import inspect, minitransformer.layers.activations as module",
         "raise RuntimeError('STOLEN ' + inspect.getsource(module.GELU))")})
@@ -323,9 +329,9 @@ def test_an_answer_that_does_not_compile_fails_its_exercise_and_what_calls_it(st
                                                 "compile (see exercise layernorm)")
 
 
-def test_an_answer_that_does_not_compile_costs_nothing_else(tmp_path_factory, tmp_path):
+def test_an_answer_that_does_not_compile_costs_nothing_else(activations, tmp_path):
     """relu and gelu share layers/activations.py: gelu's broken answer does not break relu, which never calls it."""
-    copy = fresh_copy(make_once(tmp_path_factory, ["relu", "gelu"]), tmp_path)
+    copy = fresh_copy(activations, tmp_path)
     put_bodies(copy, {name: reference_body(name) for name in ("relu.backward", "gelu.backward")})
     put_bodies(copy, {"gelu.forward": indented("gelu.forward", "return (x")})
     grades = grade_all(copy, regions=["gelu.backward", "gelu.forward", "relu.backward"])
