@@ -150,7 +150,8 @@ def parts(isolation, exercises, repeats=5):
         cases = [reference_cases(tuple(exercise_named(name).layers), 1, 1e-7) for name in exercises]
         numbers = time.perf_counter() - numbers
         shutil.copy2(RUNNER, workdir / "harness" / "runner.py")
-        files = [_exercise_files(REFERENCE, REGIONS, sorted(assignment.points), {}) for _ in exercises]
+        right = {name: reference_body(name) for name in assignment.points}          # a child that runs its cases
+        files = [_exercise_files(REFERENCE, REGIONS, sorted(assignment.points), right) for _ in exercises]
         (workdir / "task" / "files.json").write_text(json.dumps(files), encoding="utf-8")
         _task(workdir, cases)
         if isolation.user:

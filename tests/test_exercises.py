@@ -144,16 +144,25 @@ def assign(copy, regions=None, seed=19):
     return assignment
 
 
-def test_grading_every_exercise_fails_exactly_the_chosen_ones(copy_of, tmp_path, capsys):
+def test_grading_every_exercise_fails_the_chosen_ones_and_what_calls_them(copy_of, tmp_path, capsys):
     copy = copy_of("layernorm", "softmax")
     assign(copy, sorted(REGIONS))               # the instructor grades every exercise; the copy blanked two
     assert main(["exercises", "grade", str(copy), "--json", str(tmp_path / "grades.json")]) == 1
     table = capsys.readouterr().out
     assert "layernorm: not implemented" in table and "softmax: not implemented" in table
-    grades = json.loads((tmp_path / "grades.json").read_text(encoding="utf-8"))["exercises"]
-    assert {g["exercise"]: g["points"] for g in grades} == {    # attention and multihead too: reference softmax
-        e.name: 0 if e.name in ("layernorm", "softmax") else len(select_regions(REGIONS, [e.name])) for e in EXERCISES}
-    assert all(g["points"] == g["max_points"] for g in grades if g["exercise"] not in ("layernorm", "softmax"))
+    grades = {g["exercise"]: g for g in json.loads((tmp_path / "grades.json").read_text(encoding="utf-8"))["exercises"]}
+    assert set(grades) == {e.name for e in EXERCISES}
+    # the layers that call the blanked regions (as the copy's manifest lists them) fail there, said as such; no other
+    waiting = json.loads((copy / "exercises.json").read_text(encoding="utf-8"))["unavailable_layers"]
+    calling = {e.name for e in EXERCISES if any(layer in waiting for layer in e.layers)} - {"layernorm", "softmax"}
+    assert {"attention", "multihead", "block"} <= calling
+    for name, grade in grades.items():
+        if name in calling:
+            assert grade["points"] < grade["max_points"] and grade["status"].startswith("failed in "), name
+            assert set(grade["status"][len("failed in "):].split(", which")[0].split(", ")) <= {
+                *select_regions(REGIONS, ["layernorm", "softmax"])}, name
+        elif name not in ("layernorm", "softmax"):
+            assert grade["points"] == grade["max_points"] == len(select_regions(REGIONS, [name])), name
 
 
 def test_putting_the_reference_bodies_back_gives_full_marks(tmp_path, capsys):
@@ -196,11 +205,16 @@ def test_layernorm_backward_without_the_mean_term_is_caught_and_located(copy_of)
     assert "layernorm: wrong" in score_table([grade])
 
 
-def test_attention_is_graded_with_the_reference_softmax(copy_of):
+def test_attention_is_graded_with_the_students_softmax(copy_of):
+    """attention's cases call softmax: its process runs the student's (the reference's answer is never there)."""
     copy = copy_of("softmax", "attention")
     put_bodies(copy, {name: reference_body(name) for name in ("attention.forward", "attention.backward")})
-    softmax, attention = grade_copy(copy, assign(copy))
-    assert (softmax.points, attention.points) == (0, 2)
+    assignment = assign(copy)
+    softmax, attention = grade_copy(copy, assignment)
+    assert (softmax.points, attention.points, attention.status) == (0, 0, "failed in softmax.forward, which it calls")
+    put_bodies(copy, {name: reference_body(name) for name in ("softmax.forward", "softmax.backward")})
+    softmax, attention = grade_copy(copy, assignment)
+    assert (softmax.points, attention.points) == (2, 2)
 
 
 def test_hanging_crashing_and_unmarked_answers_are_reported(copy_of):

@@ -262,17 +262,18 @@ def test_nothing_is_left_behind_in_the_scratch_directory(student, tmp_path, monk
 # ---------------------------------------------------------------- the temporary package holds no solution
 
 @pytest.mark.parametrize("exercise", ["softmax", "layernorm", "attention", "linear"])
-def test_what_the_exercises_child_sees_holds_no_answer_of_it(exercise, tmp_path):
-    """The contained process's package (every graded region blank), with the files its child compiles written in."""
+def test_what_the_exercises_child_sees_holds_no_answer_of_it_nor_of_the_others(exercise, tmp_path):
+    """The contained process's package (every assigned region blank), with the files its child compiles written in:
+    its own answers, and the student's to the others, or where there are none (not found, not compiling), hints."""
     names = sorted(name for name in REGIONS if name.split(".")[0] == exercise)
-    graded = sorted({*names, "relu.backward", "multihead.backward"})          # others graded beside it
-    bodies = {name: indented(name, "raise NotImplementedError('Exercise blank')") for name in names}
+    assigned = sorted({*names, "relu.backward", "multihead.backward", "gelu.forward"})       # others beside it
+    bodies = {name: indented(name, "raise NotImplementedError('Exercise blank')") for name in [*names, "relu.backward"]}
     target = tmp_path / "pkg" / "minitransformer"
-    _copy_package(REFERENCE, target, graded, REGIONS)
-    assert leaks_in(tmp_path / "pkg", package_secrets(REFERENCE, REGIONS, graded)) == []
-    for relative, text in _exercise_files(REFERENCE, REGIONS, graded, bodies).items():
+    _copy_package(REFERENCE, target, assigned, REGIONS)
+    assert leaks_in(tmp_path / "pkg", package_secrets(REFERENCE, REGIONS, assigned)) == []
+    for relative, text in _exercise_files(REFERENCE, REGIONS, assigned, bodies).items():
         (target / relative).write_text(text, encoding="utf-8")
-    assert leaks_in(tmp_path / "pkg", package_secrets(REFERENCE, REGIONS, names)) == []
+    assert leaks_in(tmp_path / "pkg", package_secrets(REFERENCE, REGIONS, assigned)) == []
     for fast in exercise_named(exercise).fast_files:
         assert not (target / "fast" / f"{fast}.py").exists()
 
@@ -322,10 +323,12 @@ def test_untrusted_arrays_are_read_with_exact_shapes_and_bounded_sizes(tmp_path)
 
 def test_untrusted_records_are_checked(tmp_path):
     path = tmp_path / "result.json"
-    path.write_text(json.dumps([{"key": "case0", "forward_error": "x" * 900, "backward_error": None}]), encoding="utf-8")
-    assert read_records(path, {"case0"}) == {"case0": {"forward_error": "x" * 500, "backward_error": None}}
+    path.write_text(json.dumps([{"key": "case0", "forward_error": "x" * 900, "backward_error": None,
+                                 "region": "layernorm.forward"}]), encoding="utf-8")
+    assert read_records(path, {"case0"}, {"layernorm.forward"}) == {
+        "case0": {"forward_error": "x" * 500, "backward_error": None, "region": "layernorm.forward"}}
     for text in ('{"key": "case0"}', '[{"key": "case9"}]', '[{"key": "case0", "forward_error": 3}]', "[" * 10,
-                 " " * (2**20 + 1)):
+                 " " * (2**20 + 1), '[{"key": "case0", "region": "relu.backward"}]', '[{"key": "case0", "region": 3}]'):
         path.write_text(text, encoding="utf-8")
         with pytest.raises(OutputRefused):
-            read_records(path, {"case0"})
+            read_records(path, {"case0"}, {"layernorm.forward"})

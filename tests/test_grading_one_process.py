@@ -1,7 +1,9 @@
-"""One contained process per submission: it imports NumPy and the package once (every graded region blank), then
+"""One contained process per submission: it imports NumPy and the package once (every assigned region blank), then
 forks a child per exercise. What that must not open: an exercise's child finding an answer in what the parent
-holds; one exercise's child handing the next one the reference code it calls (the reference's layernorm.backward
-is in relu's child, since relu's cases may call it); a child that kills its parent costing more than its exercise.
+holds; one exercise's child handing the next one anything (a channel between them would carry whatever one day is
+in one and not the other: the reference's layernorm.backward was in relu's child, since relu's cases may call it,
+until every assigned region became the student's answer there); a child that kills its parent costing more than
+its exercise.
 """
 
 import copy
@@ -26,10 +28,18 @@ def points(submission, isolation):
     return {g.exercise: (g.status, g.points) for g in grades}
 
 
-# layernorm.backward that runs the reference's backward when it finds one; `text` holds its source, or None
-RUN_STOLEN = ["if text:", "    import textwrap", "    scope = {'np': np}",
-              "    exec(textwrap.dedent(text), scope)", "    return scope['backward'](self, dout)",
-              "return np.zeros_like(dout)"]
+# the end of a layernorm.backward that runs the source it was handed (`text`, or None) as the backward when it is
+# another's than its own
+RUN_STOLEN = indented("layernorm.backward", "if text and 'def backward' in text and 'STASH' not in text:",
+                      "    import textwrap", "    scope = {'np': np}", "    exec(textwrap.dedent(text), scope)",
+                      "    return scope['backward'](self, dout)", "return np.zeros_like(dout)")
+# relu's process hands on what it holds of LayerNorm.backward: the student's own answer since every assigned region is
+# the student's there (the reference's before); and a token, for layernorm's answer to be right only when it arrives
+HAND_ON = {"the source of LayerNorm.backward": ["import inspect, minitransformer.layers.layernorm as m",
+                                                 "source = inspect.getsource(m.LayerNorm.backward)"],
+           "a token": ["source = TOKEN"]}
+RIGHT_ONLY_WITH_THE_TOKEN = (indented("layernorm.backward", "if text != TOKEN:", "    return np.zeros_like(dout)")
+                             + reference_body("layernorm.backward"))
 
 
 def test_no_child_finds_an_answer_in_what_the_parent_imported(student, level):
@@ -86,8 +96,19 @@ CHANNELS = {
 }
 
 
+def handing_on(student, stash, channel, what, then):
+    """relu.backward hands `what` (HAND_ON) on through `channel` (CHANNELS) and is right; layernorm.backward takes
+    `text` from there and does `then`."""
+    head = ["import ctypes, os, socket, time", f"STASH, KEY, TOKEN = {stash!r}, {0x5EED0000 + os.getpid() % 0xFFFF}, "
+            f"'token {os.getpid()}'"]
+    leave, find = CHANNELS[channel]
+    put_bodies(student, {"relu.backward": indented("relu.backward", *head, *HAND_ON[what], *leave)
+                         + reference_body("relu.backward"),
+                         "layernorm.backward": indented("layernorm.backward", *head, *find) + then})
+
+
 @pytest.mark.parametrize("channel", sorted(CHANNELS))
-def test_one_exercise_cannot_hand_the_next_the_reference_it_calls(student, level, channel):
+def test_one_exercise_cannot_hand_the_next_anything(student, level, channel):
     if "keyring" in channel and platform.machine() != "x86_64":
         pytest.skip("the attack's system call numbers are x86-64's")
     if level == "process" and channel in ("a file in /tmp", "System V shared memory"):
@@ -95,29 +116,21 @@ def test_one_exercise_cannot_hand_the_next_the_reference_it_calls(student, level
                     "(the control below shows the answer works there)")
     if level == "process" and channel == "the shared stderr file" and os.geteuid() != 0:
         pytest.skip("the fallback run by the grader's own user: its files are the student's to read")
-    stash, key = f"/tmp/minitransformer-stash-{os.getpid()}", 0x5EED0000 + os.getpid() % 0xFFFF
-    head = ["import ctypes, os, socket, time", f"STASH, KEY = {stash!r}, {key}"]
-    leave, find = CHANNELS[channel]
-    put_bodies(student, {
-        "relu.backward": indented("relu.backward", *head, "import inspect, minitransformer.layers.layernorm as m",
-                                  "source = inspect.getsource(m.LayerNorm.backward)", *leave)
-        + reference_body("relu.backward"),
-        "layernorm.backward": indented("layernorm.backward", *head, *find, *RUN_STOLEN)})
+    handing_on(student, f"/tmp/minitransformer-stash-{os.getpid()}", channel, "a token", RIGHT_ONLY_WITH_THE_TOKEN)
     assert points(student, level) == {"relu": ("ok", 1), "layernorm": ("wrong", 0)}
 
 
-def test_the_stolen_reference_is_a_real_answer_where_tmp_is_shared(student):
-    """The control: under the fallback, which shares /tmp, the same answers take layernorm's point."""
+@pytest.mark.parametrize(("what", "then", "layernorm"), [
+    ("a token", RIGHT_ONLY_WITH_THE_TOKEN, ("ok", 1)),                # the channel is real there
+    ("the source of LayerNorm.backward", RUN_STOLEN, ("wrong", 0))],  # yet carries no reference: it is not in relu's
+    ids=["a token", "the source of LayerNorm.backward"])
+def test_the_control_where_tmp_is_shared(student, what, then, layernorm):
+    """Under the fallback, which shares /tmp, a token relu's process leaves there reaches layernorm's; what relu's
+    process holds of LayerNorm.backward is the student's own answer (the reference's before: it took the point)."""
     stash = f"/tmp/minitransformer-stash-control-{os.getpid()}"
-    leave, find = CHANNELS["a file in /tmp"]
-    head = ["import os", f"STASH = {stash!r}"]
-    put_bodies(student, {
-        "relu.backward": indented("relu.backward", *head, "import inspect, minitransformer.layers.layernorm as m",
-                                  "source = inspect.getsource(m.LayerNorm.backward)", *leave)
-        + reference_body("relu.backward"),
-        "layernorm.backward": indented("layernorm.backward", *head, *find, *RUN_STOLEN)})
+    handing_on(student, stash, "a file in /tmp", what, then)
     try:
-        assert points(student, "process") == {"relu": ("ok", 1), "layernorm": ("ok", 1)}
+        assert points(student, "process") == {"relu": ("ok", 1), "layernorm": layernorm}
     finally:
         if os.path.exists(stash):
             os.remove(stash)

@@ -2,12 +2,14 @@
 
 Per submission: check the reference against the assignment's hashes (before and after); read the student's answers
 from between the assigned markers (nothing else of the copy); compute the reference's numbers here; start `runner.py`
-contained (`isolation.py`) on a temporary copy of the reference with every graded region blank, and hand each
-exercise's child its files (its regions the student's answer, the others the reference's) on inputs from the
-assignment's seed; judge the arrays each hands back (read with bounded sizes, no pickles) against the reference's
-output and the central differences, in float64, of the reference forward (this process imports no student code). A
-wrong forward costs the forward's points only; a hang, a crash or an exception costs the exercise, never the grading.
-What this cannot catch: docs/guide/for-instructors.md, "What grading cannot catch".
+contained (`isolation.py`) on a temporary copy of the reference with every assigned region blank, and hand each
+exercise's child its files on inputs from the assignment's seed, every assigned region the student's answer (one to
+another exercise that does not compile: its hint), so no reference answer is in the contained process and an
+exercise calling another runs the student's answer there, as the self-check does (a failure there is said to be
+that region's); judge the arrays each hands back (read with bounded sizes, no pickles) against the reference's output
+and the central differences, in float64, of the reference forward (this process compiles answers but imports no
+student code). A wrong forward costs the forward's points only; a hang, a crash or an exception costs the exercise,
+never the grading. What this cannot catch: docs/guide/for-instructors.md, "What grading cannot catch".
 """
 
 import functools
@@ -29,9 +31,10 @@ from .. import __version__
 from ..gradcheck.cases import all_cases
 from ..gradcheck.checker import compare, compare_gradients, float_inputs, input_names
 from .assignment import Assignment, read_assignment, verify_reference
+from .catalogue import EXERCISES, exercise_of
 from .isolation import Limits, choose_isolation, contained, new_workdir, open_for_student
-from .make import _copy_package, check_is_reference, read_manifest, reference_package
-from .regions import find_regions, package_regions, replace_regions
+from .make import _copy_package, check_is_reference, read_manifest, reference_package, unavailable_layers
+from .regions import blank_regions, find_regions, package_regions, replace_regions
 from .runner import count_processes
 
 RUNNER = Path(__file__).resolve().with_name("runner.py")
@@ -114,8 +117,9 @@ def _read_bounded(path, limit):
         return handle.read(limit + 1)[:limit]
 
 
-def read_records(path, keys):
-    """The runner's JSON records as {key: {"forward_error": str or None, "backward_error": ...}}, checked."""
+def read_records(path, keys, regions=()):
+    """The runner's JSON records as {key: {"forward_error": str or None, "backward_error": ..., "region": the one of
+    `regions` (the assigned regions its child ran) it raised in, or None}}, checked."""
     try:
         records = json.loads(_read_bounded(path, RESULT_LIMIT).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
@@ -129,7 +133,11 @@ def read_records(path, keys):
         messages = {side: record.get(side) for side in ("forward_error", "backward_error")}
         if any(message is not None and not isinstance(message, str) for message in messages.values()):
             raise OutputRefused("the student's process handed back a result with a malformed message")
+        region = record.get("region")
+        if region is not None and (not isinstance(region, str) or region not in regions):
+            raise OutputRefused("the student's process handed back a result naming a region it was not given")
         checked[record["key"]] = {side: message and " ".join(message.split())[:500] for side, message in messages.items()}
+        checked[record["key"]]["region"] = region
     return checked
 
 
@@ -172,14 +180,16 @@ class CaseVerdict:
     forward_error: float = None         # relative error of the output, None if there was none
     backward_error: float = None        # worst relative error over the gradients, None if there were none
     raised: list = field(default_factory=list)      # messages of what the student's code raised
+    failed_in: list = field(default_factory=list)   # another exercise's region it raised in: "layernorm.backward"
     forward_problems: list = field(default_factory=list)
     backward_problems: list = field(default_factory=list)
     wrong: list = field(default_factory=list)       # what is missing or off: "forward output", "x", "parameter w"
 
 
-def judge(case, record, arrays, tolerance):
+def judge(case, record, arrays, tolerance, calls=(), left_out=()):
     """The CaseVerdict of one reference case, from the runner's record and arrays (already read as untrusted):
-    each array within `tolerance` of the reference's (a NaN counts as an error of 1)."""
+    each array within `tolerance` of the reference's (a NaN counts as an error of 1). `calls`: the regions of other
+    exercises in what its child ran; `left_out`: those whose answer does not compile (their hint stood in)."""
     verdict = CaseVerdict(case.id)
     if record is None:
         verdict.forward_problems.append(f"{case.id}: the student's process handed back nothing for this case")
@@ -188,8 +198,14 @@ def judge(case, record, arrays, tolerance):
     for part, names in (("forward", [output]), ("backward", gradients)):
         problems, errors = getattr(verdict, f"{part}_problems"), []
         if record[f"{part}_error"]:                        # the student's code raised: what follows is not judged
-            verdict.raised.append(record[f"{part}_error"])
-            problems.append(f"{case.id}: {part} {record[f'{part}_error']}")
+            message, region = record[f"{part}_error"], record.get("region")
+            if region in calls:                            # in another exercise's answer, which this one calls
+                verdict.failed_in.append(region)
+                message = (f"failed because {region}, which it calls, does not compile (see exercise "
+                           f"{exercise_of(region)})" if region in left_out else
+                           f"failed because {region}, which it calls, failed: {message}")
+            verdict.raised.append(message)
+            problems.append(f"{case.id}: {part} {message}")
             return verdict
         for name in names:
             what, reference = case.expected[name]
@@ -263,26 +279,52 @@ def _student_source(student_pkg, relative):
 
 
 def _student_bodies(student_pkg, names, reference_regions):
-    """dict region name -> the student's lines between its markers; LookupError naming what is missing."""
+    """dict region name -> the student's lines between its markers, or the LookupError saying why there are none."""
     bodies = {}
     for relative in sorted({reference_regions[name][0] for name in names}):
+        here = [name for name in names if reference_regions[name][0] == relative]
         try:
             found = {r.name: r for r in find_regions(_student_source(student_pkg, relative), relative)}
-        except ValueError as error:
-            raise LookupError(f"the SOLUTION markers are broken: {error}") from None
-        for name in (n for n in names if reference_regions[n][0] == relative):
-            if name not in found:
-                raise LookupError(f"{relative} has no '### BEGIN SOLUTION {name}' ... '### END SOLUTION' region; "
-                                  f"keep the markers around your answer")
-            bodies[name] = found[name].body
+        except (LookupError, ValueError) as error:         # the file missing, a link, too large; broken markers
+            why = error if isinstance(error, LookupError) else LookupError(f"the SOLUTION markers are broken: {error}")
+            bodies.update(dict.fromkeys(here, why))
+            continue
+        for name in here:
+            bodies[name] = found[name].body if name in found else LookupError(
+                f"{relative} has no '### BEGIN SOLUTION {name}' ... '### END SOLUTION' region; keep the markers "
+                f"around your answer")
     return bodies
 
 
-def _exercise_files(reference, reference_regions, graded, bodies):
-    """{file relative to the package: text} of every file holding a `graded` region, as one exercise's child compiles
-    it: that exercise's regions the student's `bodies`, the other graded regions the reference's (what it calls)."""
-    return {relative: replace_regions((reference / relative).read_text(encoding="utf-8"), bodies, relative)
-            for relative in sorted({reference_regions[name][0] for name in graded})}
+def _exercise_files(reference, reference_regions, assigned, bodies):
+    """{file relative to the package: text} of every file holding an `assigned` region, as an exercise's child compiles
+    it: each assigned region the lines `bodies` gives it (the student's answer), else its hint, as in a student copy.
+    No line of the reference's answer to an assigned region is in it."""
+    return {relative: replace_regions(blank_regions((reference / relative).read_text(encoding="utf-8"), set(assigned),
+                                                    relative), bodies, relative)
+            for relative in sorted({reference_regions[name][0] for name in assigned})}
+
+
+def _not_compiling(reference, reference_regions, assigned, answers):
+    """The names of the `answers` ({region: lines}) that do not compile in their file (compiled, never run): another
+    exercise's child gets the region's hint in their place, so one such answer does not break every exercise."""
+    broken = set()
+    for name, body in answers.items():
+        relative = reference_regions[name][0]
+        beside = [other for other in assigned if reference_regions[other][0] == relative]
+        text = _exercise_files(reference, reference_regions, beside, {name: body})[relative]
+        try:
+            compile(text, relative, "exec", dont_inherit=True)
+        except Exception:                               # SyntaxError, or a source the compiler refuses otherwise
+            broken.add(name)
+    return broken
+
+
+def _region_lines(files, assigned):
+    """[[file, region, first line, last line]] of the `assigned` regions' bodies in `files` ({file: text}), the lines
+    counted from 1, as a traceback counts them: where the runner finds which answer a case failed in."""
+    return [[relative, region.name, region.begin + 2, region.end] for relative, text in files.items()
+            for region in find_regions(text, relative) if region.name in assigned]
 
 
 def _score(grade, verdicts, points):
@@ -295,13 +337,41 @@ def _score(grade, verdicts, points):
         grade.region_points[name] = worth if (grade.forward_ok if name.endswith(".forward") else backward_ok) else 0
     grade.points = sum(grade.region_points.values())
     grade.problems += [problem for v in verdicts for problem in v.forward_problems + v.backward_problems]
-    raised = [message for v in verdicts for message in v.raised]
+    raised = [message for v in verdicts if not v.failed_in for message in v.raised]      # in its own code
+    called = sorted({region for v in verdicts for region in v.failed_in})
     if grade.points == grade.max_points:
         grade.status = "ok"
     elif any(message.startswith("not implemented") for message in raised):
         grade.status = "not implemented"
-    else:
+    elif raised or not called:
         grade.status = "error" if raised else "wrong"
+    else:
+        grade.status = f"failed in {', '.join(called)}, which it calls"
+
+
+@functools.cache
+def _calls(assigned):
+    """dict exercise -> the other exercises of `assigned` (region names, a tuple) whose regions its cases reach
+    (traced on the reference, as `exercises make` finds the layers a copy cannot run yet)."""
+    package = reference_package()
+    reached = unavailable_layers(package, assigned, package_regions(package))
+    return {exercise.name: sorted({other for layer in exercise.layers for other in reached.get(layer, ())}
+                                  - {exercise.name}, key=[e.name for e in EXERCISES].index) for exercise in EXERCISES}
+
+
+def _say_what_it_calls(grades, assigned):
+    """Add to each exercise that failed, and whose cases call other assigned exercises not all right here, a line
+    naming them and how they fared: it was graded with the student's answers there."""
+    failed = [g for g in grades if g.status not in ("ok", "markers missing")]
+    if not failed or len({exercise_of(name) for name in assigned}) < 2:
+        return
+    states = {g.exercise: g.status for g in grades}
+    for grade in failed:
+        called = _calls(tuple(assigned))[grade.exercise]
+        if any(states.get(other) != "ok" for other in called):
+            grade.problems.append(f"{grade.exercise}'s cases call your answers to " + ", ".join(
+                f"{other} ({states.get(other, 'not graded in this run')})" for other in called)
+                + f": a mistake there fails {grade.exercise} too")
 
 
 @dataclass
@@ -313,7 +383,13 @@ class _Job:
     points: dict                       # graded region -> points
     cases: list                        # its ReferenceCases
     files: dict                        # what its child compiles (`_exercise_files`)
+    regions: list                      # where the assigned regions are in `files` (`_region_lines`)
+    left_out: set                      # other exercises' regions whose answer does not compile: their hint stands in
     handed_back: tuple = None          # (records, arrays) the child handed back, read as untrusted
+
+    def calls(self):
+        """The regions of other exercises in its files: a case that raised in one failed because of it."""
+        return {name for _, name, _, _ in self.regions if exercise_of(name) != self.grade.exercise}
 
 
 def _write_task(isolation, workdir, jobs, limits):
@@ -330,7 +406,7 @@ def _write_task(isolation, workdir, jobs, limits):
             arrays.update({f"{prefix}.param{j}": value for j, value in enumerate(case.params)})
             arrays[f"{prefix}.upstream"] = case.upstream
         exercises.append({"cases": [{"key": case.key, "index": case.index, "id": case.id, "inputs": len(case.inputs),
-                                     "rng": case.rng} for case in job.cases]})
+                                     "rng": case.rng} for case in job.cases], "regions": job.regions})
         with os.fdopen(os.open(workdir / "private" / f"{job.index}.files.json", os.O_WRONLY | os.O_CREAT, 0o600), "w", encoding="utf-8") as out:
             json.dump(job.files, out)
     np.savez(workdir / "task" / "inputs.npz", **arrays)
@@ -353,9 +429,9 @@ def _status(fd, timeout):
     return None, False
 
 
-def _handed_back(grade, outcome, paths, cases, limits):
-    """(records, arrays) the child handed back, read as untrusted, or None, with the grade's status and problem said,
-    when it timed out, crashed or handed back something else."""
+def _handed_back(grade, outcome, paths, cases, limits, regions):
+    """(records, arrays) the child handed back, read as untrusted (`regions`: those a record may say it failed in), or
+    None, with the grade's status and problem said, when it timed out, crashed or handed back something else."""
     if outcome.timed_out:
         grade.status, grade.problems = "timed out", [f"stopped after the time limit of {limits.timeout:g} s "
                                                      f"(an endless loop?)"]
@@ -366,7 +442,7 @@ def _handed_back(grade, outcome, paths, cases, limits):
     else:
         try:
             shapes = {name: array.shape for case in cases for name, (_, array) in case.expected.items()}
-            return read_records(paths[0], {case.key for case in cases}), read_arrays(paths[1], shapes)
+            return read_records(paths[0], {case.key for case in cases}, regions), read_arrays(paths[1], shapes)
         except OutputRefused as error:
             grade.status, grade.problems = "crashed", [f"refused what the student's process handed back: {error}"]
     return None
@@ -399,8 +475,8 @@ def _session(isolation, workdir, jobs, limits):
                 code = report.get("returncode", -1) if report else None if silent else process.wait(GRACE)
                 tail = _tail(private / f"{job.index}.output.txt", 0) + _tail(private / "stderr.txt", seen)
                 outcome = Outcome(code, silent or (report is not None and code is None), tail)
-                job.handed_back = _handed_back(job.grade, outcome, [private / f"{job.index}.{name}" for name in
-                                                                    ("result.json", "arrays.npz")], job.cases, limits)
+                job.handed_back = _handed_back(job.grade, outcome, [private / f"{job.index}.{name}" for name in (
+                    "result.json", "arrays.npz")], job.cases, limits, {name for _, name, _, _ in job.regions})
                 if report is None:
                     return jobs[n + 1:]
     finally:
@@ -408,11 +484,11 @@ def _session(isolation, workdir, jobs, limits):
     return []
 
 
-def _grade_jobs(isolation, jobs, reference, graded, reference_regions, limits):
+def _grade_jobs(isolation, jobs, reference, assigned, reference_regions, limits):
     """Run the jobs contained: one process for all where the level allows it (`isolation.batched`), else one each."""
     workdir = new_workdir(isolation, "grade-")
     try:
-        _copy_package(reference, workdir / "pkg" / "minitransformer", graded, reference_regions)   # no answer in it
+        _copy_package(reference, workdir / "pkg" / "minitransformer", assigned, reference_regions)   # no answer in it
         shutil.copy2(RUNNER, workdir / "harness" / "runner.py")
         _write_task(isolation, workdir, jobs, limits)
         if isolation.user:
@@ -427,27 +503,33 @@ def _grade_jobs(isolation, jobs, reference, graded, reference_regions, limits):
 
 def grade_exercises(chosen, student_pkg, reference, reference_regions, assignment, limits, isolation):
     """Grade the `chosen` exercises ((Exercise, {region: points})) of the student package; a list of ExerciseGrade.
-    The reference is checked before and after (what ran left it as it was); its numbers are computed before."""
-    grades, jobs, graded = [], [], sorted(name for _, points in chosen for name in points)
+    The reference is checked before and after (what ran left it as it was); its numbers are computed before. Every
+    region of the assignment, graded in this run or not, is the student's answer in what the student's code runs."""
+    grades, jobs, assigned = [], [], sorted(assignment.points)
     verify_reference(reference, assignment)
+    answers = _student_bodies(student_pkg, assigned, reference_regions)
+    found = {name: body for name, body in answers.items() if not isinstance(body, LookupError)}
+    broken = _not_compiling(reference, reference_regions, assigned, found)
     for exercise, points in chosen:
         grades.append(ExerciseGrade(exercise.name, list(exercise.layers), sorted(points), max_points=sum(points.values()),
                                     region_points=dict.fromkeys(points, 0), region_max=dict(points)))
-        try:
-            bodies = _student_bodies(student_pkg, sorted(points), reference_regions)
-        except LookupError as error:
-            grades[-1].status, grades[-1].problems = "markers missing", [str(error)]
+        missing = [answers[name] for name in sorted(points) if isinstance(answers[name], LookupError)]
+        if missing:
+            grades[-1].status, grades[-1].problems = "markers missing", [str(missing[0])]
             continue
         cases = reference_cases(tuple(exercise.layers), int(assignment.seed), float(assignment.tolerance))
-        files = _exercise_files(reference, reference_regions, graded, bodies)
-        jobs.append(_Job(len(jobs), grades[-1], points, cases, files))
+        files = _exercise_files(reference, reference_regions, assigned,            # its own answers even if broken
+                                {name: body for name, body in found.items() if name in points or name not in broken})
+        jobs.append(_Job(len(jobs), grades[-1], points, cases, files, _region_lines(files, assigned),
+                         broken - set(points)))
     if jobs:
-        _grade_jobs(isolation, jobs, reference, graded, reference_regions, limits)
+        _grade_jobs(isolation, jobs, reference, assigned, reference_regions, limits)
     verify_reference(reference, assignment)
     for job in (job for job in jobs if job.handed_back is not None):
         records, arrays = job.handed_back
-        _score(job.grade, [judge(case, records.get(case.key), arrays, assignment.tolerance) for case in job.cases],
-               job.points)
+        _score(job.grade, [judge(case, records.get(case.key), arrays, assignment.tolerance, job.calls(), job.left_out)
+                           for case in job.cases], job.points)
+    _say_what_it_calls(grades, assigned)
     return grades
 
 

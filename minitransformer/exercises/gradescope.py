@@ -52,14 +52,20 @@ PYTHONPATH="$ROOT/grader" "$ROOT/venv/bin/python" -m minitransformer exercises g
 
 
 def _region_output(grade, region):
-    """A region's test output: passed, or the exercise's status and the problems of that part."""
+    """A region's test output: passed, or the exercise's status, the problems of that part (of the forward where no
+    case got as far as the backward) and what is said of the exercise as a whole (the exercises it calls)."""
     if grade.region_points.get(region, 0) == grade.region_max.get(region):
         return f"{region}: passed"
+    if not grade.cases:                                 # timed out, crashed, markers missing
+        return "\n".join([f"{region}: {grade.status}", *grade.problems])
     part = "forward" if region.endswith(".forward") else "backward"
-    problems = [line for case in grade.cases for line in case[f"{part}_problems"]] if grade.cases else grade.problems
+    problems = [line for case in grade.cases for line in case[f"{part}_problems"]]
     if not problems:                                    # no case got as far as this part
-        problems = [f"{part} not judged: the forward pass raised on every case (see the forward)"]
-    return "\n".join([f"{region}: {grade.status}", *problems])
+        problems = [f"{part} not judged where the forward pass failed:"] + [
+            line for case in grade.cases for line in case["forward_problems"]]
+    of_cases = {line for case in grade.cases for line in case["forward_problems"] + case["backward_problems"]}
+    said = [line for line in grade.problems if line not in of_cases]
+    return "\n".join([f"{region}: {grade.status}", *problems, *said])
 
 
 def _results(tests, output):

@@ -1,17 +1,19 @@
 """The student's side of grading, started contained (`isolation.py`) once per submission: `python -I -S runner.py TASK
 COMMANDS_FD STATUS_FD`. This trusted parent imports NumPy and the temporary package once, from code it compiles
-before any student code runs (every graded region of the assignment blank there: no answer in its memory). For each
+before any student code runs (every region of the assignment blank there: no answer in its memory). For each
 line "<exercise> <source fd> <result fd> <arrays fd> <output fd>" the grader writes, it forks a child that closes every other
 descriptor, takes a /tmp and IPC of its own (bubblewrap as root), drops to `nobody` under root with the limits,
-compiles the exercise's files (its regions the student's, the others the reference's: read from the source fd, which
-the parent never reads) in place of the parent's, imports the package anew and runs the exercise's cases. The parent
-waits (the time limit), kills every process the child left, and writes a status line. Nothing after the fork is
-believed: the grader, which never imports student code, judges.
+compiles the exercise's files (every assigned region the student's answer, no reference's: read from the source fd,
+which the parent never reads) in place of the parent's, imports the package anew and runs the exercise's cases. The
+parent waits (the time limit), kills every process the child left, and writes a status line. Nothing after the fork
+is believed: the grader, which never imports student code, judges.
 TASK: task.json {"package_root", "site", "user", "limits", "nproc", "preload", "fresh", "exercises": [{"cases":
-[{"key", "index", "id", "inputs": n, "rng": the bit generator's state}]}]}; inputs.npz "<exercise>/<key>.input<i>",
-"<key>.param<j>", "<key>.upstream". Source fd: JSON {file relative to the package: text}. Result fd: a JSON list of
-{"key", "forward_error", "backward_error"} (messages or null). Arrays fd: an .npz of "<key>.out", "<key>.dinput<i>"
-(float input i), "<key>.dparam<j>". Status line: JSON {"exercise", "returncode": the child's, null when timed out}.
+[{"key", "index", "id", "inputs": n, "rng": the bit generator's state}], "regions": [[file, region, first line, last
+line]]: the assigned regions' bodies in its files}]}; inputs.npz "<exercise>/<key>.input<i>", "<key>.param<j>",
+"<key>.upstream". Source fd: JSON {file relative to the package: text}. Result fd: a JSON list of {"key",
+"forward_error", "backward_error" (messages or null), "region": the assigned region it raised in, or null}. Arrays
+fd: an .npz of "<key>.out", "<key>.dinput<i>" (float input i), "<key>.dparam<j>". Status line: JSON {"exercise",
+"returncode": the child's, null when timed out}.
 """
 
 import ctypes
@@ -99,19 +101,33 @@ def _float_array(value, np, what):
     return array.astype(np.float64)
 
 
-def run_cases(cases, inputs, package):
+def region_of(error, package, regions):
+    """The region holding the innermost line of `error`'s traceback that lies in one of `regions` ([file relative to
+    the directory `package`, name, first line, last line]), or None: which answer a case failed in."""
+    places = [(frame.filename, frame.lineno) for frame in traceback.extract_tb(error.__traceback__)]
+    if isinstance(error, SyntaxError):
+        places.append((error.filename, error.lineno))
+    found = None
+    for filename, line in places:
+        path = Path(filename or "").resolve()
+        found = next((name for relative, name, first, last in regions
+                      if first <= (line or 0) <= last and path == package / relative), found)
+    return found
+
+
+def run_cases(cases, inputs, package, regions=()):
     """Import the package in the directory `package` (the student's code runs from here on), run every case (task.json's
-    specs) with the given parameter values and inputs; return (records, arrays)."""
+    specs) with the given parameter values and inputs; return (records, arrays). `regions`: see `region_of`."""
     import numpy as np
 
-    records = [{"key": spec["key"], "forward_error": None, "backward_error": None} for spec in cases]
+    records = [{"key": spec["key"], "forward_error": None, "backward_error": None, "region": None} for spec in cases]
     try:
         import minitransformer
         from minitransformer.gradcheck.cases import all_cases
         from minitransformer.gradcheck.checker import backward_gradients
     except BaseException as error:                         # e.g. a SyntaxError in the answer: every forward fails
         for record in records:
-            record["forward_error"] = located(error, package)
+            record["forward_error"], record["region"] = located(error, package), region_of(error, package, regions)
         return records, {}
     if not Path(minitransformer.__file__).resolve().is_relative_to(package):
         raise RuntimeError(f"the runner imported minitransformer from {minitransformer.__file__}, not {package}")
@@ -135,7 +151,7 @@ def run_cases(cases, inputs, package):
                           for j, grad in enumerate(param_grads)})
             arrays.update(found)
         except Exception as error:
-            record[stage] = located(error, package)
+            record[stage], record["region"] = located(error, package), region_of(error, package, regions)
     return records, arrays
 
 
@@ -256,7 +272,8 @@ def _child(task, exercise, fds, inputs, package):
         _own_pid_namespace()
         _confine(task["user"], task["limits"], task["nproc"])
         package.replace(sources)
-        records, arrays = run_cases(task["exercises"][exercise]["cases"], inputs, package.package.resolve())
+        mine = task["exercises"][exercise]
+        records, arrays = run_cases(mine["cases"], inputs, package.package.resolve(), mine["regions"])
         with os.fdopen(fds[2], "wb") as handle:
             sys.modules["numpy"].savez(handle, **arrays)
         with os.fdopen(fds[1], "w", encoding="utf-8") as handle:
@@ -305,7 +322,7 @@ def main(argv):
         inputs = {key: data[key] for key in data.files}
     package = CompiledPackage(Path(task["package_root"], "minitransformer"))
     sys.meta_path.insert(0, package)
-    import minitransformer.gradcheck.cases  # noqa: F401  (the package, every graded region blank: once, here)
+    import minitransformer.gradcheck.cases  # noqa: F401  (the package, every assigned region blank: once, here)
 
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)                     # PR_SET_DUMPABLE 0: no child reads or traces this one
     ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)                    # PR_SET_CHILD_SUBREAPER: what a child leaves comes here
