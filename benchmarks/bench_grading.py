@@ -39,7 +39,7 @@ from _grading_answers import REFERENCE, REGIONS, indented, put_bodies, reference
 from minitransformer.exercises.assignment import new_assignment, read_assignment, verify_reference, write_assignment  # noqa: E402,E501
 from minitransformer.exercises.catalogue import exercise_named  # noqa: E402
 from minitransformer.exercises.classroom import grade_class as grade_folder  # noqa: E402
-from minitransformer.exercises.grade import RUNNER, _exercise_files, reference_cases  # noqa: E402
+from minitransformer.exercises.grade import HARNESS, _exercise_files, reference_cases  # noqa: E402
 from minitransformer.exercises.isolation import ENVIRONMENT, Limits, choose_isolation, new_workdir, open_for_student  # noqa: E402,E501
 from minitransformer.exercises.make import _copy_package, make_student_copy  # noqa: E402
 
@@ -149,7 +149,8 @@ def parts(isolation, exercises, repeats=5):
         reference_cases.cache_clear()
         cases = [reference_cases(tuple(exercise_named(name).layers), 1, 1e-7) for name in exercises]
         numbers = time.perf_counter() - numbers
-        shutil.copy2(RUNNER, workdir / "harness" / "runner.py")
+        for script in HARNESS:
+            shutil.copy2(script, workdir / "harness" / script.name)
         files = [_exercise_files(REFERENCE, REGIONS, sorted(assignment.points), {}) for _ in exercises]
         (workdir / "task" / "files.json").write_text(json.dumps(files), encoding="utf-8")
         _task(workdir, cases)
