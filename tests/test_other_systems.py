@@ -9,6 +9,7 @@ in the locale's encoding, fails as it would there. tests/test_platform_check.py 
 set to each system does.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -119,3 +120,48 @@ def test_the_students_whole_path_on_windows(tmp_path):
     out = ran(on("win32", "-m", "minitransformer", "sample", "--checkpoint", str(run), "--max-new-tokens", "40",
                  cwd=tmp_path, locale=ASCII_LOCALE))
     assert set(out) & set("σ−∑αβγ≤δε"), out
+
+
+# ---------------------------------------------------------------- what Windows does otherwise, simulated here
+def refusing_like_windows(real_replace, real_remove, open_elsewhere=()):
+    """os.replace and os.remove as Windows has them: no renaming onto a directory or a link to one (MoveFileEx), and
+    no removing a file another process has open (`open_elsewhere`)."""
+    def replace(source, target):
+        if os.path.isdir(target):
+            raise PermissionError(13, "Access is denied", str(target))
+        return real_replace(source, target)
+
+    def remove(path):
+        if os.path.abspath(path) in {os.path.abspath(other) for other in open_elsewhere}:
+            raise PermissionError(13, "The process cannot access the file: it is being used by another process", path)
+        return real_remove(path)
+    return replace, remove
+
+
+def test_runs_latest_names_the_newest_run_where_a_link_cannot_be_renamed_over(tmp_path, monkeypatch):
+    from minitransformer.commands.runs import latest_run, new_run_directory
+
+    replace, _ = refusing_like_windows(os.replace, os.remove)
+    monkeypatch.setattr(os, "replace", replace)
+    root = tmp_path / "runs"
+    for name in ("run-001", "run-002", "run-003"):
+        path, note = new_run_directory(str(root))
+        assert note is None and os.readlink(root / "latest") == name and latest_run(str(root)) == path
+    assert sorted(os.listdir(root)) == ["latest", "run-001", "run-002", "run-003"]
+
+
+def test_a_checkpoint_saved_while_another_process_reads_the_one_it_replaces(tmp_path, monkeypatch):
+    """The save stands: the replaced arrays file, which Windows will not delete while it is open, stays beside it."""
+    from minitransformer.training.checkpoint import read_checkpoint, save_checkpoint
+    from minitransformer.training.config import TrainConfig, build_model
+
+    model = build_model(TrainConfig(block_size=4, n_layers=1, n_heads=1, d_model=4, d_ff=8), 5)
+    save_checkpoint(tmp_path, model, None, {"step": 0})
+    first = tmp_path / json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))["arrays_file"]
+    _, remove = refusing_like_windows(os.replace, os.remove, open_elsewhere=[first])
+    monkeypatch.setattr(os, "remove", remove)
+    model.token_embedding.weight.data += 1.0
+    save_checkpoint(tmp_path, model, None, {"step": 1})
+    meta, arrays = read_checkpoint(tmp_path)
+    assert meta["step"] == 1 and first.is_file()
+    assert (arrays["param.token_embedding.weight"] == model.token_embedding.weight.data).all()

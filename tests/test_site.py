@@ -126,7 +126,7 @@ def test_every_page_loads_without_console_errors_or_outside_requests(site, visit
     assert len(pages) > 50
     failures = []
     for path in pages:
-        visit.open(path, encoding="utf-8")
+        visit.open(path)
         failures += [f"{path.relative_to(site)}: {problem}" for problem in visit.problems]
     assert not failures, "\n".join(failures)
 
@@ -134,13 +134,13 @@ def test_every_page_loads_without_console_errors_or_outside_requests(site, visit
 def test_layer_pages_show_rendered_mathematics_and_no_raw_tex(site, visit):
     for room in LAYER_ROOMS:
         for path in sorted((site / room).glob("*.html")):
-            page = visit.open(path, encoding="utf-8")
+            page = visit.open(path)
             text = page.inner_text("article")
             for raw in ("$$", "\\frac", "\\begin", "\\(", "\\["):
                 assert raw not in text, f"{path.relative_to(site)} shows raw TeX {raw!r}"
             assert page.locator(".katex-error").count() == 0, f"{path.relative_to(site)}: KaTeX could not parse"
     for name in MATHS_PAGES:
-        page = visit.open(site / name, encoding="utf-8")
+        page = visit.open(site / name)
         assert page.locator(".katex-display").count() >= 2, f"{name}: expected displayed formulas"
 
 
@@ -153,7 +153,7 @@ _PROSE = """cells => cells.map(cell => { const copy = cell.cloneNode(true);
 def test_notebook_page_shows_rendered_mathematics_and_no_raw_tex(site, visit, name):
     from test_notebooks_math import RAW_TEX
 
-    page = visit.open(site / "notebooks" / f"{name}.html", encoding="utf-8")
+    page = visit.open(site / "notebooks" / f"{name}.html")
     assert page.locator(".jp-MarkdownOutput .katex").count() >= 3, f"{name}: its formulas are not rendered"
     assert page.locator(".katex-error").count() == 0, f"{name}: KaTeX could not parse a formula"
     for index, prose in enumerate(page.eval_on_selector_all(".jp-MarkdownOutput", _PROSE)):
@@ -167,7 +167,7 @@ def test_notebook_page_shows_its_figures(site, visit, name):
     figures = sum(1 for cell in executed["cells"] for output in cell.get("outputs", [])
                   if "image/png" in output.get("data", {}))
     assert figures >= 1, f"{name} made no figure when executed"
-    page = visit.open(site / "notebooks" / f"{name}.html", encoding="utf-8")
+    page = visit.open(site / "notebooks" / f"{name}.html")
     sizes = page.eval_on_selector_all(".jp-OutputArea-output img", "images => images.map(i => i.naturalWidth)")
     assert len(sizes) == figures, f"the page shows {len(sizes)} figures, the notebook made {figures}"
     assert all(width > 100 for width in sizes), f"a figure did not load: widths {sizes}"
@@ -217,7 +217,7 @@ def test_every_internal_link_and_anchor_resolves(site):
 
 
 def test_search_finds_layernorm(site, visit):
-    page = visit.open(site / "index.html", encoding="utf-8")
+    page = visit.open(site / "index.html")
     page.click("label.md-search__icon, .md-search__input", timeout=5000)
     page.locator(".md-search__input").press_sequentially("LayerNorm", delay=30)     # typed, as a reader does
     page.wait_for_selector(".md-search-result__item", timeout=15000)
@@ -228,7 +228,7 @@ def test_search_finds_layernorm(site, visit):
 
 def test_layernorm_page_shows_the_package_code_forward_above_backward(site, visit):
     from minitransformer.layers.layernorm import LayerNorm
-    page = visit.open(site / "layers" / "layernorm.html", encoding="utf-8")
+    page = visit.open(site / "layers" / "layernorm.html")
     blocks = page.eval_on_selector_all(".highlight code", "codes => codes.map(c => c.innerText)")
     for name in ("forward", "backward"):
         last_line = inspect.getsource(getattr(LayerNorm, name)).rstrip().splitlines()[-1].strip()
