@@ -103,12 +103,17 @@ def test_train_with_workers_where_mpi_cannot_be_had_names_microsoft_mpi(tmp_path
 
 
 def test_the_students_whole_path_on_windows(tmp_path):
-    """exercises make, then in the copy exercises check, gradcheck --only, a tiny train on text beyond ASCII and
-    sample (which prints that text), each as `python -m minitransformer` on Windows in an ASCII locale."""
+    """exercises make and gradescope-bundle, then in the copy exercises check, gradcheck --only, a tiny train on text
+    beyond ASCII and sample (which prints that text), each as `python -m minitransformer` on Windows in an ASCII
+    locale."""
     copy = tmp_path / "copy"
     out = ran(on("win32", "-m", "minitransformer", "exercises", "make", str(copy), "--only", "layernorm",
                  locale=ASCII_LOCALE))
     assert "wrote the student copy" in out and (copy / "minitransformer" / "exercises" / "located.py").is_file()
+    bundle = tmp_path / "autograder.zip"
+    out = ran(on("win32", "-m", "minitransformer", "exercises", "gradescope-bundle", "--assignment",
+                 str(tmp_path / "copy.assignment.json"), "--out", str(bundle), locale=ASCII_LOCALE))
+    assert "wrote the Gradescope autograder" in out and bundle.is_file()
     done = on("win32", "-m", "minitransformer", "exercises", "check", cwd=copy, locale=ASCII_LOCALE)
     out = ran(done, code=1)                            # exit status 1 until the answers are right
     assert "forward not implemented (layernorm.forward) at minitransformer/layers/layernorm.py:" in out, out
