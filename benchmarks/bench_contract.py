@@ -25,6 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _machine import load_average  # noqa: E402
 from _threads import threads_from_argv  # noqa: E402
 
 threads_from_argv(sys.argv)
@@ -101,14 +102,14 @@ def main(argv=None):
     train_data, val_data = train_val_split(np.array(tokenizer.encode(text), dtype=np.int64))
     config = TrainConfig(max_steps=10**6)
     states = contenders()
-    load_before = os.getloadavg()
+    load_before = load_average()
     with Trainer(config, train_data, val_data, tokenizer.vocab_size, progress=False) as trainer:
         for _ in range(3):                                  # warm up
             trainer.step_on_next_batch()
         times = measure(trainer, states, args.rounds)
-    load_after = os.getloadavg()
+    load_after = load_average()
     print(f"threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'library default')}; load average (1 min) "
-          f"{load_before[0]:.1f} before, {load_after[0]:.1f} after, on {os.cpu_count()} cores")
+          f"{load_before:.1f} before, {load_after:.1f} after, on {os.cpu_count()} cores")
     medians = {name: np.median(np.array(values), axis=0) for name, values in times.items()}
     off_wall, off_cpu = medians["checks off"]
     print(f"the train command's default step (fast tier, one process), {len(times['checks on'])} timed steps each, "

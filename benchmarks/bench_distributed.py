@@ -32,11 +32,11 @@ checkpoint's state as a save does. Per rank it prints the bytes of optimizer sta
 import argparse
 import dataclasses
 import os
-import resource
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _machine import peak_mb  # noqa: E402
 from _threads import threads_from_argv  # noqa: E402
 
 threads_from_argv(sys.argv, default=2)                      # the 1-rank turns use them; the 2-rank turns limit to 1
@@ -181,23 +181,18 @@ def print_phases(gathered):
                                                  for w, c in cells))
 
 
-def peak_mib():
-    """This process's peak resident memory so far, in MiB (ru_maxrss is in KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def memory_per_rank(config, train_data, V, comm, mode):
     """Rank 0: [(rank, optimizer-state bytes, peak MiB after MEMORY_STEPS steps, after the checkpoint's gather)]."""
     trainer = Trainer(TrainConfig(**{**vars(config), "workers": comm.Get_size(), "parallel": mode}),
                       train_data, train_data, V, progress=False)
     for _ in range(MEMORY_STEPS):
         trainer.step_on_next_batch()
-    held, trained = trainer.optimizer.state_nbytes(), peak_mib()
+    held, trained = trainer.optimizer.state_nbytes(), peak_mb()
     if trainer.parallel is not None:
         trainer.parallel.gather_state()
     if comm.Get_rank() == 0:
         trainer.optimizer.state_dict()                      # the arrays a checkpoint writes, as a save builds them
-    rows = comm.gather((comm.Get_rank(), held, trained, peak_mib()), root=0)
+    rows = comm.gather((comm.Get_rank(), held, trained, peak_mb()), root=0)
     return None if rows is None else sorted(rows)
 
 

@@ -27,6 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _machine import load_average  # noqa: E402
 from _threads import threads_from_argv  # noqa: E402
 
 THREADS = int(threads_from_argv(sys.argv, "2"))
@@ -148,7 +149,7 @@ def main(argv=None):
         versus = f", {rate / hf_rate:.2f}x Hugging Face" if hf_rate else ""
         print(f"{name:28s} {rate:7.2f} tokens/s (median of {args.repeats}){versus}, "
               f"{rate / bound:.0%} of the bandwidth bound")
-    print(f"load average: {os.getloadavg()[0]:.2f}")
+    print(f"load average: {load_average():.2f}")
     return 0
 
 

@@ -35,11 +35,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from _grading_answers import REFERENCE, REGIONS, indented, put_bodies, reference_body, wrong_body  # noqa: E402
+from _machine import load_average  # noqa: E402
 
 from minitransformer.exercises.assignment import new_assignment, read_assignment, verify_reference, write_assignment  # noqa: E402,E501
 from minitransformer.exercises.catalogue import exercise_named  # noqa: E402
 from minitransformer.exercises.classroom import grade_class as grade_folder  # noqa: E402
-from minitransformer.exercises.grade import RUNNER, _exercise_files, reference_cases  # noqa: E402
+from minitransformer.exercises.grade import HARNESS, _exercise_files, reference_cases  # noqa: E402
 from minitransformer.exercises.isolation import ENVIRONMENT, Limits, choose_isolation, new_workdir, open_for_student  # noqa: E402,E501
 from minitransformer.exercises.make import _copy_package, make_student_copy  # noqa: E402
 
@@ -149,7 +150,8 @@ def parts(isolation, exercises, repeats=5):
         reference_cases.cache_clear()
         cases = [reference_cases(tuple(exercise_named(name).layers), 1, 1e-7) for name in exercises]
         numbers = time.perf_counter() - numbers
-        shutil.copy2(RUNNER, workdir / "harness" / "runner.py")
+        for script in HARNESS:
+            shutil.copy2(script, workdir / "harness" / script.name)
         right = {name: reference_body(name) for name in assignment.points}          # a child that runs its cases
         files = [_exercise_files(REFERENCE, REGIONS, sorted(assignment.points), right) for _ in exercises]
         (workdir / "task" / "files.json").write_text(json.dumps(files), encoding="utf-8")
@@ -196,7 +198,7 @@ def main(argv=None):
     parser.add_argument("--no-compare", action="store_true", help="leave out one contained process per exercise")
     args = parser.parse_args(argv)
     exercises = args.exercises.split(",")
-    print(f"load average before: {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} cores; "
+    print(f"load average before: {load_average():.1f} (1 min), {os.cpu_count()} cores; "
           f"{args.students} submissions, {len(exercises)} exercises each, -j {args.jobs}")
     with tempfile.TemporaryDirectory() as scratch:
         folder, assignment = make_class(Path(scratch), exercises, args.students)
@@ -210,7 +212,7 @@ def main(argv=None):
                 seconds[batched] = grade_class(folder, assignment, args.jobs, isolation)
                 print(f"{level:>10}, {layout}: {seconds[batched]:6.1f} s in all, {seconds[batched] / args.students:5.2f} "
                       f"s per submission; 200 students: {seconds[batched] / args.students * 200:5.0f} s "
-                      f"(load {os.getloadavg()[0]:.1f})")
+                      f"(load {load_average():.1f})")
             if len(seconds) == 2:
                 print(f"{level:>10}: one process per exercise takes {seconds[False] / seconds[True]:.2f} times as long")
     for level in args.levels:

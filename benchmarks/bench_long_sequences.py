@@ -31,13 +31,13 @@ two sides within a round is the figure to quote.
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from _machine import load_average, peak_mb  # noqa: E402
 from _threads import threads_from_argv  # noqa: E402
 
 THREADS = int(threads_from_argv(sys.argv, "2"))       # before NumPy loads (a --one child reads its own)
@@ -81,7 +81,7 @@ def _one(side, T, steps, threads):
         if index >= 2:
             times.append(time.perf_counter() - started)
     return {"side": side, "T": T, "B": config.batch_size, "ms": float(np.median(times)) * 1e3,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_mb": peak_mb()}
 
 
 def _run_in_process(side, T, steps, threads):
@@ -137,7 +137,7 @@ def main(argv=None):
         return 0
     if min(args.lengths) < 1 or args.rounds < 1 or args.steps < 1:
         parser.error("--lengths, --rounds and --steps must be at least 1")
-    print(f"load average before: {os.getloadavg()[0]:.1f}; {args.threads} threads; {args.rounds} rounds of "
+    print(f"load average before: {load_average():.1f}; {args.threads} threads; {args.rounds} rounds of "
           f"{args.steps} timed steps", flush=True)
     results = []
     for round_index in range(args.rounds):
@@ -149,8 +149,8 @@ def main(argv=None):
                 if result:
                     results.append({**result, "round": round_index})
                     print(f"round {round_index + 1} T {T:5d} {side:<10} {result['ms']:9.1f} ms "
-                          f"{result['peak_mb']:6.0f} MB  (load {os.getloadavg()[0]:.1f})", flush=True)
-    print(f"\nload average after: {os.getloadavg()[0]:.1f}\n")
+                          f"{result['peak_mb']:6.0f} MB  (load {load_average():.1f})", flush=True)
+    print(f"\nload average after: {load_average():.1f}\n")
     print(_table(results, args.lengths, args.sides))
     return 0
 

@@ -31,6 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from _machine import load_average  # noqa: E402
 from _threads import threads_from_argv  # noqa: E402
 
 THREADS = int(threads_from_argv(sys.argv, "2"))       # before NumPy loads
@@ -159,9 +160,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if min(args.lengths) < 1 or min(args.tiles) < 1 or args.rounds < 1:
         parser.error("--lengths, --tiles and --rounds must be at least 1")
-    print(f"load average before: {os.getloadavg()[0]:.1f}; {THREADS} threads; {args.rounds} rounds", flush=True)
+    print(f"load average before: {load_average():.1f}; {THREADS} threads; {args.rounds} rounds", flush=True)
     times = run(args.lengths, args.tiles, args.rounds)
-    print(f"load average after: {os.getloadavg()[0]:.1f}\n")
+    print(f"load average after: {load_average():.1f}\n")
     print(table(times, args.lengths, ["dense"] + [f"tiled-{tile}" for tile in args.tiles]))
     print()
     print(decision(times, args.lengths, args.tiles))

@@ -28,11 +28,11 @@ The machine is shared, so absolute times move; the ratio within one run is the f
 
 import argparse
 import os
-import resource
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _machine import peak_mb  # noqa: E402
 from _threads import threads_from_argv  # noqa: E402
 
 threads_from_argv(sys.argv)
@@ -279,10 +279,10 @@ def main(argv=None):
             losses = trainer.fit()
             wall = time.perf_counter() - started
         median = float(np.median(trainer.step_times))
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak = peak_mb()
         print(f"\nminitransformer, {args.steps} steps, float32: median {median * 1e3:.1f} ms/step, "
               f"wall {wall:.0f} s (incl. evaluation), final val loss {losses['val']:.4f} "
-              f"(train {losses['train']:.4f}, 20 batches), peak memory {peak_mb:.0f} MB")
+              f"(train {losses['train']:.4f}, 20 batches), peak memory {peak:.0f} MB")
         if args.eval_batches > config.eval_batches:
             with trainer.model.evaluating():
                 ours = validation_losses(lambda x, y: float(trainer.loss_fn(trainer.model(x), y)),

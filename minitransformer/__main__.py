@@ -8,7 +8,9 @@ mistake is raised as `commands.errors.UsageError` and printed here as one
 """
 
 import argparse
+import codecs
 import importlib
+import io
 import sys
 
 from .commands.errors import UsageError
@@ -109,5 +111,15 @@ def _main(argv):
         return 2
 
 
+def utf8_output():
+    """Write stdout and stderr in UTF-8 where they are not already: the commands print σ, ≤, −, which a Windows
+    code page (cp1252) cannot encode where the output is redirected to a file or a pipe (a console is UTF-8
+    already). Python 3.15 does this by default (UTF-8 mode, PEP 686): remove once 3.15 is the oldest supported."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and codecs.lookup(stream.encoding).name != "utf-8":
+            stream.reconfigure(encoding="utf-8", errors=stream.errors)
+
+
 if __name__ == "__main__":
+    utf8_output()
     sys.exit(main())

@@ -15,6 +15,7 @@ student copy (an `exercises.json` beside `tests/`); in the reference tree they c
 """
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -23,6 +24,11 @@ from hypothesis import settings
 
 settings.register_profile("default", max_examples=40, deadline=None)
 settings.load_profile("default")
+
+# The tests read what a Python they start prints as UTF-8; on Windows that Python writes a pipe in the locale's code
+# page (cp1252) unless told, so every child is told (python -m minitransformer writes UTF-8 anyway: __main__.py;
+# tests/test_other_systems.py runs it without this, in an ASCII locale).
+os.environ["PYTHONIOENCODING"] = "utf-8"
 
 LEFT_OUT = "Left out of this student copy"          # minitransformer.exercises.leaks.LEFT_OUT
 _HINT = re.compile(r"Exercise (?P<name>[a-z_]+\.[a-z_]+)(?:: write the missing code(?: in (?P<where>\S+))?)?")

@@ -10,11 +10,13 @@ import pytest
 from minitransformer.__main__ import main
 from minitransformer.exercises.catalogue import EXERCISES
 from minitransformer.exercises.grade import grade_copy, score_table
-from minitransformer.exercises.isolation import Limits
+from minitransformer.exercises.isolation import LINUX_ONLY, Limits
 from minitransformer.exercises.leaks import student_notebook
 from minitransformer.exercises.make import make_student_copy, reference_package, select_regions
 from minitransformer.exercises.regions import find_regions, package_regions, replace_regions
 from minitransformer.gradcheck.cases import all_cases
+
+grades_in_the_sandbox = pytest.mark.skipif(sys.platform != "linux", reason=LINUX_ONLY)
 
 REFERENCE = reference_package()
 REGIONS = package_regions(REFERENCE)
@@ -144,6 +146,7 @@ def assign(copy, regions=None, seed=19):
     return assignment
 
 
+@grades_in_the_sandbox
 def test_grading_every_exercise_fails_the_chosen_ones_and_what_calls_them(copy_of, tmp_path, capsys):
     copy = copy_of("layernorm", "softmax")
     assign(copy, sorted(REGIONS))               # the instructor grades every exercise; the copy blanked two
@@ -165,6 +168,7 @@ def test_grading_every_exercise_fails_the_chosen_ones_and_what_calls_them(copy_o
             assert grade["points"] == grade["max_points"] == len(select_regions(REGIONS, [name])), name
 
 
+@grades_in_the_sandbox
 def test_putting_the_reference_bodies_back_gives_full_marks(tmp_path, capsys):
     copy = tmp_path / "student"                 # made and graded as an instructor does, on the command line
     assert main(["exercises", "make", str(copy), "--only", "layernorm,softmax,attention.backward"]) == 0
@@ -183,6 +187,7 @@ def test_putting_the_reference_bodies_back_gives_full_marks(tmp_path, capsys):
     assert all(e["backward_error"] < 1e-7 and e["forward_ok"] for e in result["exercises"])
 
 
+@grades_in_the_sandbox
 def test_layernorm_backward_without_the_mean_term_is_caught_and_located(copy_of):
     copy = copy_of("layernorm")
     indent = REGIONS["layernorm.backward"][1].indent
@@ -205,6 +210,7 @@ def test_layernorm_backward_without_the_mean_term_is_caught_and_located(copy_of)
     assert "layernorm: wrong" in score_table([grade])
 
 
+@grades_in_the_sandbox
 def test_attention_is_graded_with_the_students_softmax(copy_of):
     """attention's cases call softmax: its process runs the student's (the reference's answer is never there)."""
     copy = copy_of("softmax", "attention")
@@ -217,6 +223,7 @@ def test_attention_is_graded_with_the_students_softmax(copy_of):
     assert (softmax.points, attention.points) == (2, 2)
 
 
+@grades_in_the_sandbox
 def test_hanging_crashing_and_unmarked_answers_are_reported(copy_of):
     copy = copy_of("linear", "relu", "embedding", "crossentropy", "gelu")
     indent = REGIONS["linear.backward"][1].indent

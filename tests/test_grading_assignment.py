@@ -3,6 +3,7 @@ says what `exercises grade` grades, for how many points, on which inputs."""
 
 import json
 import shutil
+import sys
 
 import pytest
 from _grading_answers import REFERENCE, REGIONS, put_bodies, reference_body, wrong_body
@@ -16,7 +17,11 @@ from minitransformer.exercises.assignment import (
     write_assignment,
 )
 from minitransformer.exercises.grade import grade_copy
+from minitransformer.exercises.isolation import LINUX_ONLY
 from minitransformer.exercises.make import make_student_copy
+
+if sys.platform != "linux":
+    pytest.skip(LINUX_ONLY, allow_module_level=True)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -31,7 +32,10 @@ from _grading_answers import (
 from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import ReferenceChanged, new_assignment, write_assignment
 from minitransformer.exercises.grade import grade_copy
-from minitransformer.exercises.isolation import Limits
+from minitransformer.exercises.isolation import LINUX_ONLY, Limits
+
+if sys.platform != "linux":
+    pytest.skip(LINUX_ONLY, allow_module_level=True)
 
 ASSIGNED = ["layernorm.backward", "relu.backward"]
 

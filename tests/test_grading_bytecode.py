@@ -17,7 +17,10 @@ from _grading_answers import REFERENCE, fresh_copy, indented, make_once, put_bod
 
 from minitransformer.exercises.assignment import ReferenceChanged, foreign_code, new_assignment, verify_reference
 from minitransformer.exercises.grade import grade_copy
-from minitransformer.exercises.isolation import choose_isolation
+from minitransformer.exercises.isolation import LINUX_ONLY, choose_isolation
+
+if sys.platform != "linux":
+    pytest.skip(LINUX_ONLY, allow_module_level=True)
 
 POISON = "relu.py's forward returns zeros"
 

@@ -6,6 +6,7 @@ costs its own row, never the run.
 import csv
 import os
 import shutil
+import sys
 import time
 
 import pytest
@@ -14,6 +15,10 @@ from _grading_answers import REFERENCE, REGIONS, indented, make_once, put_bodies
 from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import new_assignment, write_assignment
 from minitransformer.exercises.classroom import class_paths, grade_class, students
+from minitransformer.exercises.isolation import LINUX_ONLY
+
+if sys.platform != "linux":
+    pytest.skip(LINUX_ONLY, allow_module_level=True)
 
 GRADED = ["gelu.backward", "gelu.forward", "relu.backward"]
 GOOD = {name: reference_body(name) for name in GRADED}

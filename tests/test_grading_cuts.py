@@ -3,13 +3,15 @@ bringing pytest, and `--isolation`'s help saying what the grade's first line say
 """
 
 import configparser
+import sys
 
+import pytest
 from _grading_answers import REFERENCE, make_once
 
 from minitransformer.commands.exercises import add_arguments
 from minitransformer.exercises.check import CaseCheck, ExerciseCheck, describe
 from minitransformer.exercises.grade import ExerciseGrade, score_table
-from minitransformer.exercises.isolation import BubblewrapIsolation, Limits, ProcessIsolation
+from minitransformer.exercises.isolation import LINUX_ONLY, BubblewrapIsolation, Limits, ProcessIsolation
 
 
 def test_a_part_that_was_not_assigned_reads_not_assigned_never_as_a_pass():
@@ -41,6 +43,7 @@ def test_the_copys_install_brings_pytest_for_its_self_check(tmp_path_factory):
     assert "`pip install -e .` (pytest, for the self-check, comes with it)" in (copy / "README.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason=LINUX_ONLY)
 def test_the_isolation_option_says_what_each_level_prints():
     import argparse
 

@@ -19,6 +19,10 @@ from _grading_answers import REFERENCE, fresh_copy, indented, make_once, put_bod
 from minitransformer import __version__
 from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import new_assignment, write_assignment
+from minitransformer.exercises.isolation import LINUX_ONLY
+
+if sys.platform != "linux":
+    pytest.skip(LINUX_ONLY, allow_module_level=True)
 
 ASSIGNED = ["layernorm.backward", "relu.backward"]
 

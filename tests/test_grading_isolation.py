@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -22,9 +23,12 @@ from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import new_assignment, write_assignment
 from minitransformer.exercises.catalogue import exercise_named
 from minitransformer.exercises.grade import OutputRefused, _exercise_files, grade_copy, read_arrays, read_records
-from minitransformer.exercises.isolation import Limits, _others_can_read, choose_isolation, scratch
+from minitransformer.exercises.isolation import LINUX_ONLY, Limits, _others_can_read, choose_isolation, scratch
 from minitransformer.exercises.leaks import leaks_in, package_secrets
 from minitransformer.exercises.make import _copy_package
+
+if sys.platform != "linux":
+    pytest.skip(LINUX_ONLY, allow_module_level=True)
 
 try:
     choose_isolation("bubblewrap")

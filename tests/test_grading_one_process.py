@@ -9,6 +9,7 @@ its exercise.
 import copy
 import os
 import platform
+import sys
 
 import pytest
 import test_grading_attacks as attacks
@@ -16,8 +17,11 @@ from _grading_answers import indented, put_bodies, reference_body
 
 from minitransformer.exercises.assignment import new_assignment
 from minitransformer.exercises.grade import grade_copy
-from minitransformer.exercises.isolation import choose_isolation
+from minitransformer.exercises.isolation import LINUX_ONLY, choose_isolation
 from minitransformer.exercises.make import reference_package
+
+if sys.platform != "linux":
+    pytest.skip(LINUX_ONLY, allow_module_level=True)
 
 # the attack tests' copy (relu and layernorm.backward assigned: graded in the catalogue's order, relu first), levels
 made, student, level, ASSIGNED = attacks.made, attacks.student, attacks.level, attacks.ASSIGNED

@@ -1,6 +1,7 @@
 """0.3's module paths that 0.4 moved keep working for one version, with a DeprecationWarning naming the new ones."""
 
 import importlib
+import importlib.util
 import sys
 
 import pytest

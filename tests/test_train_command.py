@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from minitransformer.commands.threads import cores_available
 from minitransformer.training.checkpoint import read_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures"
+RUN_1, RUN_2 = os.path.join("runs", "run-001"), os.path.join("runs", "run-002")     # as printed (runs\run-001 on Windows)
 TINY = ["--block-size", "8", "--batch-size", "4", "--n-layers", "1", "--n-heads", "2", "--d-model", "16",
         "--d-ff", "32", "--eval-interval", "2", "--eval-batches", "1", "--no-progress", "--sample-tokens", "0"]
 
@@ -91,14 +93,14 @@ def test_without_out_every_run_gets_a_new_directory_and_latest_names_the_newest(
     assert cli(train(text_file), capsys)[0] == 0                # the README's main command, twice
     first = _files(tmp_path / "runs" / "run-001")
     code, out, _ = cli(train(text_file, "--seed", "5"), capsys)
-    assert code == 0 and "checkpoint: runs/run-002" in out
+    assert code == 0 and f"checkpoint: {RUN_2}" in out
     assert _files(tmp_path / "runs" / "run-001") == first      # the first run untouched
     latest = tmp_path / "runs" / "latest"
     if latest.is_symlink():                                     # where the OS allows symlinks
         assert os.readlink(latest) == "run-002"
     assert read_checkpoint(latest)[0]["train_config"]["seed"] == 5
     code, out, _ = cli(train(text_file, "--resume", steps=4), capsys)   # --resume alone: the newest run
-    assert code == 0 and "resuming at step 2 (runs/run-002)" in out
+    assert code == 0 and f"resuming at step 2 ({RUN_2})" in out
     assert read_checkpoint(tmp_path / "runs" / "run-002")[0]["step"] == 4
     assert _files(tmp_path / "runs" / "run-001") == first
 
@@ -108,11 +110,11 @@ def test_a_real_runs_latest_directory_from_0_2_is_kept(tmp_path, text_file, caps
     shutil.copytree(FIXTURES / "checkpoint_0_2", tmp_path / "runs" / "latest")
     kept = _files(tmp_path / "runs" / "latest")
     code, out, err = cli(train(text_file), capsys)
-    assert code == 0 and "checkpoint: runs/run-001" in out
-    assert "runs/latest is a directory" in err and "left as it is" in err
+    assert code == 0 and f"checkpoint: {RUN_1}" in out
+    assert f"{os.path.join('runs', 'latest')} is a directory" in err and "left as it is" in err
     assert not (tmp_path / "runs" / "latest").is_symlink() and _files(tmp_path / "runs" / "latest") == kept
     code, out, _ = cli(train(text_file, "--resume", steps=4), capsys)   # the newest run is the numbered one
-    assert code == 0 and "(runs/run-001)" in out
+    assert code == 0 and f"({RUN_1})" in out
 
 
 def test_resume_of_a_malformed_checkpoint_is_one_error_line(tmp_path, text_file, capsys):
@@ -230,7 +232,8 @@ def test_a_user_error_is_one_line_exit_2_before_any_model(case, tmp_path, text_f
     assert not (tmp_path / "runs").exists()                     # nothing made
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads any file")
+@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0,
+                    reason="chmod 0 does not stop root, nor anyone on Windows (only its read-only flag)")
 def test_an_unreadable_text_is_one_error_line(tmp_path, text_file, capsys, no_model):
     text_file.chmod(0)
     try:
@@ -302,7 +305,7 @@ def test_without_symlinks_the_newest_run_is_the_highest_number(tmp_path, text_fi
         assert cli(train(text_file), capsys)[0] == 0
     assert sorted(os.listdir(tmp_path / "runs")) == ["run-001", "run-002"]
     code, out, _ = cli(train(text_file, "--resume", steps=4), capsys)
-    assert code == 0 and "(runs/run-002)" in out
+    assert code == 0 and f"({RUN_2})" in out
     assert cli(["sample", "--max-new-tokens", "3", "--prompt", "the"], capsys)[0] == 0
 
 

@@ -14,9 +14,10 @@ from ..exercises.catalogue import EXERCISES, NOTEBOOK_EXERCISES
 from ..exercises.check import run_check
 from ..exercises.classroom import class_paths, grade_class, summary, write_gradebook
 from ..exercises.gradescope import build_bundle, failed_results, gradescope_results, write_results
-from ..exercises.isolation import BubblewrapIsolation, Limits, ProcessIsolation, choose_isolation
+from ..exercises.isolation import LINUX_ONLY, BubblewrapIsolation, Limits, ProcessIsolation, choose_isolation
 from ..exercises.make import make_student_copy, reference_package
 from .errors import UsageError, check_output_file
+from .threads import cores_available
 
 HELP = "for instructors: write a student copy with chosen backward/forward passes blanked, grade one or a class"
 # a user's mistake, as the exercise machinery raises it (AssignmentError, ReferenceChanged, FileExistsError among them)
@@ -44,8 +45,8 @@ def add_arguments(parser):
     grade.add_argument("directory", help="the student copy (holding minitransformer/); with --class, a folder per student")
     grade.add_argument("--class", dest="whole_class", action="store_true", help="grade every sub-folder of DIRECTORY "
                        "in parallel, resumably (run it again to finish), into a gradebook CSV in Canvas's layout")
-    grade.add_argument("-j", "--jobs", type=int, default=len(os.sched_getaffinity(0)), metavar="N",
-                       help="with --class: students graded at a time (the cores)")
+    grade.add_argument("-j", "--jobs", type=int, default=cores_available(), metavar="N",
+                       help="with --class: students graded at a time (the cores this process may use)")
     grade.add_argument("--gradebook", metavar="FILE", help="with --class: the gradebook CSV, replaced (default: "
                        "<DIRECTORY>.gradebook.csv beside it; each student's grade kept in <FILE stem>.grades/)")
     grade.add_argument("--assignment", metavar="FILE", help="the assignment exercises make wrote "
@@ -115,6 +116,9 @@ def _checked_assignment(path):
 
 
 def run_grade(args):
+    if sys.platform != "linux":                         # before anything is read or written: one line, where to grade
+        system = {"darwin": "macOS", "win32": "Windows"}.get(sys.platform, sys.platform)
+        raise UsageError(f"exercises grade on {system}: {LINUX_ONLY}")
     limits = Limits(timeout=args.timeout, memory_mb=args.memory)
     if args.whole_class:
         return run_grade_class(args, limits)

@@ -6,7 +6,9 @@
 * `--workers N` without mpiexec is a shortcut: the command replaces itself with `mpiexec -n N` running the
   very same command line, printed first, so a user sees and can reuse it. It stays because the README's
   commands must work for a user who has never heard of MPI, and because an `exec` keeps Ctrl-C working: the
-  terminal's Ctrl-C reaches mpiexec, which forwards it to every rank.
+  terminal's Ctrl-C reaches mpiexec, which forwards it to every rank. (Windows has no exec: there the command
+  runs mpiexec and waits for it.) Where mpi4py or mpiexec is missing, one line says what to install: on
+  Windows, where MPICH has no build, Microsoft MPI.
 * Each rank limits its BLAS and OpenMP threads to its share of its host's cores, and rank 0's first line says
   so, with the number of ranks and the mode (commands/threads.py).
 * Rank 0 alone prints: the others' stdout and stderr go to os.devnull (their one-line failures excepted).
@@ -20,6 +22,7 @@
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -48,6 +51,8 @@ def launch(workers, argv, environment):
     command = [mpiexec, "-n", str(workers), sys.executable, "-m", "minitransformer", *argv]
     variables = [f"{name}={environment[name]}" for name in VARIABLES]
     print(f"running: {shlex.join(variables + command)}", file=sys.stderr, flush=True)
+    if sys.platform == "win32":         # no exec on Windows (os.execve would end this process, leaving mpiexec running
+        sys.exit(subprocess.run(command, env=environment).returncode)   # behind the shell's prompt): wait for it
     os.execve(mpiexec, command, environment)
 
 

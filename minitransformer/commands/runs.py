@@ -65,7 +65,13 @@ def _point_latest(root, name):
     temporary = os.path.join(root, f".latest-{secrets.token_hex(4)}")
     try:
         os.symlink(name, temporary, target_is_directory=True)
-        os.replace(temporary, link)
+        try:
+            os.replace(temporary, link)
+        except OSError:                         # Windows renames nothing onto a directory, nor onto a link to one:
+            if not os.path.islink(link):        # the old link goes first (meanwhile latest_run takes the highest
+                raise                           # number, which is this run)
+            os.remove(link)
+            os.replace(temporary, link)
     except (OSError, NotImplementedError):      # no symlinks here (e.g. Windows without the privilege)
         if os.path.lexists(temporary):
             os.remove(temporary)

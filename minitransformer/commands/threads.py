@@ -12,23 +12,25 @@ that host (at least one), or to `train --threads-per-rank N`:
   loaded before the variables were read; the run's first line reports the threads each rank then has
   (`threadpoolctl.threadpool_info()`, gathered from every rank).
 
-Cores are those this process may run on (`os.sched_getaffinity`; all of the machine's where that is
-unknown). A one-process run keeps the libraries' own choice unless `--threads-per-rank` is given.
+Cores are those this process may run on (`cores_available`: its affinity mask on Linux, all of the machine's on
+macOS and Windows). A one-process run keeps the libraries' own choice unless `--threads-per-rank` is given.
 
 Left out: binding ranks to cores (mpiexec's `-bind-to core`), which a shared machine's scheduler does better.
 """
 
 import os
+import sys
 
 VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def cores_available():
-    """The number of cores this process may run on."""
-    try:
+    """The number of cores this process may run on: its affinity mask on Linux (a container or `taskset` may give it
+    fewer than the machine has), the machine's cores on macOS and Windows, whose `os` has no such mask. (Python 3.13's
+    `os.process_cpu_count()` is this on every system: use it once 3.13 is the oldest Python supported.)"""
+    if sys.platform == "linux":
         return len(os.sched_getaffinity(0))
-    except AttributeError:                      # macOS, Windows: no affinity mask
-        return os.cpu_count() or 1
+    return os.cpu_count() or 1
 
 
 def check(threads_per_rank):

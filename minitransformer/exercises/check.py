@@ -14,7 +14,7 @@ import numpy as np
 from ..gradcheck.cases import all_cases
 from ..gradcheck.checker import DEFAULT_TOLERANCE, compare, compare_gradients, input_names
 from .catalogue import EXERCISES, exercise_named
-from .runner import located
+from .located import located
 
 CHECK_SEED = 1912                   # the self-check's inputs; the grader draws its own
 EXPECTED_FILE = Path(__file__).resolve().with_name("expected_outputs.npz")

@@ -37,7 +37,7 @@ from .make import _copy_package, check_is_reference, read_manifest, reference_pa
 from .regions import blank_regions, find_regions, package_regions, replace_regions
 from .runner import count_processes
 
-RUNNER = Path(__file__).resolve().with_name("runner.py")
+HARNESS = [Path(__file__).resolve().with_name(name) for name in ("runner.py", "located.py")]   # runner.py imports located.py
 SOURCE_LIMIT = 2**20                  # bytes of a student's source file the grader reads
 RESULT_LIMIT = 2**20                  # bytes of the JSON the student's process may hand back
 GRACE = 30                            # seconds the contained process may take beyond the time limit (its start)
@@ -396,7 +396,7 @@ def _write_task(isolation, workdir, jobs, limits):
     """Write the task the runner reads into the job directory `workdir`: inputs.npz, the cases' inputs, parameter
     values and upstream gradients; task.json, what to run and under which limits; and, where only the grader reads
     them (private/, 0600), each exercise's files, handed to its child alone as a descriptor."""
-    uid = isolation.user[0] if isolation.user else os.geteuid()
+    uid = isolation.student_uid()
     count = count_processes(uid) if uid != 0 else None       # RLIMIT_NPROC never holds for root
     arrays, exercises = {}, []
     for job in jobs:
@@ -489,7 +489,8 @@ def _grade_jobs(isolation, jobs, reference, assigned, reference_regions, limits)
     workdir = new_workdir(isolation, "grade-")
     try:
         _copy_package(reference, workdir / "pkg" / "minitransformer", assigned, reference_regions)   # no answer in it
-        shutil.copy2(RUNNER, workdir / "harness" / "runner.py")
+        for script in HARNESS:
+            shutil.copy2(script, workdir / "harness" / script.name)
         _write_task(isolation, workdir, jobs, limits)
         if isolation.user:
             open_for_student(workdir)

@@ -79,6 +79,10 @@ class ProcessIsolation:
             with suppress(KeyError):
                 self.user = tuple(pwd.getpwnam(NOBODY)[2:4])
 
+    def student_uid(self):
+        """The uid the student's code runs as: nobody's under root, else the grader's own."""
+        return self.user[0] if self.user else os.geteuid()
+
     def paths(self, workdir):
         """Where the student's process finds the package root, the task, the runner and NumPy (`site`)."""
         root = self.SANDBOX or workdir
@@ -173,6 +177,11 @@ class BubblewrapIsolation(ProcessIsolation):
                 f"your files and the network are out of reach")
 
 
+# why `exercises grade` is refused off Linux (commands/exercises.py) or without /proc
+LINUX_ONLY = ("grading needs Linux with /proc (the student's code runs in a Linux sandbox: namespaces, seccomp, its "
+              "processes found and killed in /proc): grade on a Linux machine, or on Gradescope, whose autograder runs "
+              "on its Linux image (exercises gradescope-bundle writes it); students check their answers with exercises "
+              "check on any system")
 _CHOSEN = {}                                    # reference -> (BubblewrapIsolation or None, why not): probed once
 
 
@@ -181,9 +190,8 @@ def choose_isolation(level="auto", reference=None):
     "bubblewrap" (RuntimeError where it does not work) or "process"; `reference`: the reference package's directory."""
     if level not in ("auto", "bubblewrap", "process"):
         raise ValueError(f"--isolation expected auto, bubblewrap or process, got {level!r}")
-    if not sys.platform.startswith("linux") or not Path("/proc/self/status").exists():
-        raise RuntimeError("grading needs Linux with /proc (the student's processes are found and killed there): "
-                           "grade on a Linux machine, or with the Gradescope bundle")
+    if sys.platform != "linux" or not Path("/proc/self/status").exists():
+        raise RuntimeError(LINUX_ONLY)
     if level == "process":
         return ProcessIsolation(reference=reference)
     if str(reference) not in _CHOSEN:

@@ -34,6 +34,7 @@ tests/test_tiled_attention.py measures its memory.
 """
 
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor, wait
 from functools import lru_cache
 
@@ -182,6 +183,7 @@ def _pool(n_threads):
     return ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="tiled-attention")
 
 
-os.register_at_fork(after_in_child=_pool.cache_clear)    # a forked child has none of the parent's threads
+if sys.platform != "win32":                             # Windows starts processes anew: there is no fork
+    os.register_at_fork(after_in_child=_pool.cache_clear)    # a forked child has none of the parent's threads
 
 FAST_FORMS = {TiledAttention: FastTiledAttention}

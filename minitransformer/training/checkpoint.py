@@ -144,7 +144,10 @@ def save_checkpoint(directory, model, optimizer, meta):
         _remove_if_there(arrays_path)                                     # named by no checkpoint
         raise
     if replaced is not None and replaced != arrays_name and SAVED_ARRAYS_NAME.fullmatch(replaced):
-        _remove_if_there(os.path.join(directory, replaced))               # the replaced checkpoint's arrays
+        try:
+            _remove_if_there(os.path.join(directory, replaced))           # the replaced checkpoint's arrays
+        except PermissionError:                 # Windows: another process (a `sample`) still reads it; it stays,
+            pass                                # named by no checkpoint, and the save stands
 
 
 def _temporary_file(directory):

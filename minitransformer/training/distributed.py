@@ -80,6 +80,7 @@ the weights themselves (ZeRO-3, FSDP's FULL_SHARD), a rank joining or leaving a 
 
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -90,7 +91,11 @@ from .phases import laps
 
 DROPOUT_STREAM = 3          # rank k's dropout masks at a step: default_rng([seed, 3, step, k])
 MODES = ("replicated", "sharded")
-INSTALL = 'pip install "minitransformer[mpi]" (mpi4py and an MPI, e.g. pip install mpi4py mpich)'
+if sys.platform == "win32":         # MPICH has no Windows build: Microsoft's MPI, installed apart, with mpi4py
+    INSTALL = ('install Microsoft MPI (its runtime, msmpisetup.exe, from Microsoft; it puts mpiexec on PATH) and '
+               'pip install "minitransformer[mpi]" (mpi4py)')
+else:
+    INSTALL = 'pip install "minitransformer[mpi]" (mpi4py and an MPI, e.g. pip install mpi4py mpich)'
 
 
 def mpi_world():
