@@ -625,8 +625,8 @@ EQUIVALENT = [
              equivalent="the mask enters both losses and their gradients only as mask / sum(mask), so a mask of "
                         "any constant value scores every position alike"),
     Mutation(PKG + "tokenizers/gpt2.py", "if self.cache_size:", "if True:", GPT2_TOKENIZER,
-             equivalent="with cache_size 0 the entry is stored and at once dropped again (the cache is longer than 0), "
-                        "so the cache stays empty and every id is bpe's, as without the guard; only time differs"),
+             equivalent="with cache_size 0 each entry is stored and at once dropped (one entry is more than 0), so "
+                        "the cache stays empty and every pre-token goes through bpe, as with the guard; only time differs"),
 ]
 MUTATIONS += EQUIVALENT
 
