@@ -238,39 +238,36 @@ def test_tokens_of_one_length_are_tried_in_sorted_order_whatever_the_sets_order(
         r"(<\|a\|>|<\|b\|>|<\|c\|>|<\|d\|>|<\|e\|>|<\|f\|>|<\|g\|>|<\|h\|>)")
 
 
-def test_the_last_64_sets_of_special_tokens_are_kept_compiled(monkeypatch):
+@pytest.fixture()
+def compiled(monkeypatch):
+    """The patterns special_tokens.py compiles from here on (its cache of compiled sets emptied before and after)."""
+    patterns = []
+
+    def counting_compile(pattern):
+        patterns.append(pattern)
+        return re.compile(pattern)
+    monkeypatch.setattr(special_tokens_module, "re", types.SimpleNamespace(compile=counting_compile, escape=re.escape))
+    special_tokens_module.special_pattern.cache_clear()
+    yield patterns
+    special_tokens_module.special_pattern.cache_clear()
+
+
+def test_the_last_64_sets_of_special_tokens_are_kept_compiled(compiled):
     """The module keeps the 64 most recently used sets' patterns: 64 sets used twice compile 64 times; a 65th
     set pushes out the least recently used one, which compiles again when it comes back."""
-    compiled = []
-
-    def counting_compile(pattern):
-        compiled.append(pattern)
-        return re.compile(pattern)
-    monkeypatch.setattr(special_tokens_module, "re", types.SimpleNamespace(compile=counting_compile, escape=re.escape))
-    special_tokens_module.special_pattern.cache_clear()
     sets = [frozenset({f"<|{number}|>"}) for number in range(65)]
-    try:
-        for tokens in sets[:64] + sets[:64]:
-            special_tokens_module.special_pattern(tokens)
-        assert len(compiled) == 64
-        special_tokens_module.special_pattern(sets[64])
-        for tokens in sets[1:64]:
-            special_tokens_module.special_pattern(tokens)
-        assert len(compiled) == 65
-        special_tokens_module.special_pattern(sets[0])
-        assert len(compiled) == 66
-    finally:
-        special_tokens_module.special_pattern.cache_clear()
+    for tokens in sets[:64] + sets[:64]:
+        special_tokens_module.special_pattern(tokens)
+    assert len(compiled) == 64
+    special_tokens_module.special_pattern(sets[64])
+    for tokens in sets[1:64]:
+        special_tokens_module.special_pattern(tokens)
+    assert len(compiled) == 65
+    special_tokens_module.special_pattern(sets[0])
+    assert len(compiled) == 66
 
 
-def test_each_set_of_special_tokens_is_compiled_once(two_specials, monkeypatch):
-    compiled = []
-
-    def counting_compile(pattern):
-        compiled.append(pattern)
-        return re.compile(pattern)
-    monkeypatch.setattr(special_tokens_module, "re", types.SimpleNamespace(compile=counting_compile, escape=re.escape))
-    special_tokens_module.special_pattern.cache_clear()
+def test_each_set_of_special_tokens_is_compiled_once(two_specials, compiled):
     for _ in range(5):
         two_specials.encode("a<|endoftext|>b", allowed_special={EOT}, disallowed_special=())
         two_specials.encode("a b")                              # the check for both, whatever the text
