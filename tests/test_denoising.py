@@ -109,18 +109,29 @@ def test_the_task_lays_out_pad_bos_eos_mask_sentinels_then_the_text():
     assert np.all(tgt_in[:, 0] == BOS) and np.all(tgt_out[:, -1] == EOS)
     np.testing.assert_array_equal(tgt_in[:, 1:], tgt_out[:, :-1])                 # the target, shifted by one
     for window in tgt_out[:, :-1] - 12:                         # the clean window, its ids moved past 11
-        assert any(np.array_equal(window, stream[start:start + 10]) for start in range(20))
+        assert any(np.array_equal(window, stream[start:start + 10]) for start in range(21))
     assert np.all((src == MASK) | (src == tgt_out[:, :-1])) and np.all(np.sum(src == MASK, axis=1) == 2)
 
 
 def test_the_task_draws_every_window_start_alike():
-    """Window starts are uniform over 0 .. N - block - 1: 12 starts of a 22-token stream in windows of 10 (6,000
-    windows: each start's frequency 1/12, standard error 0.0036, tolerance 0.02). A window's first token is its
-    start here, the stream's ids being distinct."""
+    """Window starts are uniform over 0 .. N - block: 13 starts of a 22-token stream in windows of 10, the last
+    window ending on the stream's last token (6,000 windows: each start's frequency 1/13, standard error 0.0034,
+    tolerance 0.02). A window's first token is its start here, the stream's ids being distinct."""
     task = DenoisingTask(np.arange(22), 22, block_size=10, transform="token_masking", rng=0)
     starts = task.train_batch(6000)[2][:, 0] - task.offset                    # the clean target's first token
-    assert set(starts.tolist()) == set(range(12))
-    assert np.abs(np.bincount(starts) / starts.size - 1 / 12).max() < 0.02
+    assert set(starts.tolist()) == set(range(13))
+    assert np.abs(np.bincount(starts) / starts.size - 1 / 13).max() < 0.02
+
+
+def test_every_token_of_the_stream_is_in_some_window():
+    """A stream of block + 1 tokens holds two windows, the second ending on the last token: both are drawn
+    (200 windows, each missed with probability 2^-200); a stream of exactly block tokens is its one window."""
+    stream = np.arange(11)
+    task = DenoisingTask(stream, 11, block_size=10, transform="token_masking", rng=0)
+    windows = {tuple(window) for window in task.train_batch(200)[2][:, :-1] - task.offset}
+    assert windows == {tuple(range(10)), tuple(range(1, 11))}
+    task = DenoisingTask(stream[:10], 11, block_size=10, transform="token_masking", rng=0)
+    np.testing.assert_array_equal(task.train_batch(3)[2][:, :-1] - task.offset, [stream[:10]] * 3)
 
 
 @pytest.mark.parametrize("transform", DenoisingTask.TRANSFORMS)
@@ -199,7 +210,7 @@ def test_same_seed_same_corruption_and_docstring_examples_hold():
     (lambda: token_deletion([100], 0), "at least 2 integer ids"),
     (lambda: text_infilling(clean(10), MASK, 0, rate=0), r"text_infilling expected rate in \(0, 1\), got 0"),
     (lambda: DenoisingTask(clean(100), 20, 16, "shuffle"), "DenoisingTask expected transform in"),
-    (lambda: DenoisingTask(clean(10), 20, 16, "token_masking"), "more than block_size = 16 tokens, got 10"),
+    (lambda: DenoisingTask(clean(10), 20, 16, "token_masking"), "at least block_size = 16 tokens, got 10"),
 ])
 def test_bad_input_is_a_clear_error(call, message):
     with pytest.raises(ValueError, match=message):

@@ -2,8 +2,10 @@
 
 * special tokens are cut out before counting: no merge spans or builds one; they take the last ids;
 * merges stay inside GPT-2's pre-tokens: every learned token is one pre-token;
-* GPT-2's two-file format: saved and read back (`from_files`), the same ids; saving refuses to overwrite;
+* GPT-2's two-file format: saved and read back (`from_files`), the same ids; saving refuses to overwrite either
+  file and makes a missing folder;
 * tiktoken built from the saved files gives the same ids (when tiktoken is installed);
+* a vocab_size of the bytes and special tokens alone learns no merge; a lone surrogate is trained on as its bytes;
 * bad input: a vocab_size too small or too large for the text.
 """
 
@@ -52,6 +54,16 @@ def test_the_two_files_round_trip(trained, tmp_path):
     trained.save(tmp_path, overwrite=True)
 
 
+def test_saving_refuses_when_either_file_is_there_and_makes_a_missing_folder(trained, tmp_path):
+    (tmp_path / "merges.txt").write_text("mine\n", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="merges.txt"):
+        trained.save(tmp_path)
+    assert not (tmp_path / "vocab.json").exists() and (tmp_path / "merges.txt").read_text(encoding="utf-8") == "mine\n"
+    folder = tmp_path / "new" / "folder"
+    trained.save(folder)
+    assert GPT2Tokenizer.from_files(folder / "vocab.json", folder / "merges.txt").merges == trained.merges
+
+
 @requires_tiktoken
 @settings(max_examples=50, deadline=None)
 @given(st.text(alphabet="First Citizen:resolvd.\n ?é", max_size=80))
@@ -63,6 +75,19 @@ def test_decode_inverts_encode_on_unseen_text(trained):
     text = "Ελληνικά, 中文, and\ttabs  —  all unseen.<|endoftext|>"
     assert trained.decode(trained.encode(text, disallowed_special=())) == text
     assert trained.decode(trained.encode(text, allowed_special="all")) == text
+
+
+def test_a_lone_surrogate_is_trained_on_as_its_bytes():
+    text = "a\ud800b " * 20
+    tokenizer = GPT2Tokenizer.train(text, 258)
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    assert tokenizer.merges == [("í", "ł")]                     # its bytes 0xED 0xA0 (0x80 follows), in GPT-2's alphabet
+
+
+def test_a_vocab_size_of_the_bytes_and_specials_alone_learns_no_merge():
+    with_special, without = GPT2Tokenizer.train("abab abab", 257), GPT2Tokenizer.train("abab abab", 256, special_tokens=())
+    assert with_special.merges == without.merges == [] and (with_special.vocab_size, without.vocab_size) == (257, 256)
+    assert with_special.vocab["<|endoftext|>"] == 256 and without.encode("ab") == [without.vocab["a"], without.vocab["b"]]
 
 
 def test_a_vocab_size_below_the_bytes_and_specials_is_refused():

@@ -8,7 +8,10 @@
   allowed, refused with tiktoken's own ValueError when disallowed (the default), plain text when neither;
   the same ids or the same message as tiktoken for every combination of the two options; by hand on a
   tiny tokenizer with two special tokens; each set's pattern compiled once;
-* the word cache: bounded by `cache_size` on a stream of unique words, least recently used dropped;
+* by hand: GPT-2's byte alphabet (its three printable ranges), each alternative of the pattern (and tiktoken's own
+  spelling of it on every text), ranks, a lone surrogate, a cut character, a special token with a non-ASCII letter;
+* the word cache: bounded by `cache_size` on a stream of unique words, least recently used dropped; 65,536 by
+  default on every path;
 * a missing `regex` package: the same clear error on every path that needs it;
 * bad input: malformed files name the file and the line or token; unknown allowed_special; bad ids.
 
@@ -21,7 +24,7 @@ import re
 import types
 
 import pytest
-from _gpt2_files import MERGES, VOCAB, requires_gpt2_files, requires_tiktoken, tiktoken_gpt2
+from _gpt2_files import MERGES, TIKTOKEN_GPT2_PATTERN, VOCAB, requires_gpt2_files, requires_tiktoken, tiktoken_gpt2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,6 +95,29 @@ def test_byte_alphabet_is_256_printable_characters():
     assert sorted(table) == list(range(256)) and len(set(table.values())) == 256
     assert all(char.isprintable() and not char.isspace() for char in table.values())
     assert (table[32], table[10], table[0], table[ord("A")]) == ("Ġ", "Ċ", "Ā", "A")
+
+
+def test_byte_alphabet_keeps_gpt2s_three_printable_ranges_and_moves_the_other_68_bytes_in_order():
+    """By hand from GPT-2's encoder.py: the bytes '!'..'~' (94), '¡'..'¬' (12) and '®'..'ÿ' (82) stand for
+    themselves, 188 in all, and come first; the other 68 (0-32, 127-160, 173) become chr(256), chr(257), ... in
+    byte order: the space chr(288) 'Ġ', DEL chr(289) 'ġ', the no-break space 0xA0 chr(322) 'ł' (GPT-2's token
+    'Âł' is its two UTF-8 bytes), the soft hyphen 0xAD chr(323) 'Ń'."""
+    table = bytes_to_unicode()
+    itself = [byte for byte, char in table.items() if char == chr(byte)]
+    assert len(itself) == 188 and list(table)[:188] == itself
+    assert all(table[byte] == chr(byte) for byte in (33, 126, 161, 172, 174, 255))
+    assert [table[byte] for byte in (0, 32, 127, 160, 173)] == ["Ā", "Ġ", "ġ", "ł", "Ń"]
+    assert list(table)[188:] == [*range(33), *range(127, 161), 173]
+
+
+def test_pretokenize_by_hand_and_as_tiktokens_own_pattern():
+    """Each alternative of GPT-2's pattern by hand: a contraction, letters, numbers and other symbols each with at
+    most one space in front, a whitespace run giving its last space to the next word; and the same pieces as
+    tiktoken's own spelling of the pattern (tests/_gpt2_files.py) on every text above."""
+    regex = pytest.importorskip("regex")
+    assert pretokenize("I've 2024 apples+=3!!  ok") == ["I", "'ve", " 2024", " apples", "+=", "3", "!!", " ", " ok"]
+    for name, text in TEXTS.items():
+        assert pretokenize(text) == regex.findall(TIKTOKEN_GPT2_PATTERN, text), name
 
 
 def test_pretokenize_keeps_every_character():
@@ -186,14 +212,62 @@ def test_where_two_special_tokens_overlap_the_longest_is_found():
     assert split_special("a<|ac", ["<|a", "<|ab|>"]) == ["a", "<|a", "c"]
 
 
-def test_each_set_of_special_tokens_is_compiled_once(two_specials, monkeypatch):
-    compiled = []
+def test_an_option_naming_one_token_by_its_string_means_that_token_alone(two_specials):
+    """One token's string is that token, not its characters: allowed alone, or disallowed alone (the other
+    special token, in neither option, is then ordinary text)."""
+    tokenizer, byte = two_specials, two_specials.vocab
+    text = "<|pad|>a<|endoftext|>"
+    assert tokenizer.encode(text, allowed_special="<|pad|>", disallowed_special=()) == [
+        257, byte["a"]] + [byte[c] for c in "<|endoftext|>"]
+    assert tokenizer.encode("a<|endoftext|>", disallowed_special="<|pad|>") == [byte[c] for c in "a<|endoftext|>"]
+    with pytest.raises(ValueError) as refused:
+        tokenizer.encode(text, disallowed_special="<|pad|>")
+    assert str(refused.value) == DISALLOWED_MESSAGE.format(token="<|pad|>")
+
+
+def test_without_special_tokens_the_text_is_one_part():
+    assert split_special("a<|endoftext|>b", []) == split_special("a<|endoftext|>b", ()) == ["a<|endoftext|>b"]
+    assert split_special("", [EOT]) == [""] and split_special(EOT, [EOT]) == ["", EOT, ""]
+
+
+def test_tokens_of_one_length_are_tried_in_sorted_order_whatever_the_sets_order():
+    """Eight tokens of one length: the pattern lists them sorted, so each set has one pattern in every process
+    (a set's order follows the strings' hashes, which change from process to process)."""
+    tokens = [f"<|{letter}|>" for letter in "hgfedcba"]
+    assert special_tokens_module.special_pattern(frozenset(tokens)).pattern == (
+        r"(<\|a\|>|<\|b\|>|<\|c\|>|<\|d\|>|<\|e\|>|<\|f\|>|<\|g\|>|<\|h\|>)")
+
+
+@pytest.fixture()
+def compiled(monkeypatch):
+    """The patterns special_tokens.py compiles from here on (its cache of compiled sets emptied before and after)."""
+    patterns = []
 
     def counting_compile(pattern):
-        compiled.append(pattern)
+        patterns.append(pattern)
         return re.compile(pattern)
     monkeypatch.setattr(special_tokens_module, "re", types.SimpleNamespace(compile=counting_compile, escape=re.escape))
     special_tokens_module.special_pattern.cache_clear()
+    yield patterns
+    special_tokens_module.special_pattern.cache_clear()
+
+
+def test_the_last_64_sets_of_special_tokens_are_kept_compiled(compiled):
+    """The module keeps the 64 most recently used sets' patterns: 64 sets used twice compile 64 times; a 65th
+    set pushes out the least recently used one, which compiles again when it comes back."""
+    sets = [frozenset({f"<|{number}|>"}) for number in range(65)]
+    for tokens in sets[:64] + sets[:64]:
+        special_tokens_module.special_pattern(tokens)
+    assert len(compiled) == 64
+    special_tokens_module.special_pattern(sets[64])
+    for tokens in sets[1:64]:
+        special_tokens_module.special_pattern(tokens)
+    assert len(compiled) == 65
+    special_tokens_module.special_pattern(sets[0])
+    assert len(compiled) == 66
+
+
+def test_each_set_of_special_tokens_is_compiled_once(two_specials, compiled):
     for _ in range(5):
         two_specials.encode("a<|endoftext|>b", allowed_special={EOT}, disallowed_special=())
         two_specials.encode("a b")                              # the check for both, whatever the text
@@ -209,9 +283,26 @@ def test_the_word_cache_stays_bounded_and_keeps_the_recent_words():
         assert tokenizer.encode(" the " + word) == uncached.encode(" the " + word)
         assert len(tokenizer.cache) <= 8 and " the" in tokenizer.cache        # used by every text: never dropped
     assert list(tokenizer.cache)[-1] == " " + words[-1] and len(uncached.cache) == 0
+    assert len(tokenizer.cache) == 8                             # full, not one short
     assert " " + words[0] not in tokenizer.cache                # the least recently used went first
-    with pytest.raises(ValueError, match="GPT2Tokenizer expected cache_size an int >= 0 .*, got -1"):
-        GPT2Tokenizer({c: i for i, c in enumerate(alphabet)}, [], cache_size=-1)
+    one = GPT2Tokenizer({c: i for i, c in enumerate(alphabet)}, [], cache_size=1)
+    one.encode("a b")
+    assert list(one.cache) == [" b"]                            # a cache of one keeps the last pre-token
+    for size in (-1, True):
+        with pytest.raises(ValueError, match=f"GPT2Tokenizer expected cache_size an int >= 0 .*, got {size}"):
+            GPT2Tokenizer({c: i for i, c in enumerate(alphabet)}, [], cache_size=size)
+
+
+def test_the_word_cache_keeps_65536_pre_tokens_unless_told_on_every_path(tmp_path):
+    """65,536 by default (tiny Shakespeare has about 14,000 distinct pre-tokens), from the constructor, the two
+    files and training alike; a size given to `from_files` or `train` reaches the tokenizer."""
+    alphabet = list(bytes_to_unicode().values())
+    files = _tiny_files(tmp_path, ["a b"])
+    by_default = {"constructor": GPT2Tokenizer({c: i for i, c in enumerate(alphabet)}, []),
+                  "from_files": GPT2Tokenizer.from_files(*files), "train": GPT2Tokenizer.train("ab ab ab", 257)}
+    assert {path: tokenizer.cache_size for path, tokenizer in by_default.items()} == dict.fromkeys(by_default, 65536)
+    assert GPT2Tokenizer.from_files(*files, cache_size=3).cache_size == 3
+    assert GPT2Tokenizer.train("ab ab ab", 257, cache_size=3).cache_size == 3
 
 
 def test_a_missing_regex_package_is_the_same_clear_error_on_every_path(tmp_path, monkeypatch):
@@ -251,6 +342,37 @@ def test_a_tiny_vocabulary_merges_by_rank(tmp_path):
     tokenizer = GPT2Tokenizer.from_files(*_tiny_files(tmp_path, ["a b"]))
     assert tokenizer.encode("abab a") == [256, 256, tokenizer.vocab["Ġ"], tokenizer.vocab["a"]]   # "Ġa" not learned
     assert tokenizer.encode("<|endoftext|>", allowed_special="all") == [257]
+    assert tokenizer.encode("cab") == [tokenizer.vocab["c"], 256]     # the last merge beats the unlearned pair (c, a)
+    assert tokenizer.encode("ab") == [256]
+
+
+def test_a_tiny_vocabulary_decodes_a_cut_character_and_a_lone_surrogate(tmp_path):
+    """A lead byte alone decodes to U+FFFD; a lone surrogate is encoded as its three bytes and decodes back to
+    itself (the module docstring's one departure from tiktoken); only a str is encoded."""
+    tokenizer = GPT2Tokenizer.from_files(*_tiny_files(tmp_path, ["a b"]))
+    assert tokenizer.decode([tokenizer.vocab["â"], tokenizer.vocab["a"]]) == "\ufffda"   # 0xE2: starts a 3-byte character
+    text = "a\ud800b \udfff"
+    assert tokenizer.encode(text)[:4] == [tokenizer.vocab["a"]] + [tokenizer.vocab[bytes_to_unicode()[byte]]
+                                                                   for byte in (0xED, 0xA0, 0x80)]
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    with pytest.raises(TypeError, match="GPT2Tokenizer.encode expected a str, got bytes"):
+        tokenizer.encode(b"ab")
+
+
+def test_a_special_token_decodes_to_its_own_text_not_to_the_bytes_its_characters_stand_for():
+    """'é' is also the byte alphabet's character for byte 0xE9; a special token is text, so <|café|> decodes to
+    itself."""
+    vocab = {**{c: i for i, c in enumerate(bytes_to_unicode().values())}, "<|café|>": 256}
+    tokenizer = GPT2Tokenizer(vocab, [], special_tokens=("<|café|>",))
+    ids = tokenizer.encode("x<|café|>", allowed_special="all")
+    assert ids == [vocab["x"], 256] and tokenizer.decode(ids) == "x<|café|>"
+
+
+def test_merges_files_with_and_without_the_version_line_and_blank_lines_read_alike(tmp_path):
+    vocab_json, merges_txt = _tiny_files(tmp_path, ["a b", "", ""])
+    assert GPT2Tokenizer.from_files(vocab_json, merges_txt).merges == [("a", "b")]
+    merges_txt.write_text("a b\n", encoding="utf-8")
+    assert GPT2Tokenizer.from_files(vocab_json, merges_txt).merges == [("a", "b")]
 
 
 @pytest.mark.parametrize("lines, vocab_change, message", [
@@ -258,7 +380,11 @@ def test_a_tiny_vocabulary_merges_by_rank(tmp_path):
     (["a c"], None, r"merge 0 'a c' joins or makes a token that is not in the vocabulary"),
     (["a b"], "drop byte", r"the byte tokens \['Ā'\] are missing"),
     (["a b"], "gap", r"expected the ids 0..257, each once"),
-], ids=["three parts", "unknown token", "missing byte", "ids with a gap"])
+    (["a "], None, r"merges.txt, line 2: expected two tokens separated by one space, got 'a '"),
+    (["ab c"], "abc only", r"merge 0 'ab c' joins or makes a token that is not in the vocabulary"),
+    (["a b"], "true as an id", r"vocab.json with .*merges.txt: expected a JSON object of token string -> integer id"),
+], ids=["three parts", "unknown token", "missing byte", "ids with a gap", "an empty part", "a part not in the vocabulary",
+        "a JSON true as an id"])
 def test_malformed_files_name_the_file_and_the_fault(tmp_path, lines, vocab_change, message):
     alphabet = list(bytes_to_unicode().values())
     vocab = {**{c: i for i, c in enumerate(alphabet)}, "ab": 256, "<|endoftext|>": 257}
@@ -267,8 +393,25 @@ def test_malformed_files_name_the_file_and_the_fault(tmp_path, lines, vocab_chan
         vocab.update({"ab": 255, "<|endoftext|>": 256})
     if vocab_change == "gap":
         vocab["<|endoftext|>"] = 300
+    if vocab_change == "abc only":                              # the merge makes "abc" from "ab", which is missing
+        vocab["abc"] = vocab.pop("ab")
+    if vocab_change == "true as an id":                         # JSON's true is Python's True, which equals 1
+        vocab['"'] = True
     with pytest.raises(TokenizerConfigError, match=message):
         GPT2Tokenizer.from_files(*_tiny_files(tmp_path, lines, vocab))
+
+
+def test_a_faulty_vocabulary_names_both_files_and_a_bad_json_file_is_named(tmp_path):
+    alphabet = list(bytes_to_unicode().values())
+    vocab_json, merges_txt = _tiny_files(tmp_path, [], {c: i for i, c in enumerate(alphabet[1:])})
+    with pytest.raises(TokenizerConfigError) as refused:
+        GPT2Tokenizer.from_files(vocab_json, merges_txt)
+    assert str(refused.value).startswith(f"GPT2Tokenizer: {vocab_json} with {merges_txt}: the byte tokens ['!']")
+    vocab_json.write_text("{", encoding="utf-8")
+    with pytest.raises(TokenizerConfigError, match="vocab.json is not a JSON file"):
+        GPT2Tokenizer.from_files(vocab_json, merges_txt)
+    with pytest.raises(TokenizerConfigError, match=r"the special tokens \['<\|pad\|>'\] are not in the vocabulary"):
+        GPT2Tokenizer({c: i for i, c in enumerate(alphabet)}, [], special_tokens=("<|pad|>",))
 
 
 def test_a_missing_file_is_named(tmp_path):

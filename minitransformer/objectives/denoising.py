@@ -186,7 +186,8 @@ class DenoisingTask:
     (the stream's id + `offset`, offset = 4 + n_sentinels).
 
     Args:
-        stream: int (N,) ids of the text in 0 .. n_symbols - 1 (e.g. CharTokenizer ids of the default corpus).
+        stream: int (N,), N >= block_size, ids of the text in 0 .. n_symbols - 1 (e.g. CharTokenizer ids of the
+            default corpus).
         n_symbols: the text's vocabulary size.
         block_size: tokens per window.
         transform: "span_corruption", "token_masking", "token_deletion" or "text_infilling".
@@ -200,8 +201,8 @@ class DenoisingTask:
         if transform not in self.TRANSFORMS:
             raise ValueError(f"DenoisingTask expected transform in {self.TRANSFORMS}, got {transform!r}")
         self.stream, self.block_size, self.transform = np.asarray(stream), block_size, transform
-        if len(self.stream) <= block_size:
-            raise ValueError(f"DenoisingTask needs more than block_size = {block_size} tokens, got {len(self.stream)}")
+        if len(self.stream) < block_size:
+            raise ValueError(f"DenoisingTask needs at least block_size = {block_size} tokens, got {len(self.stream)}")
         self.sentinels = list(range(N_SPECIAL, N_SPECIAL + n_sentinels))
         self.offset = N_SPECIAL + n_sentinels
         self.vocab_size = self.offset + n_symbols
@@ -218,8 +219,11 @@ class DenoisingTask:
         return text_infilling(ids, MASK, self.rng)
 
     def train_batch(self, batch_size):
-        """src (B, S), decoder input [BOS] target (B, T), target [EOS] (B, T), padded with PAD."""
-        starts = self.rng.integers(0, len(self.stream) - self.block_size, size=batch_size)       # (B,)
+        """src (B, S), decoder input [BOS] target (B, T), target [EOS] (B, T), padded with PAD.
+
+        The windows start uniformly at 0 .. N - block_size, so the stream's last token is in windows too.
+        """
+        starts = self.rng.integers(0, len(self.stream) - self.block_size + 1, size=batch_size)   # (B,) 0 .. N - block
         windows = self.stream[starts[:, None] + np.arange(self.block_size)] + self.offset          # (B, block)
         pairs = [self.corrupt(window) for window in windows]
         return (pad_sequences([source for source, _ in pairs], PAD),
