@@ -13,15 +13,27 @@ Generated lists (each between two marker lines of its page; never edit inside th
   each exercise with its regions (read from the package's `### BEGIN SOLUTION` lines), their files and the fast forms
   a copy leaves out; the README's page for instructors links to it.
 - **commands** (docs/guide/quickstart.md): `COMMANDS` of `minitransformer/__main__.py`, each with its `HELP`.
+- **course-plan** (docs/guide/course-plan.md): a ten-week course from the catalogue's `WEEKS` and each exercise's
+  week and what it builds on, in an order that respects it; each exercise's size counted from the reference (its
+  regions; lines to write, those of its regions that are neither blank nor a comment; derivation steps, the
+  equations of its backward's `Derivation:` section, `exercises/derivations.py`), its checks, a time estimate by
+  the rule `ESTIMATE` states, what students install (setup.cfg) and what grading a class costs (the measured
+  table of benchmarks/README.md, "Grading a class", with its date).
 
 Tables of names written by hand (a class or function in backquotes in the first column, the files that define
 it in the second) keep their words; their file column is rewritten from where the package defines each name, so
 that a file that moves needs no hand edit. Everything is read with `ast`, nothing imported: `--root` points the
-script at another copy of the repository (tests/test_docs_lists.py uses one to see the check fail).
+script at another copy of the repository (tests/test_docs_lists.py uses one to see the check fail); the course
+plan loads two standalone files of that copy's package by path, `exercises/regions.py` and
+`exercises/derivations.py`, to read regions and derivations as `exercises make` does.
 """
 
 import argparse
 import ast
+import configparser
+import importlib.util
+import json
+import math
 import pathlib
 import re
 import sys
@@ -112,11 +124,14 @@ def map_list(root):
     return "\n".join(rows)
 
 
-def _literal_calls(path, variable):
-    """The literal arguments of each call in the list assigned to `variable` at a module's top level."""
+def _literal_calls(path, variable, keywords=False):
+    """The literal arguments of each call in the list assigned to `variable` at a module's top level (with
+    `keywords`: (arguments, {keyword: value}) each)."""
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == variable for t in node.targets):
-            return [[ast.literal_eval(arg) for arg in call.args] for call in node.value.elts]
+            calls = [([ast.literal_eval(arg) for arg in call.args],
+                      {word.arg: ast.literal_eval(word.value) for word in call.keywords}) for call in node.value.elts]
+            return calls if keywords else [arguments for arguments, _ in calls]
     raise ValueError(f"{path} assigns no {variable} at its top level")
 
 
@@ -154,9 +169,150 @@ def commands_list(root):
     return "\n".join(rows)
 
 
+# ----------------------------------------------------------------------------------------------- the course plan
+# The time estimate's rule (minutes): a guess to plan with, stated on the page; no class has been timed
+ESTIMATE = {"region": 20, "line": 4, "step": 10}
+
+
+def _standalone(root, relative):
+    """A file of the package at `root` that imports nothing of the package, loaded by path."""
+    spec = importlib.util.spec_from_file_location(f"_plan_{pathlib.Path(relative).stem}", root / PACKAGE / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def exercise_sizes(root):
+    """{exercise: (its regions' parts, lines to write, derivation steps, its file's stem)}, counted from the reference."""
+    regions, derivations = _standalone(root, "exercises/regions.py"), _standalone(root, "exercises/derivations.py")
+    sizes = {}
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        if path.parent.name == "exercises":
+            continue
+        text, relative = path.read_text(encoding="utf-8"), path.relative_to(root / PACKAGE).as_posix()
+        for region in regions.find_regions(text, relative):
+            exercise, part = region.name.split(".", 1)
+            lines = sum(1 for line in region.body if line.strip() and not line.strip().startswith("#"))
+            steps = derivations.equations(derivations.section_of(text, region.begin, relative)) if part == "backward" else 0
+            parts, written, derived, _ = sizes.get(exercise, ((), 0, 0, ""))
+            sizes[exercise] = (tuple(sorted(parts + (part,))), written + lines, derived + steps, path.stem)
+    return sizes
+
+
+def _minutes(total):
+    """`total` minutes rounded up to 5, as 45 min or 1 h 10."""
+    total = 5 * math.ceil(total / 5)
+    return f"{total} min" if total < 60 else f"{total // 60} h {total % 60:02d}".replace(" 00", "")
+
+
+def _notebook_cells(root):
+    """{notebook file name: [grade_ids of its solution cells]}."""
+    cells = {}
+    for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        cells[path.name] = [cell["metadata"]["nbgrader"]["grade_id"] for cell in notebook["cells"]
+                            if cell.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    return cells
+
+
+def plan_order(root):
+    """The catalogue's exercises as the plan lists them: [(name, layers, {week, builds_on, ...})] by week, then in
+    the catalogue's order; ValueError naming an exercise listed before what it builds on."""
+    calls = _literal_calls(root / PACKAGE / "exercises" / "catalogue.py", "EXERCISES", keywords=True)
+    rows = sorted(([args[0], args[1], words] for args, words in calls), key=lambda row: row[2].get("week", 0))
+    for index, (name, _, words) in enumerate(rows):
+        later = {row[0] for row in rows[index:]} & set(words.get("builds_on", ()))
+        if later or not 1 <= words.get("week", 0) <= 10:
+            raise ValueError(f"exercise {name} (week {words.get('week')}) comes before {sorted(later)} it builds on, "
+                             f"or has no week of 1 to 10")
+    return rows
+
+
+def _requirement_names(text):
+    """The package names of a setup.cfg requirement list: `numpy>=1.24` -> numpy."""
+    return ", ".join(re.split(r"[<>=!~ \[]", line.strip())[0] for line in text.strip().splitlines())
+
+
+def _install(root):
+    config = configparser.ConfigParser()
+    config.read(root / "setup.cfg", encoding="utf-8")
+    names = _requirement_names
+    return (f"**What students install.** The copy, with `pip install -e .` in it: "
+            f"{names(config['options']['install_requires'])} and pytest (`exercises make` adds it to the copy's "
+            f"setup.cfg), on Python {config['options']['python_requires'].strip().removeprefix('>=')} or newer, offline "
+            f"after that. The weeks with notebooks "
+            f"add Jupyter: `pip install -e \".[notebooks]\"` ({names(config['options.extras_require']['notebooks'])}).")
+
+
+def _grading_cost(root):
+    """The measured cost of grading a class, from benchmarks/README.md's "Grading a class" (its first table)."""
+    text = (root / "benchmarks" / "README.md").read_text(encoding="utf-8").split("## Grading a class", 1)[-1]
+    section = text.split("\n## ", 1)[0]
+    date, chosen = re.search(r"\d{4}-\d{2}-\d{2}", section), re.search(r"with the (\w+) exercises[^(]*\(([^)]*)\)", section)
+    rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| ") and "one process per submission" in line]
+    count = re.search(r"--students (\d+)", section)
+    if not (date and chosen and rows and count):
+        raise ValueError("benchmarks/README.md's \"Grading a class\" lost its date, its exercises or its table")
+    table = ["| isolation | per submission | 200 students, extrapolated |", "| --- | --- | --- |"]
+    table += [f"| {row[0].strip()} | {row[3].strip()} | {row[4].strip()} |" for row in rows[:2]]
+    return "\n".join([
+        f"**What grading a class costs, measured** (benchmarks/README.md, \"Grading a class\", {date[0]}, the 2-core "
+        f"machine; `python benchmarks/bench_grading.py --students {count[1]} --jobs 2`): a copy with {chosen[1]} "
+        f"exercises ({' '.join(chosen[2].split())}), {count[1]} submissions graded by `exercises grade --class -j 2`, "
+        f"one contained process per submission:", "", *table, "",
+        "A week's assignment of fewer exercises costs less, a term's of all of them more; neither has been timed."])
+
+
+def course_plan(root):
+    sizes, cells = exercise_sizes(root), _notebook_cells(root)
+    weeks = {args[0]: args for args in _literal_calls(root / PACKAGE / "exercises" / "catalogue.py", "WEEKS")}
+    notebook_exercises = {args[0]: words["week"] for args, words in
+                          _literal_calls(root / PACKAGE / "exercises" / "catalogue.py", "NOTEBOOK_EXERCISES", keywords=True)}
+    rows, owner = plan_order(root), {}
+    for name in [row[0] for row in rows] + list(notebook_exercises):
+        owner.update({grade_id: name for ids in cells.values() for grade_id in ids if f"{grade_id}_".startswith(f"{name}_")})
+    read, line, step = ESTIMATE["region"], ESTIMATE["line"], ESTIMATE["step"]
+    out = [_install(root), "",
+           f"**How long each exercise takes: an estimate, not a measurement** (no class has been timed). The rule: "
+           f"{read} minutes a region (its docstring, the forward around it, the check's verdict), {line} minutes a line "
+           f"to write, and, in a copy made to derive (`exercises make --derive`), {step} minutes a derivation step. "
+           f"Lines to write are the reference's region lines that are neither blank nor a comment; derivation steps "
+           f"are the equations of the backward's `Derivation:` section (a row of a TeX display, or a line that holds "
+           f"`=`, `->` or `\\Rightarrow`)."]
+    for number, topic, notebooks in sorted(weeks.values()):
+        mine = [row for row in rows if row[2]["week"] == number]
+        files = [name for name in cells if name[:2] in notebooks]
+        marks = [f"`{name}` ({', '.join(dict.fromkeys(owner[i] for i in cells[name])) or 'no exercise cells'})"
+                 for name in files]
+        extra = [name for name, week in notebook_exercises.items() if week == number]
+        only = ",".join([row[0] for row in mine] + extra)
+        out += ["", f"### Week {number}: {topic}", "",
+                f"Notebooks: {'; '.join(marks)}. Make the week's copy with "
+                f"`python -m minitransformer exercises make week{number} --only {only} --notebooks` "
+                f"(add `--derive` to ask for the derivations).", "",
+                "| exercise | builds on | regions | lines to write | derivation steps | time, estimated: docstrings kept / "
+                "`--derive` | checks |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        total = [0, 0]
+        for name, layers, words in mine:
+            parts, written, derived, stem = sizes.get(name, ((), 0, 0, ""))
+            kept = read * len(parts) + line * written
+            total = [total[0] + kept, total[1] + kept + step * derived]
+            test = f"`tests/test_{stem}.py`" if (root / "tests" / f"test_{stem}.py").is_file() else ""
+            out.append(f"| `{name}` | {', '.join(f'`{b}`' for b in words.get('builds_on', ())) or 'nothing'} | "
+                       f"{', '.join(parts)} | {written} | {derived} | {_minutes(kept)} / {_minutes(kept + step * derived)} | "
+                       f"`exercises check {name}` (`pytest -m {name}`) on the cases of {', '.join(f'`{x}`' for x in layers)}; "
+                       f"{test} |")
+        if extra:
+            out.append(f"| {', '.join(f'`{name}`' for name in extra)} | | notebook cells | | | | run the notebook |")
+        out += ["", f"Week {number}'s exercises: about {_minutes(total[0])} with the docstrings kept, "
+                    f"{_minutes(total[1])} to derive (the estimate's rule above; notebooks not counted)."]
+    return "\n".join(out + ["", _grading_cost(root)])
+
+
 LISTS = {"map": ("docs/guide/the-map.md", map_list),
          "exercises": ("docs/guide/instructors-class-grading.md", exercises_list),
-         "commands": ("docs/guide/quickstart.md", commands_list)}
+         "commands": ("docs/guide/quickstart.md", commands_list),
+         "course-plan": ("docs/guide/course-plan.md", course_plan)}
 
 
 def committed(root, name):

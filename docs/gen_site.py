@@ -380,11 +380,13 @@ def write_pages(pages_dir, notebooks, execute):
     for room in REFERENCE_ROOMS:
         write(pages_dir, f"reference/{room}.md", reference_page(room))
     copy_assets(pages_dir)
-    nav_guide = [{guide_title(path): f"guide/{path.name}"} for path in guide if path.stem != "for-instructors"]
+    teaching = ("for-instructors", "course-plan")          # beside each other, in a section of their own
+    nav_guide = [{guide_title(path): f"guide/{path.name}"} for path in guide if path.stem not in teaching]
     return [{"Home": "index.md"}, {"Guide": nav_guide}, {"Layers": nav_rooms["layers"]},
             {"Variants": nav_rooms["variants"]}, {"Notebooks": [f"notebooks/{p.name}" for p in notebooks]},
             {"Errata": ["errata/index.md"] + [f"errata/{p.name}" for p in errata_notes]},
-            {"Benchmarks": "benchmarks.md"}, {"For instructors": "guide/for-instructors.md"},
+            {"Benchmarks": "benchmarks.md"},
+            {"For instructors": [f"guide/{name}.md" for name in teaching if (DOCS / "guide" / f"{name}.md").is_file()]},
             {"API reference": ["reference/index.md"] + [{f"{r}/": f"reference/{r}.md"} for r in REFERENCE_ROOMS]},
             {"Contributing": "contributing.md"}, {"Changelog": "changelog.md"}]
 

@@ -9,6 +9,10 @@ nbgrader course can release and autograde (nbgrader's cell metadata, schema 3):
                                                    the markers `### BEGIN SOLUTION` / `### END SOLUTION`
     # %% [check 2] check_layernorm_forward_steps   an autograded, locked test cell worth 2 points
 
+A header may end with `derives=<exercise>[,<exercise>...]`: the cell derives that exercise's backward pass
+(`# %% [markdown] derives=crossentropy`); it carries the tag `derives:crossentropy`, and a student copy made to
+derive (`exercises make --notebooks --derive`) leaves it out when the exercise is assigned.
+
 The word after the header is the cell's nbgrader `grade_id` (letters, digits, `_`, `-`; unique). A solution
 cell's grade_id starts with the name of its exercise in the catalogue (`layernorm`, or a notebook-only one such
 as `warmup_rule`); its check cell follows it and is named `check_` + the solution's grade_id, so that a student
@@ -34,7 +38,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = HERE / "_src"
 KERNEL = {"display_name": "Python 3", "language": "python", "name": "python3"}
 _HEADER = re.compile(r"^# %%(?:\s+\[(?P<kind>markdown|solution|check(?:\s+(?P<points>\d+(?:\.\d+)?))?)\]"
-                     r"(?:\s+(?P<grade_id>[A-Za-z0-9_-]+))?)?\s*$")
+                     r"(?:\s+(?P<grade_id>[A-Za-z0-9_-]+))?)?(?:\s+derives=(?P<derives>\w+(?:,\w+)*))?\s*$")
 
 
 def _nbgrader(kind, points, grade_id, where):
@@ -50,29 +54,33 @@ def _nbgrader(kind, points, grade_id, where):
     return metadata
 
 
-def _cell(kind, lines, nbgrader=None):
+def _cell(kind, lines, nbgrader=None, derives=None):
     while lines and not lines[-1].strip():
         lines.pop()
     if kind == "markdown":
         text = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines)
-        return nbformat.v4.new_markdown_cell(text)
-    cell = nbformat.v4.new_code_cell("\n".join(lines))
+        cell = nbformat.v4.new_markdown_cell(text)
+    else:
+        cell = nbformat.v4.new_code_cell("\n".join(lines))
     if nbgrader:
         cell.metadata["nbgrader"] = nbgrader
+    if derives:
+        cell.metadata["tags"] = [f"derives:{name}" for name in derives.split(",")]
     return cell
 
 
 def build(source_path):
     """Return the notebook (a NotebookNode, no outputs) described by one percent-format source."""
-    cells, kind, lines, nbgrader, grade_ids, answer = [], None, [], None, set(), None
+    cells, kind, lines, nbgrader, grade_ids, answer, derives = [], None, [], None, set(), None, None
     for number, line in enumerate(pathlib.Path(source_path).read_text(encoding="utf-8").splitlines(), 1):
         if line.startswith("# %%"):
             header = _HEADER.match(line)
             if header is None:
                 raise ValueError(f"{source_path}:{number}: unknown cell header {line!r}")
             if kind is not None:
-                cells.append(_cell(kind, lines, nbgrader))
+                cells.append(_cell(kind, lines, nbgrader, derives))
             kind, lines = ("markdown" if header.group("kind") == "markdown" else "code"), []
+            derives = header.group("derives")
             nbgrader = _nbgrader(header.group("kind"), header.group("points"), header.group("grade_id"),
                                  f"{source_path}:{number}")
             if nbgrader and nbgrader["grade_id"] in grade_ids:
@@ -85,7 +93,7 @@ def build(source_path):
         elif kind is not None:
             lines.append(line)
     if kind is not None:
-        cells.append(_cell(kind, lines, nbgrader))
+        cells.append(_cell(kind, lines, nbgrader, derives))
     for index, cell in enumerate(cells):       # stable ids, so a rebuild gives the same file
         cell["id"] = f"cell-{index:02d}"
     notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": KERNEL,

@@ -80,3 +80,18 @@ def names_a_file(name, where, files, folders=frozenset()):
                 len(known.parts) == len(wanted.parts) and known.match(str(wanted)) for known in files | folders):
             return True
     return False
+
+
+def copy_for_the_lists(target):
+    """Copy into `target` what docs/gen_lists.py reads (the package, the guide, the notebooks, the tests' names,
+    benchmarks/README.md, setup.cfg), for a test to break it there; returns `target`."""
+    import shutil
+
+    shutil.copytree(ROOT / "minitransformer", target / "minitransformer", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "docs" / "guide", target / "docs" / "guide")
+    for folder, pattern in (("notebooks", "*.ipynb"), ("tests", "test_*.py"), ("benchmarks", "README.md")):
+        (target / folder).mkdir(parents=True, exist_ok=True)
+        for path in (ROOT / folder).glob(pattern):
+            shutil.copy(path, target / folder / path.name)
+    shutil.copy(ROOT / "setup.cfg", target / "setup.cfg")
+    return target

@@ -87,7 +87,7 @@ def test_copy_blanks_exactly_the_chosen_regions_and_keeps_the_docstrings(copy_of
     for name in set(REGIONS) - blank:
         assert student[name][1].body == reference_body(name)
     layernorm = (copy / "minitransformer/layers/layernorm.py").read_text(encoding="utf-8")
-    assert r"dx = \frac{1}{\sigma} \Big( g - \operatorname{mean}(g) - \hat{x} \odot" in layernorm       # the maths stays
+    assert r"dx = \mathrm{rstd} \Big( g - \operatorname{mean}(g) - \hat{x} \odot" in layernorm       # the maths stays
     assert "mean_g_xhat = (g * self.xhat)" not in layernorm                               # the answer goes
     assert 'NotImplementedError("Exercise layernorm.backward: write the missing code in LayerNorm.backward' in layernorm
     assert not list(copy.rglob("__pycache__")) and not (copy / "tests/test_exercises.py").exists()

@@ -46,14 +46,15 @@ PROBLEM_SETS = {
     "18_instructgpt": (2, {"penalised_reward_per_token": ("rewards[:, -1] += scores", "rewards += scores[:, None]")}),
 }
 MISTAKES = {
-    "softmax_jacobian": ("dx_softmax = y * (dy - y @ dy)", "dx_softmax = y * dy"),
-    "layernorm_forward_steps": ("var = (c * c).mean()", "var = (c * c).sum() / (C - 1)"),
-    "layernorm_backward_steps": ("dx_by_hand = dc - dc.mean()", "dx_by_hand = dc"),
-    "attention_backward_steps": ("dS = dS * s", "dS = dS"),
+    "softmax_jacobian": ("dx_softmax = y * (dout - y @ dout)", "dx_softmax = y * dout"),
+    "layernorm_forward_steps": ("var = (centered * centered).mean()", "var = (centered * centered).sum() / (C - 1)"),
+    "layernorm_backward_steps": ("dx_by_hand = dcentered - dcentered.mean()", "dx_by_hand = dcentered"),
+    "attention_backward_steps": ("dscores = dscores * scale", "dscores = dscores"),
+    "crossentropy_backward_steps": ("dnll = dout * keep / count", "dnll = dout * keep / N"),
     "layernorm_without_variance_path": ("self.gamma.grad += np.sum(dout * self.xhat, axis=tuple(range(dout.ndim - 1)))",
                                         "pass"),
 }
-PROBLEM_SETS["04_backprop_by_hand"] = (7, MISTAKES)
+PROBLEM_SETS["04_backprop_by_hand"] = (9, MISTAKES)
 _GRADE_ID = re.compile(r"^[a-zA-Z0-9_\-]*$")
 _KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum", "cell_type"}
 
@@ -86,7 +87,7 @@ def test_notebook_04_has_exercise_and_check_cells_in_nbgraders_schema():
     solutions = [c for c in nbgrader_cells(notebook) if c.metadata["nbgrader"]["solution"]]
     checks = [c for c in nbgrader_cells(notebook) if c.metadata["nbgrader"]["grade"]]
     assert [c.metadata["nbgrader"]["grade_id"] for c in solutions] == list(MISTAKES)
-    assert len(checks) == len(solutions) and sum(c.metadata["nbgrader"]["points"] for c in checks) == 7
+    assert len(checks) == len(solutions) and sum(c.metadata["nbgrader"]["points"] for c in checks) == 9
     assert all(c.metadata["nbgrader"]["locked"] and c.cell_type == "code" for c in checks)
     for cell in solutions:                                  # the answer sits between the markers nbgrader clears
         (region,) = find_regions(cell.source)
@@ -148,7 +149,7 @@ def test_each_check_cell_passes_the_answer_and_fails_a_mistake(stem, grade_id):
 def student_copy(tmp_path_factory):
     out = tmp_path_factory.mktemp("nb") / "student"
     make_student_copy(out, only=["relu", "softmax.backward", "layernorm.backward", "attention.backward",
-                                 *(e.name for e in NOTEBOOK_EXERCISES)], notebooks=True)
+                                 "crossentropy.backward", *(e.name for e in NOTEBOOK_EXERCISES)], notebooks=True)
     return out
 
 

@@ -54,7 +54,8 @@ PAGES = [ROOT / "README.md", ROOT / "docs" / "index.md", *sorted((ROOT / "docs" 
 # Names of other libraries and programs, and other tools' options, that the pages give in backquotes
 OTHERS = {"np", "numpy", "torch", "pydoc_data", "tiktoken", "regex", "tracemalloc", "nbgrader", "pytest",
           "mpiexec", "bubblewrap", "python3", "nobody", "nbytes", "out", "apt-get", "pip", "Username",
-          "--no-index", "--find-links", "--index-url", "-m", "-k", "-n", "-x", "-q"}
+          "--no-index", "--find-links", "--index-url", "-m", "-k", "-n", "-x", "-q",
+          "Args", "Returns"}          # the docstrings' section headings (Google's style), beside `Derivation`
 CODE_SUFFIXES = (".py", ".md", ".ipynb", ".cfg", ".toml")
 # folders that the commands write (the site, nbgrader's and Gradescope's folders), named alone (`site/`); a longer
 # path is written by a command where its first folder is not one of the repository's (`runs/run-NNN/`)

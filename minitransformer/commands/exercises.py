@@ -35,6 +35,10 @@ def add_arguments(parser):
                                      f"{', '.join(exercise.name for exercise in NOTEBOOK_EXERCISES)} (default: all)")
     make.add_argument("--notebooks", nargs="?", const="", metavar="DIR", help="also write student notebooks, "
                       "solution cells cleared, from DIR (default: the reference's notebooks/)")
+    make.add_argument("--derive", action="store_true", help="ask for the derivations too: leave out the mathematics "
+                      "of each assigned backward pass (its docstrings' Derivation sections, those of the exercises "
+                      "that restate it, and, with --notebooks, the cells that derive it), keeping the shapes and "
+                      "the task (default: the docstrings keep the derivative)")
     make.add_argument("--assignment", metavar="FILE", help="where to write the instructor's assignment, out of "
                       "the copy (default: <out>.assignment.json beside it)")
     make.add_argument("--force", action="store_true", help="replace an existing assignment file")
@@ -91,9 +95,13 @@ def run_make(args):
         raise UsageError(f"exercises make --notebooks {args.notebooks}: no such directory (give the folder "
                          "holding the reference notebooks, or --notebooks alone for the package's own)")
     manifest = make_student_copy(args.out, only=_names(args.only), notebooks=args.notebooks is not None,
-                                 notebooks_dir=args.notebooks or None)
+                                 notebooks_dir=args.notebooks or None, derive=args.derive)
     print(f"wrote the student copy to {args.out}\n  exercises: {', '.join(manifest['exercises'] + manifest['notebook_exercises'])}\n"
           f"  blanked regions: {', '.join(manifest['regions'])}")
+    derive = manifest.get("derive") or {}
+    if args.derive:
+        print(f"  derivations left out: {', '.join(derive['exercises'])} (the docstrings of {', '.join(derive['files'])})"
+              if derive["exercises"] else "  --derive: no backward pass is assigned, so no derivation is left out")
     for layer, needs in manifest["unavailable_layers"].items():
         print(f"  {layer} raises NotImplementedError until you write {' and '.join(needs)}")
     for entry in manifest["left_out"]:

@@ -2,7 +2,8 @@
 student copy, a test module loses each top-level statement showing one and every statement using what went (a
 test of a near-solution subclass), other text the line; notebooks lose outputs, exercise cells' answers and any cell
 still showing one. `leaks_in` is the final scan. `LEFT_OUT` starts every note, so the copy's conftest tells "left
-out" (skip) from "not written yet" (fail). Left out: answers in other words (docstrings keep the mathematics).
+out" (skip) from "not written yet" (fail). Left out: answers in other words (docstrings keep the mathematics, but
+in a copy made to derive: `derivations.py`).
 """
 
 import ast
@@ -13,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .catalogue import exercise_of
+from .derivations import NOTE, TAG
 from .regions import find_regions, hint
 
 LEFT_OUT = "Left out of this student copy"
@@ -158,29 +160,41 @@ def _clear_cell(cell, selected, secrets):
     return bool(chosen), bool(leaks), grade_id
 
 
-def student_notebook(notebook, selected=None, secrets=None, left_out=None):
+def _clear_derivation(cell, derive):
+    """Leave out a cell tagged as deriving an exercise of `derive` (its text becomes NOTE); True if it was."""
+    derived = {tag[len(TAG):] for tag in cell.get("metadata", {}).get("tags", []) if tag.startswith(TAG)}
+    if not derived & set(derive):
+        return False
+    cell["source"] = f"*{NOTE}*\n" if cell["cell_type"] == "markdown" else f"# {NOTE}\n"
+    return True
+
+
+def student_notebook(notebook, selected=None, secrets=None, left_out=None, derive=()):
     """Clear `notebook` (an nbformat node or its JSON; its nbgrader metadata stays) in place for the assigned region
     names `selected` (None: all); returns its number of exercise cells. A cell still showing one of `secrets`
     becomes a LEFT_OUT note, its index appended to the list `left_out`; its exercise's cells lose their nbgrader
-    metadata (no check is left to grade an answer left out)."""
+    metadata (no check is left to grade an answer left out). A cell tagged as deriving an exercise of `derive`
+    becomes NOTE, its index appended too."""
     notebook.get("metadata", {}).pop("widgets", None)
     results = [_clear_cell(cell, selected, secrets or {}) for cell in notebook["cells"]]
+    derived = [index for index, cell in enumerate(notebook["cells"]) if _clear_derivation(cell, derive)]
     gone = {answer for _, replaced, answer in results if replaced} - {None}
     for cell in (cell for cell, (_, _, answer) in zip(notebook["cells"], results) if answer in gone):
         cell["metadata"].pop("nbgrader")
     if left_out is not None:
-        left_out += [index for index, (_, replaced, _) in enumerate(results) if replaced]
+        left_out += sorted({index for index, (_, replaced, _) in enumerate(results) if replaced} | set(derived))
     return sum(exercise for exercise, _, _ in results)
 
 
-def write_student_notebooks(source_dir, out_dir, selected, secrets):
-    """Write a student version of every `*.ipynb` and `*.md` in `source_dir` to `out_dir`; returns ([{"notebook",
-    "exercise_cells", "left_out_cells": [cell indices]}], the left-out records {"path", "what", "exercises"})."""
+def write_student_notebooks(source_dir, out_dir, selected, secrets, derive=()):
+    """Write a student version of every `*.ipynb` and `*.md` in `source_dir` to `out_dir` (`derive`: see
+    `student_notebook`); returns ([{"notebook", "exercise_cells", "left_out_cells": [cell indices]}], the left-out
+    records {"path", "what", "exercises"})."""
     written, left_out = [], []
     out_dir.mkdir(parents=True, exist_ok=True)
     for path in sorted(Path(source_dir).glob("*.ipynb")):
         notebook, cells = json.loads(path.read_text(encoding="utf-8")), []
-        count = student_notebook(notebook, selected, secrets, cells)
+        count = student_notebook(notebook, selected, secrets, cells, derive)
         (out_dir / path.name).write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
                                          encoding="utf-8")
         written.append({"notebook": path.name, "exercise_cells": count, "left_out_cells": cells})

@@ -1,7 +1,8 @@
 """`exercises make`: a student copy of the project (package, tests, benchmarks, packaging files, a manifest, a
 README, the self-check's expected outputs, notebooks on request; not the instructor's tests), the chosen solution
 regions replaced by hints. No assigned answer stays: the fast forms of assigned layers and what repeats an answer
-are left out (`leaks.py`), and a copy in which the final scan still finds one is deleted.
+are left out (`leaks.py`), and a copy in which the final scan still finds one is deleted. A copy made to derive
+leaves the derivations of the assigned backward passes out too (`derivations.py`).
 """
 
 import importlib
@@ -15,15 +16,16 @@ import numpy as np
 
 from .. import __version__
 from ..gradcheck.cases import all_cases
-from .catalogue import EXERCISES, NOTEBOOK_EXERCISES, exercise_of
+from .catalogue import EXERCISES, NOTEBOOK_EXERCISES, built_on, exercise_of
 from .check import CHECK_SEED, EXPECTED_FILE, compute_expected
+from .derivations import strip_derivations
 from .leaks import blank_file, leaks_in, package_secrets, write_student_notebooks
 from .regions import blank_regions, package_regions
 
 MANIFEST = "exercises.json"
 _BESIDE_PACKAGE = ("tests", "data", "benchmarks", "setup.cfg", "pyproject.toml", "LICENSE", ".gitignore")
 _NOT_COPIED_NAMES = ("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache", ".hypothesis")
-_INSTRUCTOR_TESTS = ("test_exercises.py", "test_student_copy.py", "test_nbgrader.py", "*grading*",   # hold answers
+_INSTRUCTOR_TESTS = ("test_exercises.py", "test_student_copy*.py", "test_nbgrader.py", "*grading*",   # hold answers
                      "test_compatibility.py", "make_compatibility_fixtures.py")        # pin the reference's numbers
 _README_SECTIONS = ("## The gradient checker",)      # taken over from the reference README (the copy's tests run it)
 
@@ -65,13 +67,28 @@ def check_is_reference(regions):
                            f"run the exercises commands from the reference package")
 
 
-def _copy_package(package, target, selected, regions):
-    """Copy the package to `target`, the regions named in `selected` blanked and the fast forms of their layers
-    left out; returns the left-out records {"path", "what", "exercises"}."""
+def derived(selected):
+    """The exercises whose derivations a copy made to derive leaves out, for the assigned region names `selected`:
+    those with an assigned backward, and every exercise whose derivation restates one (`built_on`)."""
+    return built_on({exercise_of(name) for name in selected if name.endswith(".backward")})
+
+
+def derivation_files(selected, regions):
+    """The package files (relative, sorted) whose docstrings' derivations a copy made to derive leaves out."""
+    return sorted({relative for name, (relative, _) in regions.items() if exercise_of(name) in derived(selected)})
+
+
+def _copy_package(package, target, selected, regions, derive=False):
+    """Copy the package to `target`, the regions named in `selected` blanked, the fast forms of their layers left
+    out and, with `derive`, the derivations (`derivation_files`); returns the left-out records {"path", "what",
+    "exercises"}."""
     shutil.copytree(package, target, ignore=shutil.ignore_patterns(*_NOT_COPIED_NAMES), dirs_exist_ok=True)
     for relative in sorted({regions[name][0] for name in selected}):
         path = target / relative
-        path.write_text(blank_regions(path.read_text(encoding="utf-8"), set(selected), relative), encoding="utf-8")
+        path.write_text(blank_regions(path.read_text(encoding="utf-8"), set(selected), relative, derive), encoding="utf-8")
+    for relative in derivation_files(selected, regions) if derive else ():
+        path = target / relative
+        path.write_text(strip_derivations(path.read_text(encoding="utf-8"), relative), encoding="utf-8")
     fast = [(e.name, name) for e in EXERCISES if e.name in _exercises(selected) for name in e.fast_files]   # answers to call
     for _, name in fast:
         (target / "fast" / f"{name}.py").unlink(missing_ok=True)
@@ -112,9 +129,10 @@ def _exercises(names):
     return sorted({exercise_of(name) for name in names}, key=[e.name for e in EXERCISES].index)
 
 
-def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
+def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None, derive=False):
     """Write the student copy into the new or empty directory `out` (`only`: see `select_regions`; `notebooks`: with
-    those of `notebooks_dir`, default `notebooks/`) and return its manifest; FileExistsError, KeyError, RuntimeError."""
+    those of `notebooks_dir`, default `notebooks/`; `derive`: the assigned backward passes' derivations left out)
+    and return its manifest; FileExistsError, KeyError, RuntimeError."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} exists and is not an empty directory; choose a new directory")
@@ -124,17 +142,21 @@ def make_student_copy(out, only=None, notebooks=False, notebooks_dir=None):
     in_notebooks = [e.name for e in NOTEBOOK_EXERCISES if notebooks and (only is None or e.name in only)]
     selected = select_regions(regions, None if only is None else [name for name in only if name not in in_notebooks])
     secrets = package_secrets(package, regions, selected)
-    left_out = _copy_package(package, out / package.name, selected, regions)
+    left_out = _copy_package(package, out / package.name, selected, regions, derive)
     left_out += _copy_beside_package(package.parent, out, secrets)
     written_notebooks, blanked = [], []
     if notebooks:
         written_notebooks, blanked = write_student_notebooks(Path(notebooks_dir or package.parent / "notebooks"),
-                                                             out / "notebooks", {*selected, *in_notebooks}, secrets)
+                                                             out / "notebooks", {*selected, *in_notebooks}, secrets,
+                                                             derived(selected) if derive else ())
     np.savez(out / package.name / EXPECTED_FILE.relative_to(package), **compute_expected([e.name for e in EXERCISES]))
     manifest = {"minitransformer": __version__, "exercises": _exercises(selected), "regions": selected,
                 "unavailable_layers": unavailable_layers(package, selected, regions), "left_out": left_out + blanked,
                 "notebooks": written_notebooks, "notebook_exercises": in_notebooks, "self_check": {
                     "seed": CHECK_SEED, "expected_outputs": EXPECTED_FILE.relative_to(package.parent).as_posix()}}
+    if derive:                                      # what a copy made to derive leaves out besides
+        manifest["derive"] = {"exercises": derived(selected),
+                              "files": [f"{package.name}/{path}" for path in derivation_files(selected, regions)]}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     (out / "README.md").write_text(student_readme(manifest, regions, package.parent / "README.md"), encoding="utf-8")
     remaining = leaks_in(out, secrets)
@@ -166,11 +188,15 @@ def student_readme(manifest, regions, reference_readme):
     """The copy's README: what to implement, where, and how to check it, then the sections of the reference
     README (a path, maybe absent) named in `_README_SECTIONS` (the rest of it shows solutions)."""
     reference_readme = reference_readme.read_text(encoding="utf-8") if reference_readme.is_file() else ""
+    guide = (["docstring above it gives the shapes and the task (for a forward pass, its steps). This copy asks you to",
+              "derive each backward pass: its derivation is left out (a note in its docstring marks the place), and so",
+              "are the notebook cells that derive it."] if manifest.get("derive") else
+             ["docstring above it gives the shapes and the mathematics."])
     lines = ["# minitransformer: exercises", "",
              "A Transformer language model in pure NumPy, with some passes left for you to write. Install the copy with",
              "`pip install -e .` (pytest, for the self-check, comes with it), then write each place below between its",
              "`### BEGIN SOLUTION` and `### END SOLUTION` lines (keep them: the grader reads your answer there); the",
-             "docstring above it gives the shapes and the mathematics.", ""]
+             *guide, ""]
     lines += [f"- `{name}`: `minitransformer/{regions[name][0]}`, in `{regions[name][1].where}`" for name in manifest["regions"]]
     notebooks = ", ".join(f"`notebooks/{n['notebook']}`" for n in manifest["notebooks"] if n["exercise_cells"])
     lines += ["", f"Notebook exercises, in {notebooks}: run a notebook to check its exercise cells."] if notebooks else []

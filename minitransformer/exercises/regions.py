@@ -11,6 +11,8 @@ from pathlib import Path
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION(?:[ \t]+(?P<name>\S+))?[ \t]*$")
 END = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
 HINT_MARK = 'raise NotImplementedError("Exercise'        # how every hint begins
+GUIDE = "the docstring gives the shapes and the mathematics"
+DERIVE_GUIDE = "the docstring gives the shapes and the task: deriving the gradient is yours"   # a backward, --derive
 _DEF = re.compile(r"^(?P<indent>[ \t]*)(?:def|class)[ \t]+(?P<name>\w+)")
 
 
@@ -62,7 +64,7 @@ def _enclosing(lines, index, indent):
     return ".".join(reversed(names))
 
 
-def hint(region, guide="the docstring gives the shapes and the mathematics"):
+def hint(region, guide=GUIDE):
     """The line that replaces a region's body in a student copy: it names the exercise, the function and `guide`."""
     name, where = f" {region.name}" if region.name else "", f" in {region.where}" if region.where else ""
     return (f'{region.indent}{HINT_MARK}{name}: write the missing code{where} between the SOLUTION markers '
@@ -78,9 +80,12 @@ def replace_regions(text, bodies, source="<text>"):
     return "".join(lines)
 
 
-def blank_regions(text, selected, source="<text>"):
-    """Return `text` with every region whose name is in `selected` replaced by its hint."""
-    return replace_regions(text, {r.name: [hint(r)] for r in find_regions(text, source) if r.name in selected}, source)
+def blank_regions(text, selected, source="<text>", derive=False):
+    """Return `text` with every region whose name is in `selected` replaced by its hint (`derive`: a backward's
+    hint says the derivation is the student's)."""
+    guide = {True: DERIVE_GUIDE, False: GUIDE}
+    return replace_regions(text, {r.name: [hint(r, guide[derive and r.name.endswith(".backward")])]
+                                  for r in find_regions(text, source) if r.name in selected}, source)
 
 
 def package_regions(package_dir):

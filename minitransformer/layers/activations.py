@@ -35,7 +35,11 @@ class ReLU(Module):
         return np.maximum(x, 0)                     # max(0, -inf) = 0; a NaN stays NaN
 
     def backward(self, dout):
-        """dy/dx = 1 where x > 0 else 0 (the kink at 0 is given slope 0)."""
+        """The gradient at x. dout (...) -> dx (...), shaped like x.
+
+        Derivation:
+            dy/dx = 1 where x > 0 else 0 (the kink at 0 is given slope 0), so dx = dout * [x > 0].
+        """
         ### BEGIN SOLUTION relu.backward
         return dout * self.positive
         ### END SOLUTION
@@ -59,11 +63,14 @@ class GELU(Module):
         ### END SOLUTION
 
     def backward(self, dout):
-        """Product rule on y = 0.5 x (1 + t), t = tanh(u), with tanh' = 1 - tanh^2:
+        """The gradient at x. dout (...) -> dx (...), shaped like x.
 
-            dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx,
-            du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2),
-            dx    = dout * dy/dx,                  dout and dx (...) shaped like x.
+        Derivation:
+            Product rule on y = 0.5 x (1 + t), t = tanh(u), with tanh' = 1 - tanh^2:
+
+                dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx,
+                du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2),
+                dx    = dout * dy/dx.
         """
         ### BEGIN SOLUTION gelu.backward
         du_dx = SQRT_2_OVER_PI * (1 + 3 * GELU_CUBIC * self.x * self.x)              # undo 1. (...)
@@ -93,10 +100,13 @@ class SiLU(Module):
         ### END SOLUTION
 
     def backward(self, dout):
-        """Product rule on y = x s, s = sigmoid(x), with s' = s (1 - s):
+        """The gradient at x. dout (...) -> dx (...), shaped like x.
 
-            dy/dx = s + x s (1 - s) = s (1 + x (1 - s)),
-            dx    = dout * dy/dx,                  dout and dx (...) shaped like x.
+        Derivation:
+            Product rule on y = x s, s = sigmoid(x), with s' = s (1 - s):
+
+                dy/dx = s + x s (1 - s) = s (1 + x (1 - s)),
+                dx    = dout * dy/dx.
         """
         ### BEGIN SOLUTION silu.backward
         dy_dx = self.sigmoid * (1 + self.x * (1 - self.sigmoid))               # undo 2 and 1. (...)

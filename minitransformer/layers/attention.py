@@ -1,12 +1,13 @@
 r"""Scaled dot-product attention (lecture notes 2025 §1.1 and footnote 6; Vaswani et al. 2017).
 
 $$
-\text{scores} = q k^\top \cdot \text{scale} \;\; (T_q, T_k), \qquad
-\alpha = \operatorname{softmax}(\text{scores}) \text{ row by row}, \qquad
+S = \text{scale} \cdot q k^\top \;\; (T_q, T_k), \qquad
+\alpha = \operatorname{softmax}(S) \text{ row by row}, \qquad
 \text{out} = \alpha \, v \;\; (T_q, d_v)
 $$
 
-per batch entry, each row of $\alpha$ a distribution over the keys. The notes write the last step as "XV alpha"; the product that has the right
+per batch entry: the scores $S$, the scale $1/\sqrt{d_k}$ by default, each row of the attention weights $\alpha$ a
+distribution over the keys (docs/guide/notation.md has every symbol). The notes write the last step as "XV alpha"; the product that has the right
 shapes is alpha (X W_V), with alpha on the left (errata notebook).
 
 Masking: a key that a query may not see gets score -inf *before* the softmax,
@@ -15,8 +16,8 @@ multiply alpha by a 0/1 matrix after the softmax, which leaves rows that no
 longer sum to one; the notebooks show the difference.
 
 A query that may see no key at all (a fully masked row) gets alpha = 0 and
-output 0, and passes no gradient; this is a definition, documented here and
-tested, rather than the NaN that softmax of all -inf would give.
+output 0; this is a definition, documented here and tested, rather than the
+NaN that softmax of all -inf would give.
 
 The fast tier's form of this layer (`minitransformer/fast/attention.py`) computes the
 same numbers with memory-layout tricks; this file is the form the lecture derives.
@@ -26,6 +27,9 @@ is `variants/tiled_attention.py`; the fast tier runs it from 256 keys on.
 Left out: dropout on the attention weights (GPT-2's attn_pdrop), and several
 separate masks in one call: the mask is one boolean array broadcast against the
 scores (beside it, `bias` adds one array of score biases).
+
+Derivation:
+    A fully masked row has alpha = 0 whatever its scores, so it passes no gradient.
 """
 
 import numpy as np
@@ -58,7 +62,7 @@ def band_mask(Tq, Tk, window, causal=True):
 
 
 class ScaledDotProductAttention(Module):
-    r"""out = softmax(q k^T * scale + mask) v, with no parameters:
+    r"""out = softmax(scale q k^T + mask) v, with no parameters:
 
     $$
     \text{out} = \operatorname{softmax}\!\Big( \frac{q k^\top}{\sqrt{d_k}} + M \Big) v, \qquad
@@ -81,23 +85,23 @@ class ScaledDotProductAttention(Module):
 
         $$
         \begin{aligned}
-        &\text{1-2. } s = \text{scale} \cdot q k^\top && (\ldots, T_q, T_k) \\
-        &\text{2b. } s \mathrel{+}= \text{bias} \quad \text{(a constant, e.g. ALiBi's)} \\
-        &\text{3. } s_{ij} = -\infty \text{ where query } i \text{ may not see key } j \\
-        &\text{4. } \alpha = \operatorname{softmax}(s) \text{ along } T_k && (\ldots, T_q, T_k) \\
+        &\text{1-2. } S = \text{scale} \cdot q k^\top && (\ldots, T_q, T_k) \\
+        &\text{2b. } S \mathrel{+}= \text{bias} \quad \text{(a constant, e.g. ALiBi's)} \\
+        &\text{3. } S_{ij} = -\infty \text{ where query } i \text{ may not see key } j \\
+        &\text{4. } \alpha = \operatorname{softmax}(S) \text{ along } T_k && (\ldots, T_q, T_k) \\
         &\text{5. } \text{out} = \alpha \, v && (\ldots, T_q, d_v)
         \end{aligned}
         $$
 
         Args:
-            q: (..., Tq, dk) queries.
-            k: (..., Tk, dk) keys.
-            v: (..., Tk, dv) values.
+            q: (..., Tq, d_k) queries.
+            k: (..., Tk, d_k) keys.
+            v: (..., Tk, d_v) values.
             mask: optional bool, broadcastable to (..., Tq, Tk); True = may attend.
             bias: optional constant float, broadcastable to (..., Tq, Tk), added to the
                 scaled scores (ALiBi's distance penalties); it receives no gradient.
         Returns:
-            out: (..., Tq, dv).
+            out: (..., Tq, d_v).
         """
         q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
         self._check_shapes(q, k, v)
@@ -111,39 +115,42 @@ class ScaledDotProductAttention(Module):
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)            # 3. masked keys get -inf
         alpha = softmax(scores, axis=-1)                           # 4. (..., Tq, Tk), rows sum to 1
-        out = alpha @ v                                            # 5. (..., Tq, dv)
+        out = alpha @ v                                            # 5. (..., Tq, d_v)
         ### END SOLUTION
         self.q, self.k, self.v, self.alpha, self.used_scale = q, k, v, alpha, scale
         return out
 
     def backward(self, dout):
-        r"""Reverse steps 5 to 1, with $r = q k^\top$ the raw scores:
+        r"""The gradients at the queries, keys and values.
 
-        $$
-        \begin{aligned}
-        \text{5. } \text{out} = \alpha \, v \;&\Rightarrow\;
-            d\alpha = \mathrm{dout} \, v^\top, \quad dv = \alpha^\top \mathrm{dout} \\
-        \text{4. } \alpha = \operatorname{softmax}(s) \;&\Rightarrow\;
-            ds_{ij} = \alpha_{ij} \Big( d\alpha_{ij} - \textstyle\sum_k d\alpha_{ik} \, \alpha_{ik} \Big) \\
-        \text{3. masked: } \alpha_{ij} = 0 \;&\Rightarrow\; ds_{ij} = 0 \text{ there: nothing to undo} \\
-        \text{2b. } s \mathrel{+}= \text{bias} \;&\Rightarrow\; \text{a constant: nothing to undo} \\
-        \text{2. } s = \text{scale} \cdot r \;&\Rightarrow\; dr = \text{scale} \cdot ds \\
-        \text{1. } r = q k^\top \;&\Rightarrow\; dq = dr \, k, \quad dk = dr^\top q
-        \end{aligned}
-        $$
+        Derivation:
+            Reverse steps 5 to 1:
+
+            $$
+            \begin{aligned}
+            \text{5. } \text{out} = \alpha \, v \;&\Rightarrow\;
+                d\alpha = \mathrm{dout} \, v^\top, \quad dv = \alpha^\top \mathrm{dout} \\
+            \text{4. } \alpha = \operatorname{softmax}(S) \;&\Rightarrow\;
+                dS_{ij} = \alpha_{ij} \Big( d\alpha_{ij} - \textstyle\sum_k d\alpha_{ik} \, \alpha_{ik} \Big) \\
+            \text{3. masked: } \alpha_{ij} = 0 \;&\Rightarrow\; dS_{ij} = 0 \text{ there: nothing to undo} \\
+            \text{2b. } S \mathrel{+}= \text{bias} \;&\Rightarrow\; \text{a constant: nothing to undo} \\
+            \text{1-2. } S = \text{scale} \cdot q k^\top \;&\Rightarrow\;
+                dq = \text{scale} \cdot dS \, k, \quad dk = \text{scale} \cdot dS^\top q
+            \end{aligned}
+            $$
 
         Args:
-            dout: (..., Tq, dv).
+            dout: (..., Tq, d_v).
         Returns:
             (dq, dk, dv) with the shapes of q, k, v.
         """
         ### BEGIN SOLUTION attention.backward
         dalpha = dout @ np.swapaxes(self.v, -1, -2)                # 5. out = alpha v: (..., Tq, Tk)
-        dv = np.swapaxes(self.alpha, -1, -2) @ dout                #    (..., Tk, dv)
+        dv = np.swapaxes(self.alpha, -1, -2) @ dout                #    (..., Tk, d_v)
         dscores = softmax_backward(self.alpha, dalpha, axis=-1)    # 4. (..., Tq, Tk); 0 where masked (3.)
         dscores = dscores * self.used_scale                        # 2. (..., Tq, Tk)
-        dq = dscores @ self.k                                      # 1. raw = q k^T: (..., Tq, dk)
-        dk = np.swapaxes(dscores, -1, -2) @ self.q                 #    (..., Tk, dk)
+        dq = dscores @ self.k                                      # 1. S = scale q k^T: (..., Tq, d_k)
+        dk = np.swapaxes(dscores, -1, -2) @ self.q                 #    (..., Tk, d_k)
         return dq, dk, dv
         ### END SOLUTION
 
@@ -174,11 +181,11 @@ class ScaledDotProductAttention(Module):
         for name, array in (("q", q), ("k", k), ("v", v)):
             self._check_float(array, name)
         if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
-            raise ValueError(f"{self!r} expected q (..., Tq, dk), k (..., Tk, dk), v (..., Tk, dv) "
+            raise ValueError(f"{self!r} expected q (..., Tq, d_k), k (..., Tk, d_k), v (..., Tk, d_v) "
                              f"with the same number of axes, got {q.shape}, {k.shape}, {v.shape}")
         if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
-            raise ValueError(f"{self!r} expected q (..., Tq, dk), k (..., Tk, dk), v (..., Tk, dv) "
-                             f"with matching batch axes, dk and Tk, got {q.shape}, {k.shape}, {v.shape}")
+            raise ValueError(f"{self!r} expected q (..., Tq, d_k), k (..., Tk, d_k), v (..., Tk, d_v) "
+                             f"with matching batch axes, d_k and Tk, got {q.shape}, {k.shape}, {v.shape}")
 
     def __repr__(self):
         return f"ScaledDotProductAttention(causal={self.causal}, scale={self.scale})"

@@ -7,9 +7,6 @@
 The notes (§1.3) arrive at the pre-norm form, x' = self(norm(x)) + x. Dropout,
 when p > 0, sits on each sublayer's output before the residual addition.
 
-In the backward pass a residual connection is just a sum: the gradient reaching
-h flows both straight through to x and through the sublayer, and the two add.
-
 The modern (Llama-style) block changes what sits in the sublayers, not where:
 `norm_layer="rmsnorm"` puts RMSNorm where LayerNorm was, `activation="swiglu"`
 replaces the feed-forward by the gated SwiGLU, and `bias=False` drops the
@@ -24,6 +21,10 @@ induction heads (notebook 19).
 
 Left out: parallel attention and feed-forward (GPT-J, PaLM) and dropout on the
 attention weights themselves (GPT-2's attn_pdrop).
+
+Derivation:
+    In the backward pass a residual connection is just a sum: the gradient reaching
+    h flows both straight through to x and through the sublayer, and the two add.
 """
 
 import numpy as np
@@ -126,7 +127,11 @@ class TransformerBlock(Module):
         return h if self.ff is None else self.ln2(h + self.drop2(self.ff(h)))
 
     def backward(self, dout):
-        """Each residual `a + f(a)` passes da = dout + f'(a)^T dout. dout (B, T, C) -> dx (B, T, C)."""
+        """The gradient at x, through both sublayers. dout (B, T, C) -> dx (B, T, C).
+
+        Derivation:
+            Each residual `a + f(a)` passes da = dout + f'(a)^T dout, the steps taken in reverse.
+        """
         ### BEGIN SOLUTION block.backward
         if self.norm == "pre":
             dh = dout                                                                  # y = h (attention only)

@@ -82,7 +82,11 @@ class DecoderBlock(Module):
         return self.ln3(h2 + self.drop3(self.ff(h2)))
 
     def backward(self, dout):
-        """Each residual `a + f(a)` passes da = dout + f'(a)^T dout; memory only feeds cross-attention.
+        """The gradients at x and at the encoder's memory, through the three sublayers.
+
+        Derivation:
+            Each residual `a + f(a)` passes da = dout + f'(a)^T dout, the steps taken in reverse; the memory
+            feeds cross-attention only, so dmemory is cross-attention's share alone.
 
         Args:
             dout: (B, T, C).

@@ -45,7 +45,11 @@ class Dropout(Module):
         return x * self.scaled_mask
 
     def backward(self, dout):
-        """dy/dx is the same scaled mask: dx = dout * mask / (1 - p)."""
+        """The gradient at x. dout (...) -> dx (...), shaped like x.
+
+        Derivation:
+            dy/dx is the same scaled mask: dx = dout * mask / (1 - p).
+        """
         if np.isscalar(self.scaled_mask):                       # identity in forward: pass dout through
             return dout
         ### BEGIN SOLUTION dropout.backward

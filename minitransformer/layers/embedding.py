@@ -1,11 +1,12 @@
 """Token embedding: a lookup table from integer ids to vectors (lecture notes 2025 §1.5).
 
-The backward pass is a scatter-add: row `ids[b, t]` of the table receives
-dout[b, t], and a token that occurs twice receives both contributions.
-
 Left out: a padding row that never receives gradient (PyTorch's padding_idx;
 here padding is kept out of the loss instead), max-norm renormalisation, and
 sparse gradients (the gradient is a dense (V, C) array).
+
+Derivation:
+    The backward pass is a scatter-add: row `ids[b, t]` of the table receives
+    dout[b, t], and a token that occurs twice receives both contributions.
 """
 
 import numpy as np
@@ -73,7 +74,10 @@ class Embedding(Module):
         return self.weight.data[self.ids]
 
     def backward(self, dout):
-        """dweight[v] += sum of dout[b, t] over all (b, t) with ids[b, t] == v.
+        """The table's gradient, added to `weight.grad`.
+
+        Derivation:
+            dweight[v] += sum of dout[b, t] over all (b, t) with ids[b, t] == v.
 
         Args:
             dout: (B, T, C).

@@ -55,7 +55,11 @@ class FeedForward(Module):
         return self.fc2(self.act(self.fc1(x)))
 
     def backward(self, dout):
-        """Chain rule through fc2, the activation and fc1, in that order. dout (..., C) -> dx (..., C)."""
+        """The gradient at x, and the two linear maps' gradients. dout (..., C) -> dx (..., C).
+
+        Derivation:
+            Chain rule through fc2, the activation and fc1, in that order.
+        """
         ### BEGIN SOLUTION feedforward.backward
         return self.fc1.backward(self.act.backward(self.fc2.backward(dout)))
         ### END SOLUTION

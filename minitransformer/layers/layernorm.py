@@ -23,8 +23,8 @@ class LayerNorm(Module):
 
     $$
     \mu = \frac{1}{C} \sum_{j=1}^{C} x_j, \qquad
-    \sigma = \sqrt{\frac{1}{C} \sum_{j=1}^{C} (x_j - \mu)^2 + \epsilon}, \qquad
-    y = \gamma \odot \frac{x - \mu}{\sigma} + \beta
+    \sigma^2 = \frac{1}{C} \sum_{j=1}^{C} (x_j - \mu)^2, \qquad
+    y = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta
     $$
 
     Args:
@@ -50,9 +50,9 @@ class LayerNorm(Module):
         \begin{aligned}
         &\text{1. } \mu = \operatorname{mean}(x) && (\ldots, 1) \\
         &\text{2. } c = x - \mu && (\ldots, C) \\
-        &\text{3. } v = \operatorname{mean}(c^2) \quad \text{(biased: divided by } C \text{)} && (\ldots, 1) \\
-        &\text{4. } r = 1 / \sqrt{v + \epsilon} = 1 / \sigma && (\ldots, 1) \\
-        &\text{5. } \hat{x} = c \, r \quad \text{(zero mean, unit variance)} && (\ldots, C) \\
+        &\text{3. } \sigma^2 = \operatorname{mean}(c^2) \quad \text{(biased: divided by } C \text{)} && (\ldots, 1) \\
+        &\text{4. } \mathrm{rstd} = 1 / \sqrt{\sigma^2 + \epsilon} && (\ldots, 1) \\
+        &\text{5. } \hat{x} = c \cdot \mathrm{rstd} \quad \text{(zero mean, unit variance)} && (\ldots, C) \\
         &\text{6. } y = \gamma \odot \hat{x} + \beta && (\ldots, C)
         \end{aligned}
         $$
@@ -63,29 +63,32 @@ class LayerNorm(Module):
         mean = x.mean(axis=-1, keepdims=True)                 # 1. (..., 1)
         centered = x - mean                                   # 2. (..., C)
         var = (centered ** 2).mean(axis=-1, keepdims=True)    # 3. biased variance (..., 1)
-        self.rstd = 1.0 / np.sqrt(var + self.eps)             # 4. 1 / sigma (..., 1)
+        self.rstd = 1.0 / np.sqrt(var + self.eps)             # 4. rstd = 1 / sqrt(var + eps) (..., 1)
         self.xhat = centered * self.rstd                      # 5. zero mean, unit variance (..., C)
         ### END SOLUTION
         return self.xhat * self.gamma.data + self.beta.data   # 6. y = xhat * gamma + beta (..., C)
 
     def backward(self, dout):
-        r"""Undo steps 6 to 1. With $g = \mathrm{dout} \odot \gamma$, the gradient that reaches $\hat{x}$:
+        r"""The gradient at x, and gamma's and beta's gradients added to their `.grad`.
 
-        $$
-        \begin{aligned}
-        \text{6. } y = \gamma \odot \hat{x} + \beta \;&\Rightarrow\;
-            d\gamma \mathrel{+}= \textstyle\sum_{\text{rows}} \mathrm{dout} \odot \hat{x}, \quad
-            d\beta \mathrel{+}= \textstyle\sum_{\text{rows}} \mathrm{dout} \\
-        \text{5 to 1. } \hat{x} = \frac{x - \mu}{\sigma} \;&\Rightarrow\;
-            dx = \frac{1}{\sigma} \Big( g - \operatorname{mean}(g) - \hat{x} \odot \operatorname{mean}(g \odot \hat{x}) \Big)
-        \end{aligned}
-        $$
+        Derivation:
+            Undo steps 6 to 1. With $g = \mathrm{dout} \odot \gamma$, the gradient that reaches $\hat{x}$:
 
-        The sums run over all leading axes, the means over the last one; the code keeps $1/\sigma$ as `rstd`.
-        Where $dx$ comes from: $x$ reaches $\hat{x}$ three ways, one term each: directly ($g / \sigma$);
-        through the mean, which shifts every entry ($-\operatorname{mean}(g) / \sigma$); and through the
-        variance, since $\partial \sigma / \partial x_j = \hat{x}_j / (C \sigma)$
-        ($-\hat{x} \operatorname{mean}(g \hat{x}) / \sigma$).
+            $$
+            \begin{aligned}
+            \text{6. } y = \gamma \odot \hat{x} + \beta \;&\Rightarrow\;
+                d\gamma \mathrel{+}= \textstyle\sum_{\text{rows}} \mathrm{dout} \odot \hat{x}, \quad
+                d\beta \mathrel{+}= \textstyle\sum_{\text{rows}} \mathrm{dout} \\
+            \text{5 to 1. } \hat{x} = (x - \mu) \, \mathrm{rstd} \;&\Rightarrow\;
+                dx = \mathrm{rstd} \Big( g - \operatorname{mean}(g) - \hat{x} \odot \operatorname{mean}(g \odot \hat{x}) \Big)
+            \end{aligned}
+            $$
+
+            The sums run over all leading axes, the means over the last one. Where $dx$ comes from: $x$ reaches
+            $\hat{x}$ three ways, one term each: directly ($g \, \mathrm{rstd}$); through the mean, which shifts
+            every entry ($-\operatorname{mean}(g) \, \mathrm{rstd}$); and through the variance, since
+            $\partial \mathrm{rstd} / \partial x_j = -\hat{x}_j \, \mathrm{rstd}^2 / C$
+            ($-\hat{x} \operatorname{mean}(g \hat{x}) \, \mathrm{rstd}$).
 
         Args:
             dout: (..., C).

@@ -1,8 +1,11 @@
 """Linear map y = x W + b (lecture notes 2025 §1: "xW_1 + b_1").
 
 The weight is stored as (d_in, d_out) so the forward reads exactly like the
-lecture's row-vector convention, x @ W. The backward flattens the leading axes
-so that the weight's gradient is one product x^T g summed over every position.
+lecture's row-vector convention, x @ W.
+
+Derivation:
+    The backward flattens the leading axes so that the weight's gradient is one
+    product x^T g summed over every position.
 """
 
 import numpy as np
@@ -47,12 +50,15 @@ class Linear(Module):
         return y
 
     def backward(self, dout):
-        """Gradients of y = x W + b.
+        """The gradient at x, and the weight's and bias's gradients added to their `.grad`.
 
-        With rows x_n and upstream rows g_n = dL/dy_n:
-            dx     = g W^T                  (each input feature fed every output through W)
-            dW    += x^T g = sum_n x_n^T g_n
-            db    += sum_n g_n
+        Derivation:
+            Gradients of y = x W + b, with rows x_n and upstream rows g_n = dL/dy_n (the rows of dout):
+
+                dx     = g W^T                  (each input feature fed every output through W)
+                dW    += x^T g = sum_n x_n^T g_n
+                db    += sum_n g_n
+
         Args:
             dout: (..., d_out).
         Returns:

@@ -2,8 +2,11 @@
 
 With weight tying (Press & Wolf 2017) the logits are h E^T, where E (V, C) is
 the token embedding table itself. The same `Parameter` object serves both
-layers, so the embedding's gradient receives two contributions, one from the
-lookup at the bottom of the model and one from here, simply by `+=`.
+layers.
+
+Derivation:
+    The embedding's gradient receives two contributions, one from the lookup at
+    the bottom of the model and one from here, simply by `+=`.
 """
 
 import numpy as np
@@ -34,7 +37,10 @@ class TiedLMHead(Module):
         return logits.reshape(*h.shape[:-1], self.vocab_size)
 
     def backward(self, dlogits):
-        """forward was logits = h E^T  ->  dh = dlogits E,  dE += dlogits^T h.
+        """The gradient at h, and the shared table's gradient added to its `.grad`.
+
+        Derivation:
+            forward was logits = h E^T  ->  dh = dlogits E,  dE += dlogits^T h.
 
         Args:
             dlogits: (..., V).

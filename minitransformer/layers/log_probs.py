@@ -32,7 +32,11 @@ class TokenLogProbs(Module):
         return np.take_along_axis(shifted - log_total, tokens[..., None], axis=-1)[..., 0]   # 3. (B, T)
 
     def backward(self, dlogp):
-        """dlogits[b, t, v] = dlogp[b, t] * (onehot(y)[v] - softmax(logits[b, t])[v]); returns (dlogits, None)."""
+        """The gradient at the logits from dlogp (B, T); returns (dlogits (B, T, V), None): token ids have none.
+
+        Derivation:
+            dlogits[b, t, v] = dlogp[b, t] * (onehot(y)[v] - softmax(logits[b, t])[v]).
+        """
         ### BEGIN SOLUTION log_probs.backward
         onehot = np.zeros_like(self.probs)
         np.put_along_axis(onehot, self.tokens[..., None], 1.0, axis=-1)                # (B, T, V)

@@ -1,13 +1,21 @@
-"""Cross-entropy loss of next-token prediction, the mean negative log-likelihood.
+r"""Cross-entropy loss of next-token prediction, the mean negative log-likelihood.
 
-    loss = -(1/N) sum_n log softmax(logits_n)[target_n]
+$$
+L = -\frac{1}{n} \sum_i \mathrm{keep}_i \log p_{i, t_i}, \qquad p_i = \operatorname{softmax}(z_i), \qquad
+n = \textstyle\sum_i \mathrm{keep}_i
+$$
 
-The softmax and the log are fused (log-sum-exp with the row maximum
+over the positions i (every leading axis of the logits z), t_i the target of position i, keep_i 0 where it
+equals `ignore_index` and 1 elsewhere. The softmax and the log are fused (log-sum-exp with the row maximum
 subtracted) so logits of +-1e4 in float32 still give a finite loss.
 
 Left out: label smoothing (the 2017 paper's epsilon_ls = 0.1, which mixes the
 one-hot target with a uniform distribution) and per-class weights; the loss is
 always the mean over the scored positions.
+
+Derivation:
+    Notebook 04 derives the gradient step by step: the mean, the log, then softmax's backward, whose
+    Jacobian collapses against the one-hot target's single entry.
 """
 
 import numpy as np
@@ -56,7 +64,23 @@ class CrossEntropyLoss(Module):
         return nll.sum() / self.count
 
     def backward(self, grad=1.0):
-        """dloss/dlogits_n = (softmax(logits_n) - onehot(target_n)) / N, zero on ignored rows.
+        r"""The gradient at the logits, times `grad`.
+
+        Derivation:
+            Undo the mean, the log and the softmax, with $e_{t_i}$ the one-hot vector of the target:
+
+            $$
+            \begin{aligned}
+            L = \tfrac{1}{n} \textstyle\sum_i \mathrm{keep}_i \, \ell_i \;&\Rightarrow\;
+                d\ell_i = \mathrm{grad} \cdot \mathrm{keep}_i / n \\
+            \ell_i = -\log p_{i, t_i} \;&\Rightarrow\; dp_i = -d\ell_i \, e_{t_i} / p_{i, t_i} \\
+            p_i = \operatorname{softmax}(z_i) \;&\Rightarrow\;
+                dz_i = p_i \odot \big( dp_i - dp_i \cdot p_i \big) = d\ell_i \, \big( p_i - e_{t_i} \big)
+            \end{aligned}
+            $$
+
+            Softmax minus the one-hot target, divided by the number of scored positions n, zero on the
+            ignored ones: softmax's Jacobian collapses because the target has a single entry.
 
         Args:
             grad: upstream gradient of the scalar loss (1.0 when the loss is the objective).

@@ -10,7 +10,7 @@ Self-attention takes keys and values from `x`; cross-attention (the notes'
 footnote 5) takes them from `context`, e.g. an encoder's output.
 
 The layer is composed of four `Linear` projections (q_proj, k_proj, v_proj,
-o_proj) around one `ScaledDotProductAttention`; its backward is theirs in reverse.
+o_proj) around one `ScaledDotProductAttention`.
 The projections' weights and biases are also the layer's own attributes w_q, w_k,
 w_v, w_o, b_q, b_k, b_v, b_o: the parameter names (`blocks.0.attn.w_q`) that
 checkpoints, the GPT-2 import and LoRA's targets use.
@@ -38,7 +38,10 @@ call. A cached forward is for inference only.
 
 Left out: dropout on the attention weights (GPT-2's attn_pdrop; this project
 drops only sublayer outputs), value heads of another width than the key heads
-(dv = hs always), and backward through a cached forward.
+(d_v = hs always), and backward through a cached forward.
+
+Derivation:
+    The layer's backward is its parts' backward passes in reverse order.
 """
 
 import numpy as np
@@ -117,7 +120,11 @@ class MultiHeadAttention(Module):
         return y if self.n_kv_heads == self.n_heads else np.repeat(y, self.n_heads // self.n_kv_heads, axis=1)
 
     def _share_kv_heads_backward(self, dy):
-        """(B, H, S, hs) -> (B, Hkv, S, hs): a shared head's gradient is the sum over the heads it served."""
+        """The backward of sharing key/value heads among query heads: (B, H, S, hs) -> (B, Hkv, S, hs).
+
+        Derivation:
+            A shared head's gradient is the sum over the heads it served.
+        """
         if self.n_kv_heads == self.n_heads:
             return dy
         B, _, S, hs = dy.shape
@@ -182,17 +189,20 @@ class MultiHeadAttention(Module):
         return self.o_proj(self._merge_heads(heads))                          # 3-4. concat, W_O: (B, T, C)
 
     def backward(self, dout):
-        """Reverse steps 4 to 1.
+        """The gradient at x (and at the context, for cross-attention), and the projections' gradients.
 
-            4. out = heads W_O + b_O   -> dheads = dout W_O^T; dW_O += heads^T dout (o_proj.backward)
-            3. concatenation           -> split dheads back into (B, H, T, hs)
-            2. attention               -> (dq, dk, dv) from ScaledDotProductAttention.backward
-            1c. k, v shared by a group -> dk, dv of a shared head = sum over its group
-            1b. q, k rotated (RoPE)    -> rotate dq, dk back; a score bias is constant
-            1. q = x W_Q, k = src W_K, v = src W_V
-                                       -> dW_Q += x^T dq, ...; dx = dq W_Q^T (+ dk W_K^T + dv W_V^T
-                                          when src is x itself: x feeds all three paths, so the
-                                          three contributions add)
+        Derivation:
+            Reverse steps 4 to 1.
+
+                4. out = heads W_O + b_O   -> dheads = dout W_O^T; dW_O += heads^T dout (o_proj.backward)
+                3. concatenation           -> split dheads back into (B, H, T, hs)
+                2. attention               -> (dq, dk, dv) from ScaledDotProductAttention.backward
+                1c. k, v shared by a group -> dk, dv of a shared head = sum over its group
+                1b. q, k rotated (RoPE)    -> rotate dq, dk back; a score bias is constant
+                1. q = x W_Q, k = src W_K, v = src W_V
+                                           -> dW_Q += x^T dq, ...; dx = dq W_Q^T (+ dk W_K^T + dv W_V^T
+                                              when src is x itself: x feeds all three paths, so the
+                                              three contributions add)
 
         Args:
             dout: (B, T, C).

@@ -80,7 +80,11 @@ class SinusoidalPositionalEncoding(Module):
         return x + sinusoidal_table(stop, self.d, start).astype(self.table.dtype)    # past the table: on demand
 
     def backward(self, dout):
-        """The table is constant, so dx = dout."""
+        """The gradient at x. dout (..., T, C) -> dx (..., T, C).
+
+        Derivation:
+            The table is constant, so dx = dout.
+        """
         return dout
 
     def __repr__(self):
@@ -113,7 +117,11 @@ class LearnedPositionalEmbedding(Module):
         return x + self.weight.data[start: start + x.shape[-2]]
 
     def backward(self, dout):
-        """dx = dout; dP[start + t] += sum over the batch axes of dout[..., t, :]."""
+        """The gradient at x, and the table's gradient added to `weight.grad`. dout (..., T, C) -> dx (..., T, C).
+
+        Derivation:
+            dx = dout; dP[start + t] += sum over the batch axes of dout[..., t, :].
+        """
         ### BEGIN SOLUTION positional.backward
         T = self.shape[-2]
         self.weight.grad[self.start:self.start + T] += dout.reshape(-1, T, self.d).sum(axis=0)

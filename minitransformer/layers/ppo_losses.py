@@ -10,8 +10,11 @@ make the good tokens likelier, but by small steps: with the ratio r = pi(y) / pi
 
 with N the number of scored tokens (mask_t = 1) and R the returns the value head V learns to predict. The min
 makes the objective pessimistic: once r has moved past 1 +- eps in the direction A favours, the clipped term is
-the smaller one, it does not depend on r, and the token's gradient is 0; in the other direction the unclipped
-term stays and pulls r back. Left out: PPO2's clipping of the value loss, and the entropy bonus.
+the smaller one. Left out: PPO2's clipping of the value loss, and the entropy bonus.
+
+Derivation:
+    Once r has moved past 1 +- eps in the direction A favours, the clipped term is the min and does not
+    depend on r: the token's gradient is 0; in the other direction the unclipped term stays and pulls r back.
 """
 
 import numpy as np
@@ -41,7 +44,7 @@ class ClippedSurrogateLoss(Module):
     """PPO's clipped objective, negated to be minimised.
 
     Args:
-        clip: eps, how far the ratio may move from 1 before its gradient stops (0.2 in PPO and InstructGPT).
+        clip: eps, how far the ratio may move from 1 before the clipped term takes over (0.2 in PPO and InstructGPT).
     """
 
     def __init__(self, clip=0.2):
@@ -63,9 +66,12 @@ class ClippedSurrogateLoss(Module):
         return -(objective * self.mask).sum() / self.count                               # 4. scalar
 
     def backward(self, grad=1.0):
-        """dlogp_t = -(grad / N) mask_t A_t r_t [r_t A_t <= clip(r_t) A_t]; returns dlogp (B, T).
+        """The gradient at the log-probabilities, times `grad`; returns dlogp (B, T).
 
-        Where the clipped term is the min it is constant in logp; elsewhere d(r A)/dlogp = r A.
+        Derivation:
+            dlogp_t = -(grad / N) mask_t A_t r_t [r_t A_t <= clip(r_t) A_t].
+
+            Where the clipped term is the min it is constant in logp; elsewhere d(r A)/dlogp = r A.
         """
         ### BEGIN SOLUTION clipped_surrogate.backward
         dobjective = -grad * self.mask / self.count                                      # undo 4: (B, T)
@@ -89,7 +95,11 @@ class ValueLoss(Module):
         return 0.5 * (self.mask * self.error ** 2).sum() / self.count                    # 2. scalar
 
     def backward(self, grad=1.0):
-        """dvalues_t = (grad / N) mask_t (V_t - R_t); returns dvalues (B, T)."""
+        """The gradient at the values, times `grad`; returns dvalues (B, T).
+
+        Derivation:
+            dvalues_t = (grad / N) mask_t (V_t - R_t).
+        """
         ### BEGIN SOLUTION value_loss.backward
         dvalues = grad * self.mask * self.error / self.count                             # undo 2 and 1
         ### END SOLUTION

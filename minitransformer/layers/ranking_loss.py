@@ -44,9 +44,11 @@ class PairwiseRankingLoss(Module):
         return -log_sigmoid(self.margin).mean()                               # 2. mean of -log sigma(m)
 
     def backward(self, grad=1.0):
-        """d loss/d r_chosen = -(1/B) sigma(-m) * grad and d loss/d r_rejected = +(1/B) sigma(-m) * grad.
+        """The gradients at both rewards, times `grad`. Returns (dr_chosen (B,), dr_rejected (B,)).
 
-        (d/dm of -log sigma(m) is -(1 - sigma(m)) = -sigma(-m).) Returns (dr_chosen (B,), dr_rejected (B,)).
+        Derivation:
+            d loss/d r_chosen = -(1/B) sigma(-m) * grad and d loss/d r_rejected = +(1/B) sigma(-m) * grad
+            (d/dm of -log sigma(m) is -(1 - sigma(m)) = -sigma(-m)).
         """
         ### BEGIN SOLUTION ranking_loss.backward
         dmargin = -grad * sigmoid(-self.margin) / self.margin.size          # undo 2: (B,)

@@ -52,15 +52,18 @@ class RMSNorm(Module):
         return self.xhat * self.gamma.data                      # 4. y = xhat * gamma (..., C)
 
     def backward(self, dout):
-        """With g = dout * gamma and r = sqrt(mean(x^2) + eps) (the cached rstd = 1/r):
+        """The gradient at x, and gamma's gradient added to its `.grad`.
 
-            dx     = (1/r) (g - xhat * mean(g * xhat))
-            dgamma += sum over all leading axes of dout * xhat
+        Derivation:
+            With g = dout * gamma and rstd = 1 / sqrt(mean(x^2) + eps), the cached step 2:
 
-        Where dx comes from: xhat_i = x_i / r depends on x_i directly (g_i / r) and through r,
-        with dr/dx_j = x_j / (C r) = xhat_j / C, giving -sum_i g_i x_i / r^2 * xhat_j / C
-        = -xhat_j mean(g xhat) / r. LayerNorm's dx has one more term, -mean(g), from the mean
-        it subtracts; RMSNorm subtracts none.
+                dx     = rstd (g - xhat * mean(g * xhat))
+                dgamma += sum over all leading axes of dout * xhat
+
+            Where dx comes from: xhat_i = x_i rstd depends on x_i directly (g_i rstd) and through rstd,
+            with d rstd/dx_j = -x_j rstd^3 / C = -xhat_j rstd^2 / C, giving
+            sum_i g_i x_i * (-xhat_j rstd^2 / C) = -xhat_j mean(g xhat) rstd. LayerNorm's dx has one
+            more term, -mean(g) rstd, from the mean it subtracts; RMSNorm subtracts none.
 
         Args:
             dout: (..., C).

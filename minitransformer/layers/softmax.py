@@ -4,7 +4,10 @@
 loss use them too; `Softmax` wraps them as a layer.
 
 A row whose entries are all -inf (a query that may attend to nothing) is
-defined to give all zeros rather than NaN; its gradient is then zero too.
+defined to give all zeros rather than NaN.
+
+Derivation:
+    A row of all -inf gives zeros whatever its entries, so its gradient is zero too.
 """
 
 import numpy as np
@@ -39,15 +42,16 @@ def softmax(x, axis=-1):
 
 
 def softmax_backward(y, dy, axis=-1):
-    r"""Jacobian-vector product of softmax, given its output y.
+    r"""Softmax's backward, given its output y: the gradient at x from the gradient dy at y.
 
-    The Jacobian is $\partial y_i / \partial x_j = y_i (\delta_{ij} - y_j)$, so
+    Derivation:
+        The Jacobian is $\partial y_i / \partial x_j = y_i (\delta_{ij} - y_j)$, so
 
-    $$
-    dx_j = \sum_i dy_i \, y_i (\delta_{ij} - y_j) = y_j \Big( dy_j - \sum_i dy_i \, y_i \Big)
-    $$
+        $$
+        dx_j = \sum_i dy_i \, y_i (\delta_{ij} - y_j) = y_j \Big( dy_j - \sum_i dy_i \, y_i \Big)
+        $$
 
-    One multiply, one row sum, one subtract: the (T x T) Jacobian is never built.
+        One multiply, one row sum, one subtract: the (T x T) Jacobian is never built.
 
     Args:
         y: softmax output (...).
@@ -85,7 +89,11 @@ class Softmax(Module):
         return x
 
     def backward(self, dout):
-        """dx = y * (dout - sum(dout * y)) along the axis (see `softmax_backward`)."""
+        """The gradient at x, by `softmax_backward`. dout (...) -> dx (...).
+
+        Derivation:
+            dx = y * (dout - sum(dout * y)) along the axis.
+        """
         return softmax_backward(self.y, dout, self.axis)
 
     def __repr__(self):

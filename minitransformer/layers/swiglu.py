@@ -57,12 +57,15 @@ class SwiGLU(Module):
         return self.w2(hidden)                          # 4. out = hidden W_2 (..., C)
 
     def backward(self, dout):
-        """With dh = dL/dhidden = dout W_2^T (from W_2's backward), a = x W_1, g = silu(a), v = x W_3:
+        """The gradient at x, and the three linear maps' gradients.
 
-            dv = dh * g                  (hidden = g * v, product rule)
-            dg = dh * v
-            da = dg * silu'(a)           (SiLU's backward)
-            dx = da W_1^T + dv W_3^T     (x feeds both projections: the two paths add)
+        Derivation:
+            With dh = dL/dhidden = dout W_2^T (from W_2's backward), a = x W_1, g = silu(a), v = x W_3:
+
+                dv = dh * g                  (hidden = g * v, product rule)
+                dg = dh * v
+                da = dg * silu'(a)           (SiLU's backward)
+                dx = da W_1^T + dv W_3^T     (x feeds both projections: the two paths add)
 
         Args:
             dout: (..., C).

@@ -15,11 +15,13 @@ Nothing here is learned and nothing depends on a maximum length: a model
 trained on short sequences runs on longer ones unchanged, which is the
 paper's claim ("train short, test long"); `tests/test_alibi.py` checks that.
 
-The bias is a constant, so its backward is the identity. In
-`MultiHeadAttention` it enters through `ScaledDotProductAttention(bias=...)`.
+In `MultiHeadAttention` the bias enters through `ScaledDotProductAttention(bias=...)`.
 Queries are aligned to the end of the keys (query i at position Tk - Tq + i),
 as in `causal_mask`. Left out: the paper's trick of dropping the |.| because
 a causal mask hides j > i anyway (the same numbers on every visible entry).
+
+Derivation:
+    The bias is a constant, so its backward is the identity.
 """
 
 from functools import lru_cache
@@ -80,7 +82,11 @@ class ALiBi(Module):
         return scores + self.score_bias(*scores.shape[-2:], scores.dtype)
 
     def backward(self, dout):
-        """The bias is constant: dscores = dout."""
+        """The gradient at the scores the bias was added to. dout (..., H, Tq, Tk) -> dscores, the same shape.
+
+        Derivation:
+            The bias is constant: dscores = dout.
+        """
         ### BEGIN SOLUTION alibi.backward
         return dout
         ### END SOLUTION

@@ -1,7 +1,7 @@
 """LoRA, low-rank adaptation (Hu et al. 2021, arXiv 2106.09685; survey note §10.1).
 
-Fine-tuning changes a pre-trained weight W0 (d_in, d_out) by some dW. LoRA
-freezes W0 and learns dW in factored form, dW = s A B with A (d_in, r),
+Fine-tuning moves a pre-trained weight W0 (d_in, d_out) by an update. LoRA
+freezes W0 and learns the update in factored form, s A B with A (d_in, r),
 B (r, d_out), r much smaller than d_in and d_out, and the fixed scale s = alpha / r:
 
     y = x W0 + s (x A) B.
@@ -18,15 +18,18 @@ Two forms:
 * `add_lora(model, r, alpha, targets=("w_q", "w_v"))` adapts any 2-D weight
   used as x @ W inside a model, such as the GPT's attention projections, by
   reparametrisation: before each forward it writes W = W0 + s A B into the
-  weight, and after the model's backward it turns the weight's gradient
-  G = dL/dW into dA = s G B^T and dB = s A^T G (the chain rule through
-  W = W0 + s A B). The model itself is not changed.
+  weight, and after the model's backward it turns the weight's gradient into
+  A's and B's. The model itself is not changed.
 
 In both, `named_parameters()` lists the adapters only: those are what the
 optimizer trains and what `state_dict()` saves (a LoRA checkpoint is the small
 adapter file). The frozen weights never receive gradient.
 
 Left out: dropout on the adapter input, and adapters on embeddings.
+
+Derivation:
+    `add_lora` turns the weight's gradient G = dL/dW into dA = s G B^T and
+    dB = s A^T G (the chain rule through W = W0 + s A B).
 """
 
 import numpy as np
@@ -85,11 +88,15 @@ class LoRALinear(Module):
         return y.reshape(*x.shape[:-1], self.base.d_out)
 
     def backward(self, dout):
-        """With g = dout rows and s = alpha / r:
+        """The gradient at x, and the adapters' gradients added to their `.grad` (the base stays frozen).
 
-            3. y += s (x A) B   ->  dB += s (xA)^T g,   d(xA) = s g B^T
-            2. xA = x A         ->  dA += x^T d(xA),    dx gets d(xA) A^T
-            1. y = x W0 + b0    ->  dx gets g W0^T; W0, b0 are frozen: no gradient
+        Derivation:
+            With g = dout rows and s = alpha / r:
+
+                3. y += s (x A) B   ->  dB += s (xA)^T g,   d(xA) = s g B^T
+                2. xA = x A         ->  dA += x^T d(xA),    dx gets d(xA) A^T
+                1. y = x W0 + b0    ->  dx gets g W0^T; W0, b0 are frozen: no gradient
+
         Returns:
             dx (..., d_in).
         """
@@ -165,10 +172,14 @@ class LoRAModel(Module):
         return self.model.forward(*inputs)
 
     def backward(self, dout):
-        """With G = dL/dW, which the model's own backward leaves in each adapted weight's .grad:
+        """The model's backward, then the adapted weights' gradients turned into the adapters'.
 
-            W = W0 + s A B   ->   dA += s G B^T,   dB += s A^T G,   W0 frozen.
         The model's gradients are scratch space and are cleared again afterwards.
+
+        Derivation:
+            With G = dL/dW, which the model's own backward leaves in each adapted weight's .grad:
+
+                W = W0 + s A B   ->   dA += s G B^T,   dB += s A^T G,   W0 frozen.
         """
         dinputs = self.model.backward(dout)
         for adapter in self.adapters:

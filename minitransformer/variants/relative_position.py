@@ -26,16 +26,17 @@ backward. The survey note's listing of the skew (Algorithm 1) masks A with a
 lower-triangular matrix *before* skewing; that erases the entries the skew
 needs (errata in notebooks/errata_variants.md, shown in the same test file).
 
-The backward of the skew is its adjoint: pad the gradient with a zero first
-row, read it as (T, T+1), drop the first column.
-
 The rest is scaled dot-product attention, and this layer calls it
 (`layers/attention.py`) rather than repeat it: the relative term enters as T
 extra coordinates, the one-hot e_i on query i and column j of S_rel on key j,
-so that q'_i . k'_j = q_i . k_j + S_rel[i, j]; attention's own backward then
-hands back dS_rel in those coordinates of dk'. Shaw's value-side vectors a^V
+so that q'_i . k'_j = q_i . k_j + S_rel[i, j]. Shaw's value-side vectors a^V
 are another layer, `relative_values.py` (Huang et al. use only the key side).
 Left out: the non-causal skew.
+
+Derivation:
+    The backward of the skew is its adjoint: pad the gradient with a zero first
+    row, read it as (T, T+1), drop the first column. Attention's own backward
+    hands back dS_rel in the extra coordinates of dk'.
 """
 
 import numpy as np
@@ -57,7 +58,11 @@ def skew(rel_logits):
 
 
 def skew_backward(dskewed):
-    """The adjoint of `skew`: (..., T, T) -> (..., T, T)."""
+    """The backward of `skew`: the gradient at its input, (..., T, T) -> (..., T, T).
+
+    Derivation:
+        The skew only moves entries, so its backward is its adjoint: the forward's steps undone in reverse.
+    """
     T = dskewed.shape[-1]
     ### BEGIN SOLUTION skew.backward
     dpadded = np.zeros((*dskewed.shape[:-2], T + 1, T), dskewed.dtype)
@@ -123,13 +128,17 @@ class RelativePositionAttention(Module):
         return self.attention.alpha
 
     def backward(self, dout):
-        """Reverse steps 2 and 1:
+        """The gradients at q, k and v, and the table's gradient added to its `.grad`.
 
-            2. attention on q' = [q, e_i], k' = [k, S_rel^T]  ->  its backward: dq', dk', dv;
-               dq = dq'[:hs], dk = dk'[:hs], dS_rel[i, j] = dk'[j, hs + i]
-            1. direct: S_rel[i, j] = q_i . R[i, j]  ->  dq_i += sum_j dS_ij R[i, j],  da_(j-i) += sum dS_ij q_i
-               skewed: S_rel = skew(q E^T)         ->  dA = skew^T(dS),  dq += dA E,  dE = dA^T q
-               (a row of the table used for several offsets, or several times, gets every share)
+        Derivation:
+            Reverse steps 2 and 1:
+
+                2. attention on q' = [q, e_i], k' = [k, S_rel^T]  ->  its backward: dq', dk', dv;
+                   dq = dq'[:hs], dk = dk'[:hs], dS_rel[i, j] = dk'[j, hs + i]
+                1. direct: S_rel[i, j] = q_i . R[i, j]  ->  dq_i += sum_j dS_ij R[i, j],  da_(j-i) += sum dS_ij q_i
+                   skewed: S_rel = skew(q E^T)         ->  dA = skew^T(dS),  dq += dA E,  dE = dA^T q
+                   (a row of the table used for several offsets, or several times, gets every share)
+
         Returns:
             (dq, dk, dv).
         """

@@ -6,15 +6,19 @@ add one to each value, so that what a query reads depends on how far away it was
     z_i = sum_j alpha_ij (v_j + a^V_(j-i)),   a^V_d = a^V_(clip(d, -K, K))
 
 The new term is sum_j alpha_ij a^V_(j-i): the attention weights, already computed, applied to a (T, T, dv)
-array of vectors. Its backward adds to dalpha_ij the product dout_i . a^V_(j-i), and to each table row the
-sum of alpha_ij dout_i over the (i, j) with that offset.
-
-The key side's backward (the parent's) takes dalpha = dout v^T. The extra dalpha joins it without changing
-that code: with v extended by the identity, [v, I] (T, dv + T), and the upstream by the extra term,
-[dout, dalpha_rel], the parent's dout v^T becomes dout v^T + dalpha_rel I, exactly the sum needed (and its dv
-comes back in the first dv columns).
+array of vectors. The parent's attention runs on v extended by the identity, [v, I] (T, dv + T), so that its
+output carries alpha itself beside alpha v.
 
 Left out: the skewed form (Huang et al. skew only the keys) and dropout.
+
+Derivation:
+    The new term's backward adds to dalpha_ij the product dout_i . a^V_(j-i), and to each table row the
+    sum of alpha_ij dout_i over the (i, j) with that offset.
+
+    The key side's backward (the parent's) takes dalpha = dout v^T. The extra dalpha joins it without changing
+    that code: with v extended by the identity, [v, I], and the upstream by the extra term,
+    [dout, dalpha_rel], the parent's dout v^T becomes dout v^T + dalpha_rel I, exactly the sum needed (and its dv
+    comes back in the first dv columns).
 """
 
 import numpy as np
@@ -55,10 +59,12 @@ class RelativeValueAttention(RelativePositionAttention):
         ### END SOLUTION
 
     def backward(self, dout):
-        """8. out += sum_j alpha_ij a^V_(j-i)  ->  dalpha_ij += dout_i . a^V_(j-i),
-                                                  da^V_(j-i) += sum over the batch of alpha_ij dout_i;
-        then steps 6-1 as the parent, with dalpha_rel added through [v, I] (module docstring).
-        Returns (dq, dk, dv).
+        """The gradients at q, k and v, and the value table's gradient added to its `.grad`. Returns (dq, dk, dv).
+
+        Derivation:
+            8. out += sum_j alpha_ij a^V_(j-i)  ->  dalpha_ij += dout_i . a^V_(j-i),
+                                                    da^V_(j-i) += sum over the batch of alpha_ij dout_i;
+            then steps 6-1 as the parent, with dalpha_rel added through [v, I] (module docstring).
         """
         dout = np.asarray(dout)
         ### BEGIN SOLUTION relative_values.backward

@@ -15,12 +15,13 @@ a key at n depends on the tokens and on the offset n - m only, never on m
 itself; `tests/test_rope.py` checks exactly that. There is no table and no
 parameter, so nothing limits the sequence length.
 
-Backward: a rotation is orthogonal, R^T = R(-angle), so the gradient is the
-output gradient turned back by the opposite angle (`rotate_back`).
-
 Left out: the "rotate half" channel layout of GPT-NeoX/LLaMA (a permutation of
 the same thing), partial rotation of only some channels, and frequency scaling
 for context extension.
+
+Derivation:
+    A rotation is orthogonal, R^T = R(-angle), so the gradient is the output
+    gradient turned back by the opposite angle (`rotate_back`).
 """
 
 import numpy as np
@@ -62,8 +63,10 @@ def rotate(x, cos, sin):
 
 
 def rotate_back(dout, cos, sin):
-    """The backward of `rotate(x, cos, sin)`: y = R x with R orthogonal, so dx = R^T dout, and R^T turns each pair
-    by the opposite angle.
+    """The backward of `rotate(x, cos, sin)`: the gradient at x.
+
+    Derivation:
+        y = R x with R orthogonal, so dx = R^T dout, and R^T turns each pair by the opposite angle.
 
     Args:
         dout: (..., T, hs).  cos, sin: (T, hs/2), those the forward used.
@@ -104,7 +107,11 @@ class RotaryEmbedding(Module):
         return rotate(x, self.cos, self.sin)
 
     def backward(self, dout):
-        """y = R x with R orthogonal  ->  dx = R^T dout = R(-angle) dout."""
+        """The gradient at x, by `rotate_back`. dout (..., T, hs) -> dx (..., T, hs).
+
+        Derivation:
+            y = R x with R orthogonal  ->  dx = R^T dout = R(-angle) dout.
+        """
         return rotate_back(dout, self.cos, self.sin)
 
     # ---------------------------------------------------------------- the hook used by MultiHeadAttention

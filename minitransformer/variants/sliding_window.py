@@ -67,10 +67,14 @@ class BandedAttention(Module):
         return self.attention.alpha[..., 0, :]
 
     def backward(self, dout):
-        """Reverse steps 5 to 1: attention's backward on the band, then the gather undone.
+        """The gradients at the queries, keys and values.
 
-            5-2. attention of query t on its w keys  ->  dq_t, dk_band_t, dv_band_t (`ScaledDotProductAttention`)
-            1.   k_band_to = k[t - (w-1) + o]        ->  dk[j] = sum of dk_band over every slot that copied key j
+        Derivation:
+            Reverse steps 5 to 1: attention's backward on the band, then the gather undone.
+
+                5-2. attention of query t on its w keys  ->  dq_t, dk_band_t, dv_band_t (`ScaledDotProductAttention`)
+                1.   k_band_to = k[t - (w-1) + o]        ->  dk[j] = sum of dk_band over every slot that copied key j
+
         Args:
             dout: (..., T, dv).
         Returns:
@@ -80,7 +84,11 @@ class BandedAttention(Module):
         return dq[..., 0, :], self._scatter(dk_band), self._scatter(dv_band)               # 1.
 
     def _scatter(self, dband):
-        """Undo the gather: slot (t, o) sends its row to key t - (w - 1) + o. One slice per offset o."""
+        """The backward of the gather of step 1: dband (..., T, w, d) -> (..., T, d).
+
+        Derivation:
+            Slot (t, o) sends its row back to key t - (w - 1) + o, added: one slice per offset o.
+        """
         w, T = self.window, self.T
         ### BEGIN SOLUTION banded.backward
         dfull = np.zeros((*dband.shape[:-3], T, dband.shape[-1]), dtype=dband.dtype)   # (..., T, d)

@@ -33,33 +33,26 @@ denominator relative to m, so
 
 Each exp(s - m') is at most 1, so nothing overflows, as in `layers/softmax.py`.
 
-Backward, with the weights recomputed instead of stored: p_j = exp(s_j - lse) is softmax(s)_j exactly (the
-denominator is exp(lse)). The softmax backward needs, per row, sum_j p_j dp_j with dp_j = dout . v_j; that sum
-is dout . (sum_j p_j v_j) = dout . out = D, one number per row computed once from the saved output. So every
-tile's gradients follow from the tile alone, and the backward can take the tiles in any order. Algorithm 2
-takes a block of keys outside and the blocks of queries inside: dk and dv of that key block are sums over the
-query blocks, kept in the block (dk_j, dv_j) and written once; dq's rows receive one term per key block.
+The backward pass (Algorithm 2) recomputes the weights from the saved lse instead of storing them, and takes a
+block of keys outside and the blocks of queries inside.
 
 The paper's lines, as this file's comments number them ([1.8] is Algorithm 1's line 8, [2.14] Algorithm 2's
 line 14). The paper leaves out the scale (its S = Q K^T); here q is multiplied by it once, before the loops,
-so every tile's scores are (scale q) k^T, and dq = scale * (the gradient of scale q) once, after them.
+so every tile's scores are (scale q) k^T.
 
-    forward, Algorithm 1                             backward, Algorithm 2
-    [1.1-2] cut q into query blocks, k and v into     [2.1-3] the same blocks; dq starts at 0
-            key blocks; out and lse into row blocks   [2.4]   D = rowsum(dout * out), once
-    [1.3]   for each query block i:                   [2.5]   for each key block j:
-    [1.4]     q_i                                     [2.6]     k_j, v_j
-    [1.5]     m = -inf, l = 0, o = 0                  [2.7]     dk_j = 0, dv_j = 0
-    [1.6]     for each key block j it sees:           [2.8]     for each query block i that sees it:
-    [1.7]       k_j, v_j                              [2.9]       q_i, dout_i, lse_i, D_i
-    [1.8]       s = q_i k_j^T (+ bias, mask)          [2.10]      s = q_i k_j^T (+ bias, mask), recomputed
-    [1.9]       m', p~ = exp(s - m'), l'              [2.11]      p = exp(s - lse_i)
-    [1.10]      o' = exp(m - m') o + p~ v_j           [2.12]      dv_j += p^T dout_i
-    [1.12]    out_i = o / l                           [2.13]      dp = dout_i v_j^T
-    [1.13]    lse_i = m + log l                       [2.14]      ds = p (dp - D_i)
-    [1.14-15] write out_i and lse_i                   [2.15]      dq_i += ds k_j
-                                                      [2.16]      dk_j += ds^T q_i
-                                                      [2.18]    write dk_j and dv_j
+    forward, Algorithm 1
+    [1.1-2] cut q into query blocks, k and v into key blocks; out and lse into row blocks
+    [1.3]   for each query block i:
+    [1.4]     q_i
+    [1.5]     m = -inf, l = 0, o = 0
+    [1.6]     for each key block j it sees:
+    [1.7]       k_j, v_j
+    [1.8]       s = q_i k_j^T (+ bias, mask)
+    [1.9]       m', p~ = exp(s - m'), l'
+    [1.10]      o' = exp(m - m') o + p~ v_j
+    [1.12]    out_i = o / l
+    [1.13]    lse_i = m + log l
+    [1.14-15] write out_i and lse_i
 
 Causal attention (the paper's section 3.1.1): a tile whose keys all lie after its queries is skipped, and only
 the tile on the diagonal needs the mask. The key blocks are cut at the query blocks' positions (after the keys
@@ -67,8 +60,7 @@ before the first query, which every query sees: the cache, in decoding), so that
 that holds the same lower-triangular mask: built once per forward, a slice of it for a shorter last block.
 
 A query row that sees no key (fully masked) never gets a finite score: l stays 0, and this layer gives it
-out = 0 and no gradient, as plain attention does; its lse is stored as +inf so that the recomputed weights
-exp(-inf - inf) are 0.
+out = 0, as plain attention does; its lse is stored as +inf.
 
 This file is the plain form: one line per step. The fast tier's form (`fast/tiled_attention.py`) runs the same
 algorithm with large tiles, in place, its blocks shared between threads; the fast dense attention
@@ -76,6 +68,34 @@ algorithm with large tiles, in place, its blocks shared between threads; the fas
 
 Left out: dropout on the weights, a learned score bias (the bias is a constant, as ALiBi's), and everything the
 paper does for the GPU (its on-chip memory, its warps).
+
+Derivation:
+    Backward, with the weights recomputed instead of stored: p_j = exp(s_j - lse) is softmax(s)_j exactly (the
+    denominator is exp(lse)). The softmax backward needs, per row, sum_j p_j dp_j with dp_j = dout . v_j; that sum
+    is dout . (sum_j p_j v_j) = dout . out = D, one number per row computed once from the saved output. So every
+    tile's gradients follow from the tile alone, and the backward can take the tiles in any order. Algorithm 2
+    takes a block of keys outside and the blocks of queries inside: dk and dv of that key block are sums over the
+    query blocks, kept in the block (dk_j, dv_j) and written once; dq's rows receive one term per key block, and
+    dq = scale * (the gradient of scale q) once, after the loops.
+
+        backward, Algorithm 2
+        [2.1-3] the same blocks; dq starts at 0
+        [2.4]   D = rowsum(dout * out), once
+        [2.5]   for each key block j:
+        [2.6]     k_j, v_j
+        [2.7]     dk_j = 0, dv_j = 0
+        [2.8]     for each query block i that sees it:
+        [2.9]       q_i, dout_i, lse_i, D_i
+        [2.10]      s = q_i k_j^T (+ bias, mask), recomputed
+        [2.11]      p = exp(s - lse_i)
+        [2.12]      dv_j += p^T dout_i
+        [2.13]      dp = dout_i v_j^T
+        [2.14]      ds = p (dp - D_i)
+        [2.15]      dq_i += ds k_j
+        [2.16]      dk_j += ds^T q_i
+        [2.18]    write dk_j and dv_j
+
+    A fully masked row passes no gradient: its lse of +inf makes the recomputed weights exp(-inf - inf) zero.
 """
 
 from dataclasses import dataclass
@@ -109,8 +129,8 @@ def online_softmax_step(row_max, row_sum, acc, scores, values):
 def online_softmax_result(row_max, row_sum, acc):
     """(out, lse) from the final m, l, o ([1.12-13]): out = o / l, lse = m + log l.
 
-    A row that saw no finite score (l = 0) gets out = 0 and lse = +inf, so that the backward's
-    recomputed weights exp(s - lse) are 0 there. Shapes: out (..., Bq, dv), lse (..., Bq, 1).
+    A row that saw no finite score (l = 0) gets out = 0 and lse = +inf, so that weights recomputed
+    as exp(s - lse) are 0 there. Shapes: out (..., Bq, dv), lse (..., Bq, 1).
     """
     seen = row_sum > 0                                                  # False: the row saw no key
     safe_sum = np.where(seen, row_sum, 1)                               # (..., Bq, 1)
@@ -130,7 +150,7 @@ class TiledAttention(ScaledDotProductAttention):
         block_size: rows of queries and of keys per tile (>= 1); the last block may be shorter.
     Attributes after forward:
         lse: (..., Tq, 1) each query row's log-sum-exp of its scores (+inf for a row that sees no key).
-        out: (..., Tq, dv) the output, kept for D = rowsum(dout * out) in backward.
+        out: (..., Tq, dv) the output, kept for the backward pass.
         q_scaled: (..., Tq, dk) scale * q, the queries every tile multiplies.
         tiling: the blocks and which tiles are computed (`Tiling`).
         There is no `alpha`: the weights are never stored.
@@ -194,25 +214,28 @@ class TiledAttention(ScaledDotProductAttention):
         return online_softmax_result(row_max, row_sum, acc)                                # [1.12-13]
 
     def backward(self, dout):
-        r"""Algorithm 2: each block of keys against the blocks of queries that see it, the weights of every tile
-        recomputed from the saved lse; dk_j and dv_j summed in the block and written once. Per tile, with
-        $\hat q = \text{scale} \cdot q$ (the scale folded into q):
+        r"""Algorithm 2: the gradients at q, k and v, one tile at a time, each block of keys against the blocks of
+        queries that see it; dk_j and dv_j summed in the block and written once.
 
-        $$
-        \begin{aligned}
-        &[2.11] \quad p = \exp(s - \text{lse}) && \text{the weights: each row's softmax denominator is } e^{\text{lse}} \\
-        &[2.12\text{-}13] \quad \text{out} = p\, v \;\Rightarrow\; dv \mathrel{+}= p^\top \text{dout}, \quad
-            dp = \text{dout}\, v^\top \\
-        &[2.14] \quad p = \operatorname{softmax}(s) \;\Rightarrow\; ds = p \circ (dp - D), \quad
-            D = \operatorname{rowsum}(\text{dout} \circ \text{out}) \;\; [2.4] \\
-        &[2.15\text{-}16] \quad s = \hat q\, k^\top \;\Rightarrow\; d\hat q \mathrel{+}= ds\, k, \quad
-            dk \mathrel{+}= ds^\top \hat q; \qquad \text{at the end } dq = \text{scale} \cdot d\hat q
-        \end{aligned}
-        $$
+        Derivation:
+            The weights of every tile are recomputed from the saved lse. Per tile, with
+            $\hat q = \text{scale} \cdot q$ (the scale folded into q):
 
-        The softmax backward's row sum $\sum_j p_j\, dp_j = \text{dout} \cdot \sum_j p_j v_j = \text{dout} \cdot
-        \text{out} = D$ covers the whole row, so each tile needs only its own p and dp. Masked entries have p = 0,
-        hence ds = 0 there; the bias is a constant.
+            $$
+            \begin{aligned}
+            &[2.11] \quad p = \exp(s - \text{lse}) && \text{the weights: each row's softmax denominator is } e^{\text{lse}} \\
+            &[2.12\text{-}13] \quad \text{out} = p\, v \;\Rightarrow\; dv \mathrel{+}= p^\top \mathrm{dout}, \quad
+                dp = \mathrm{dout}\, v^\top \\
+            &[2.14] \quad p = \operatorname{softmax}(s) \;\Rightarrow\; ds = p \circ (dp - D), \quad
+                D = \operatorname{rowsum}(\mathrm{dout} \circ \text{out}) \;\; [2.4] \\
+            &[2.15\text{-}16] \quad s = \hat q\, k^\top \;\Rightarrow\; d\hat q \mathrel{+}= ds\, k, \quad
+                dk \mathrel{+}= ds^\top \hat q; \qquad \text{at the end } dq = \text{scale} \cdot d\hat q
+            \end{aligned}
+            $$
+
+            The softmax backward's row sum $\sum_j p_j\, dp_j = \mathrm{dout} \cdot \sum_j p_j v_j = \mathrm{dout} \cdot
+            \text{out} = D$ covers the whole row, so each tile needs only its own p and dp. Masked entries have p = 0,
+            hence ds = 0 there; the bias is a constant.
 
         Args:
             dout: (..., Tq, dv).

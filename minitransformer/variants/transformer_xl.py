@@ -8,11 +8,9 @@ by the current states, while queries come from the current states only:
     h~ = [SG(h_prev) ; h]          (B, M + T, C)
     q = h W_Q,  k = h~ W_K,  v = h~ W_V
 
-SG is the stop-gradient: the memory is a constant. In this code that is
-simply what the backward pass does: the gradient that reaches the memory's
-rows is dropped, never passed on. So training costs one segment, yet a
-query can look M positions further back, and with n layers the reach grows
-to about n M positions.
+SG is the stop-gradient: the memory is a constant. So training costs one
+segment, yet a query can look M positions further back, and with n layers
+the reach grows to about n M positions.
 
 Causal masking with M + T keys and T queries is `causal_mask(T, M + T)`,
 which aligns the queries to the end of the keys: every memory position is
@@ -22,6 +20,10 @@ relative or absent and so stays valid across segments. The memory keeps the
 last mem_len positions a layer has seen (the current segment and, if mem_len
 is longer, older memory), as in the paper's code. Left out: the paper's
 relative position terms with the u, v biases, and adaptive softmax.
+
+Derivation:
+    The stop-gradient is simply what the backward pass does: the gradient that
+    reaches the memory's rows is dropped, never passed on.
 """
 
 import numpy as np
@@ -73,11 +75,15 @@ class TransformerXLBlock(Module):
         return h + self.ff(self.ln2(h))                                          # 3.
 
     def backward(self, dout):
-        """Reverse steps 3 to 1; the memory is a constant (stop-gradient).
+        """The gradient at x (none reaches the memory), and the sublayers' gradients.
 
-            3. y = h + ff(ln2(h))           ->  dh = dout + ln2'(ff'(dout))
-            2. h = x + attn(n_cur, n)       ->  dx = dh + ...;  dn = dcontext, dn[:, M:] += dquery
-            1. n = ln1([memory ; x])        ->  dfull = ln1'(dn); the rows of the memory are dropped
+        Derivation:
+            Reverse steps 3 to 1; the memory is a constant (stop-gradient).
+
+                3. y = h + ff(ln2(h))           ->  dh = dout + ln2'(ff'(dout))
+                2. h = x + attn(n_cur, n)       ->  dx = dh + ...;  dn = dcontext, dn[:, M:] += dquery
+                1. n = ln1([memory ; x])        ->  dfull = ln1'(dn); the rows of the memory are dropped
+
         Returns:
             dx (B, T, C).
         """

@@ -148,11 +148,13 @@ plt.show()
 # ## The whole layer equals plain attention
 #
 # `TiledAttention` runs this update for a block of queries against each block of keys (a tile), and
-# saves per row only the output and the log-sum-exp (Algorithm 1). Its backward pass (Algorithm 2)
-# takes one block of keys at a time against the blocks of queries that see it, recomputes each tile's
-# weights as $e^{s - \mathrm{lse}}$, and needs one more number per row, $D = \sum \mathrm{dout} \cdot \mathrm{out}$
-# (the softmax backward's row sum, rewritten with the saved output). With causal attention the tiles wholly above
-# the diagonal are skipped. Here $T = 50$ in blocks of 16 (the last block is 2 long), causal.
+# saves per row only the output and the log-sum-exp (Algorithm 1). With causal attention the tiles wholly
+# above the diagonal are skipped. Here $T = 50$ in blocks of 16 (the last block is 2 long), causal.
+
+# %% [markdown] derives=tiled_attention
+# Its backward pass (Algorithm 2) takes one block of keys at a time against the blocks of queries that see it,
+# recomputes each tile's weights as $e^{s - \mathrm{lse}}$, and needs one more number per row,
+# $D = \sum \mathrm{dout} \cdot \mathrm{out}$ (the softmax backward's row sum, rewritten with the saved output).
 
 # %%
 q, k, v, dout = np.random.default_rng(1).standard_normal((4, 2, 3, 50, 8))
