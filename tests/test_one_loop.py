@@ -176,8 +176,9 @@ def test_evaluate_first_records_the_untrained_model_at_step_0_and_a_fresh_loop_a
         objective = LanguageModelObjective(model, CrossEntropyLoss())
         evaluated = []
         loop = loop_module.TrainingLoop(objective, Adam(model.parameters(), lr=1e-2), lambda: batch, lambda step: 1e-2,
-                                        max_steps=steps[-1], eval_interval=2, log=False, progress=False,
-                                        evaluate=lambda: {"val": float(objective.forward(*batch))})
+                                        loop_module.LoopOptions(max_steps=steps[-1], eval_interval=2, log=False,
+                                                                progress=False,
+                                                                evaluate=lambda: {"val": float(objective.forward(*batch))}))
         for max_steps in steps:
             loop.fit(max_steps, on_eval=lambda loop, losses: evaluated.append(loop.step), evaluate_first=evaluate_first)
         return [row[0] for row in loop.history["eval"]], evaluated
@@ -185,3 +186,41 @@ def test_evaluate_first_records_the_untrained_model_at_step_0_and_a_fresh_loop_a
     assert fitted(True) == ([0, 2, 3], [0, 2, 3])                 # step 0 first, then the usual ones
     assert fitted(False) == ([2, 3], [2, 3])
     assert fitted(True, steps=(1, 3))[0] == [0, 1, 2, 3]           # a second fit does not evaluate step 1 twice
+
+
+# ---------------------------------------------------------------- the lesson's shape and two behaviours of the loop
+def test_the_loop_takes_its_options_as_one_object_and_the_step_knows_no_timer():
+    """TrainingLoop(objective, optimizer, next_batch, learning_rate, options): the lesson's four ingredients and
+    LoopOptions; training/step.py imports no phase timer (phases.py wraps what it is given instead)."""
+    import inspect
+
+    parameters = list(inspect.signature(loop_module.TrainingLoop.__init__).parameters)
+    assert parameters == ["self", "objective", "optimizer", "next_batch", "learning_rate", "options"], parameters
+    step = ast.parse((PACKAGE / "training" / "step.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(step) if isinstance(node, ast.ImportFrom)}
+    assert "phases" not in imported and "laps" not in ast.unparse(step)
+
+
+def test_the_default_evaluation_is_the_mean_training_loss_of_the_steps_after_the_last_evaluation():
+    loop = loop_module.TrainingLoop(None, None, None, None, loop_module.LoopOptions(model=object()))
+    loop.history.update(step=[1, 2, 3, 4], loss=[1.0, 2.0, 3.0, 10.0], eval=[[2, 1.5]])
+    assert loop.evaluate() == {"train": 6.5}                        # steps 3 and 4; step 2 was evaluated
+    loop.history["eval"] = []
+    assert loop.evaluate() == {"train": 4.0}                        # every step since the start
+    loop.history.update(eval=[[4, 6.5]])
+    assert np.isnan(loop.evaluate()["train"])                       # no step since
+
+
+def test_a_first_ctrl_c_asks_the_loop_to_stop_and_a_second_stops_at_once():
+    """The first SIGINT only sets the flag and puts the handler that was there before back, so a second SIGINT
+    reaches it at once (here Python's own, KeyboardInterrupt); after the block that handler is back too."""
+    before = signal.getsignal(signal.SIGINT)
+    with loop_module.stop_at_step_boundary() as stop:
+        assert not stop.requested and signal.getsignal(signal.SIGINT) is not before
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested and signal.getsignal(signal.SIGINT) is before
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):                                   # the signal is handled between bytecodes
+                pass
+    assert signal.getsignal(signal.SIGINT) is before

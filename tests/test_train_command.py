@@ -14,7 +14,7 @@ from test_checkpoint_safety import MALFORMED, _files, _finite_weights
 
 import minitransformer.objectives.language_model
 import minitransformer.training.config
-import minitransformer.training.loop
+import minitransformer.training.harness
 from minitransformer.__main__ import main
 from minitransformer.commands.threads import cores_available
 from minitransformer.training.checkpoint import read_checkpoint
@@ -135,12 +135,12 @@ def test_resume_of_a_malformed_checkpoint_is_one_error_line(tmp_path, text_file,
 def test_a_nan_run_exits_1_naming_the_step_and_keeps_the_last_checkpoint(tmp_path, text_file, capsys, monkeypatch):
     out = tmp_path / "run"
     snapshots = []
-    save = minitransformer.training.loop.save_checkpoint
+    save = minitransformer.training.harness.save_checkpoint
 
     def save_and_remember(directory, *args):
         save(directory, *args)
         snapshots.append({name: data for name, data in _files(Path(directory)).items() if name != "loss.png"})
-    monkeypatch.setattr(minitransformer.training.loop, "save_checkpoint", save_and_remember)
+    monkeypatch.setattr(minitransformer.training.harness, "save_checkpoint", save_and_remember)
     code, _, err = cli(train(text_file, "--out", str(out), "--lr", "1e6", "--eval-interval", "1", steps=50), capsys)
     assert code == 1
     assert_one_error_line(err, "training diverged at step", "nan")     # the step's loss, or the evaluation after it

@@ -102,9 +102,9 @@ def loop_options(args, command, steps, **meta):
 def restore(loop, args, contents):
     """On --resume, put the checkpoint read by `prepare` (`contents`) back into `loop`, if it is of this loop's
     phase (a run in two phases resumes the phase it was in)."""
-    if contents is not None and contents[0].get("phase", loop.name) == loop.name:
+    if contents is not None and contents[0].get("phase", loop.options.name) == loop.options.name:
         loop.restore(args.out, contents=contents)
-        print(f"resuming {loop.name} at step {loop.step} ({args.out})", file=sys.stderr)
+        print(f"resuming {loop.options.name} at step {loop.step} ({args.out})", file=sys.stderr)
 
 
 def fit(loop, command, out):

@@ -30,7 +30,7 @@ from ..training.checkpoint import check_training_meta, read_checkpoint, refuse_t
 from ..training.config import build_model, build_optimizer
 from ..training.data import get_batch
 from ..training.distributed import MODES, DataParallel, mpi_world, shares
-from ..training.loop import TrainingLoop
+from ..training.loop import LoopOptions, TrainingLoop
 from ..training.metrics import perplexity
 from ..training.resuming import continued_config
 
@@ -106,13 +106,12 @@ class Trainer(TrainingLoop):
         self.data_rng = np.random.default_rng([config.seed, 1])
         parallel = None if config.workers == 1 else DataParallel(config.parallel, config.seed, config.worker_timeout,
                                                                  config.eval_interval)
+        options = LoopOptions(max_steps=config.max_steps, grad_clip=config.grad_clip, eval_interval=config.eval_interval,
+                              parallel=parallel, generators={"data": self.data_rng, "dropout": model.dropout_rng},
+                              model=model, meta=self.checkpoint_meta, out_dir=out_dir, overwrite=overwrite,
+                              progress=progress, tokens_per_step=config.batch_size * config.block_size, name="Trainer")
         super().__init__(LanguageModelObjective(model, self.loss_fn), optimizer, self.next_windows,
-                         config.learning_rate, grad_clip=config.grad_clip, max_steps=config.max_steps,
-                         eval_interval=config.eval_interval, generators={"data": self.data_rng,
-                                                                         "dropout": model.dropout_rng},
-                         model=model, out_dir=out_dir, overwrite=overwrite, progress=progress,
-                         tokens_per_step=config.batch_size * config.block_size, parallel=parallel,
-                         meta=self.checkpoint_meta, name="Trainer")
+                         config.learning_rate, options)
         self.eval_names = ["train", "val"]
 
     def next_windows(self):
@@ -141,8 +140,10 @@ class Trainer(TrainingLoop):
         """What a checkpoint of this run holds beside the loop's own: the config, the tokenizer, the options."""
         return {"train_config": _config_dict(self.config), "tokenizer": self.tokenizer_config, "run": self.run_info}
 
-    def loss_curve(self):
-        return loss_curve(self.history, self.config.eval_batches)
+    def loss_curve(self, labels=None):
+        """The loss plot's series (training/harness.py's `loss_curve`), the evaluations named for the plot."""
+        return super().loss_curve([f"train ({self.config.eval_batches} batches)", "validation"] if labels is None
+                                  else labels)
 
     @classmethod
     def resume(cls, directory, train_data, val_data, config=None, out_dir=None, progress=True, contents=None,
@@ -192,25 +193,6 @@ def _check_config(config, train_data, val_data):
     if size != config.workers:
         raise ValueError(f"Trainer: TrainConfig.workers is {config.workers}, but this process is one of {size} "
                          f"MPI rank(s); launch it as `mpiexec -n {config.workers} python ...` (distributed.py)")
-
-
-def loss_curve(history, eval_batches):
-    """The series of the loss plot: [{"steps", "losses", "label", "style"}], each drawn with `axes.plot`.
-
-    The batch loss is measured at every step, so it is a line. The evaluations are measured only every
-    eval_interval steps (and at step 0 when the `train` command evaluates the untrained model first):
-    they are markers alone, since a line between two of them would draw a curve that was never measured
-    (the loss falls steeply between step 0 and the first evaluation, not in a straight line).
-    """
-    series = [{"steps": list(history["step"]), "losses": list(history["loss"]), "label": "batch loss",
-               "style": {"color": "0.75", "linewidth": 0.8}}]
-    if history["eval"]:
-        steps, train, val = (list(column) for column in zip(*history["eval"]))
-        series.append({"steps": steps, "losses": train, "label": f"train ({eval_batches} batches)",
-                       "style": {"marker": "o", "linestyle": "none"}})
-        series.append({"steps": steps, "losses": val, "label": "validation",
-                       "style": {"marker": "s", "linestyle": "none"}})
-    return series
 
 
 def _config_dict(config):
