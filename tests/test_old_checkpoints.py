@@ -101,3 +101,21 @@ def test_the_0_2_checkpoint_resumes_through_the_train_command(tmp_path, capsys):
     assert history["loss"][:CHECKPOINT_STEPS] == recorded["trained_losses"]
     np.testing.assert_allclose(history["loss"][CHECKPOINT_STEPS:], recorded["resumed_losses"], rtol=1e-6, atol=0)
     assert len(history["loss"]) == CHECKPOINT_STEPS + RESUMED_STEPS
+
+
+def test_a_0_4_finetune_checkpoint_is_read_with_its_command_and_phase_in_its_run(tmp_path):
+    """0.4's checkpoint.json of `finetune`, stopped in its fine-tuning phase, beside an arrays file of our own
+    (its own is not kept): read, it is today's format, its run naming the command, the phase and the options."""
+    import hashlib
+
+    written = json.loads((FIXTURES / "checkpoints_0_4" / "finetune" / "checkpoint.json").read_text(encoding="utf-8"))
+    assert written["format_version"] == 1 and written["objective"] == "finetune" and written["phase"] == "fine-tune"
+    with open(tmp_path / "arrays.npz", "wb") as file:
+        np.savez(file, **{"param.w": np.zeros(2)})
+    document = dict(written, arrays_file="arrays.npz",
+                    arrays_sha256=hashlib.sha256((tmp_path / "arrays.npz").read_bytes()).hexdigest())
+    (tmp_path / "checkpoint.json").write_text(json.dumps(document), encoding="utf-8")
+    meta = read_checkpoint(tmp_path)[0]
+    assert meta["run"] == {"command": "finetune", "options": written["run"]["options"], "phase": "fine-tune"}
+    assert "objective" not in meta and "phase" not in meta
+    assert meta["history"] == written["history"] and meta["step"] == written["step"] == 2

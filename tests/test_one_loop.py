@@ -128,6 +128,40 @@ def test_resume_refuses_another_command_and_a_changed_option(command, tmp_path, 
     assert code == 2 and err.count("\n") == 1 and "--seed 5 (checkpoint: 0)" in err, err
 
 
+WATCHED = {"eval_interval": ["--eval-interval", "3"], "no_progress": ["--no-progress"],
+           "parallel": ["--parallel", "sharded"], "worker_timeout": ["--worker-timeout", "30"],
+           "beam": ["--beam", "2"], "examples": ["--examples", "1"]}
+
+
+@pytest.mark.parametrize("command", sorted(TINY))
+def test_every_option_resume_may_change_is_said_applied_and_kept(command, tmp_path, capsys, monkeypatch):
+    """Each option the command's rules list (training/resuming.py's RULES: how to watch, where to run, what is
+    printed), given anew to a run stopped by Ctrl-C, is said in a `note:` line and stored by the run's next
+    checkpoint; --parallel among them."""
+    from minitransformer.training.resuming import RULES
+
+    changeable = RULES[command].changeable
+    listed = {"eval_interval", "no_progress", "parallel", "worker_timeout"} | ({"beam", "examples"}
+                                                                              if command == "seq2seq" else set())
+    assert set(changeable) == listed, f"{command}: --resume may change {sorted(changeable)}, the docs say {sorted(listed)}"
+    options = [word for word in TINY[command] if word not in ("--no-progress",)] + ["--out", str(tmp_path / "run")]
+    if command == "mlm":
+        (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 40, encoding="utf-8")
+        options += ["--text", str(tmp_path / "text.txt")]
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, 3)
+        assert _run(options, capsys)[0] == 130
+    again = [word for dest in changeable for word in WATCHED[dest]]
+    code, _, err = _run([command, "--resume", "--out", str(tmp_path / "run"), *again], capsys)
+    assert code == 0, err
+    stored = read_checkpoint(tmp_path / "run")[0]["run"]["options"]
+    for dest in changeable:
+        option = WATCHED[dest][0]
+        assert f"note: {option} " in err and "applied" in err, (option, err)
+        given = True if len(WATCHED[dest]) == 1 else WATCHED[dest][1]
+        assert str(stored[dest]) == str(given) or stored[dest] == float(given), (dest, stored[dest])
+
+
 # ---------------------------------------------------------------- every command under mpiexec
 @pytest.mark.parametrize("mode", ["replicated", "sharded"])
 @pytest.mark.parametrize("command", sorted(TINY))

@@ -26,12 +26,11 @@ import numpy as np
 
 from ..core.module import Module
 from ..layers.loss import CrossEntropyLoss
-from ..training.checkpoint import check_training_meta, read_checkpoint, refuse_to_replace
+from ..training.checkpoint import checkpoint_train_config, read_checkpoint, refuse_to_replace
 from ..training.config import build_model, build_optimizer
 from ..training.data import get_batch
 from ..training.distributed import MODES, DataParallel, mpi_world, shares
 from ..training.loop import LoopOptions, TrainingLoop
-from ..training.metrics import perplexity
 from ..training.resuming import continued_config
 
 
@@ -99,7 +98,7 @@ class Trainer(TrainingLoop):
         self.config = config
         self.train_data, self.val_data = np.asarray(train_data), np.asarray(val_data)
         self.tokenizer_config = tokenizer_config
-        self.run_info = None            # what the `train` command stores to resume the run as it was (options, text)
+        self.run_info = None            # the `train` command's record of its run (resuming.run_record): to resume it
         model = build_model(config, vocab_size)
         optimizer = build_optimizer(model, config)
         self.loss_fn = CrossEntropyLoss()
@@ -158,18 +157,15 @@ class Trainer(TrainingLoop):
                 run in place, another directory holding a checkpoint is refused unless `overwrite`.
             contents: `read_checkpoint(directory)`'s result, if the caller has read it already.
         """
-        contents = read_checkpoint(directory) if contents is None else contents
+        contents = read_checkpoint(directory) if contents is None else contents      # read and checked once
         meta = contents[0]
-        saved = check_training_meta(meta, directory)
+        saved = checkpoint_train_config(meta, directory)
         if config is not None:
             saved = continued_config(saved, config, directory)          # only its RESUMABLE fields may differ
         in_place = out_dir is not None and os.path.realpath(out_dir) == os.path.realpath(directory)
         trainer = cls(saved, train_data, val_data, meta["model_config"]["vocab_size"], out_dir=out_dir,
                       tokenizer_config=meta.get("tokenizer"), progress=progress, overwrite=overwrite or in_place)
-        meta = trainer.restore(directory, contents=contents)
-        trainer.run_info = meta.get("run")
-        trainer.history.setdefault("perplexity", [[step, perplexity(train), perplexity(val)]     # 0.3 kept none
-                                                  for step, train, val in trainer.history["eval"]])
+        trainer.run_info = trainer.restore(directory, contents=contents)["run"]
         return trainer
 
 

@@ -310,6 +310,9 @@ class Harness:
             the checkpoint's meta dictionary.
         """
         meta = load_checkpoint(directory, self.model, self.optimizer, contents=contents)
+        if "run" not in meta:                           # read_checkpoint checked a run's fields: this has none
+            raise CheckpointError(f"checkpoint {directory} was not written by a training loop: it holds no step, "
+                                  "history or generators to continue")
         missing = sorted(set(self.options.generators) - set(meta["rng"]))
         if missing:
             raise CheckpointError(f"checkpoint {directory} holds no state of the generator(s) {missing}")
