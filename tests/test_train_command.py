@@ -427,3 +427,21 @@ def test_style_llama_without_d_ff_matches_the_gpt2_models_parameter_count(text_f
     assert style == "llama" and width != TrainConfig.d_ff
     assert all(abs(parameters - counts["gpt2"][2]) <= abs(n - counts["gpt2"][2]) for n in neighbours)
     assert abs(parameters - counts["gpt2"][2]) <= 3 * 16 // 2                 # half of a hidden unit's 3 C
+
+
+@pytest.mark.parametrize("positional", ["learned", "rope"])
+@pytest.mark.parametrize("norm_layer", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("d_ff", [0, 24])
+def test_the_parameter_count_computed_from_a_config_is_the_built_models(positional, norm_layer, activation, bias, d_ff,
+                                                                        monkeypatch):
+    """training.config.parameter_count (which `train --style llama` matches widths with, building nothing)
+    against `build_model(...).num_parameters()`, for every kind of part a style can choose."""
+    import minitransformer.training.config as config_module
+
+    style = dict(positional=positional, norm_layer=norm_layer, activation=activation, bias=bias)
+    monkeypatch.setitem(config_module.STYLES, "test", style)
+    config = config_module.TrainConfig(block_size=7, n_layers=2, n_heads=2, d_model=8, d_ff=d_ff, style="test",
+                                       kernels="plain")
+    assert config_module.parameter_count(config, 13) == config_module.build_model(config, 13).num_parameters()

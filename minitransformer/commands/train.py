@@ -271,15 +271,15 @@ def _config_from_args(args, vocab_size):
 
 def _feed_forward_width(args, config, vocab_size):
     """--d-ff as given; else TrainConfig's for gpt2, and for llama the SwiGLU width whose model has as many
-    parameters as the gpt2 model of the same options (`matching_llama_width`)."""
-    from ..training.config import TrainConfig, build_model, matching_llama_width
+    parameters as the gpt2 model of the same options (`matching_llama_width`; the counts computed, not built)."""
+    from ..training.config import TrainConfig, matching_llama_width, parameter_count
 
     if args.d_ff is not None:
         return args.d_ff
     gpt2 = dataclasses.replace(config, style="gpt2", d_ff=TrainConfig.d_ff)
     if config.style == "gpt2":
         return gpt2.d_ff
-    return matching_llama_width(config, vocab_size, build_model(gpt2, vocab_size).num_parameters())
+    return matching_llama_width(config, vocab_size, parameter_count(gpt2, vocab_size))
 
 
 def _read_text(path):
