@@ -229,7 +229,8 @@ def test_the_loop_takes_its_options_as_one_object_and_the_step_knows_no_timer():
     import inspect
 
     parameters = list(inspect.signature(loop_module.TrainingLoop.__init__).parameters)
-    assert parameters == ["self", "objective", "optimizer", "next_batch", "learning_rate", "options"], parameters
+    assert parameters == ["self", "objective", "optimizer", "next_batch", "learning_rate", "options", "keywords"], \
+        parameters                                                  # keywords: 0.4's, until 0.6
     step = ast.parse((PACKAGE / "training" / "step.py").read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(step) if isinstance(node, ast.ImportFrom)}
     assert "phases" not in imported and "laps" not in ast.unparse(step)
@@ -258,3 +259,19 @@ def test_a_first_ctrl_c_asks_the_loop_to_stop_and_a_second_stops_at_once():
             for _ in range(1000):                                   # the signal is handled between bytecodes
                 pass
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_0_4s_keyword_options_still_work_with_a_deprecation_warning():
+    from minitransformer.objectives.language_model import loss_curve as old_loss_curve
+
+    batches = iter([(np.zeros((1, 2)),)] * 2)
+    with pytest.warns(DeprecationWarning, match=r"TrainingLoop\(\.\.\., max_steps=\.\.\., log=\.\.\.\): pass them as LoopOptions"):
+        loop = loop_module.TrainingLoop(None, None, lambda: next(batches), None, max_steps=2, log=False)
+    assert (loop.options.max_steps, loop.options.log, loop.options.grad_clip) == (2, False, 0.0)
+    with pytest.raises(TypeError, match="colour"), pytest.warns(DeprecationWarning):
+        loop_module.TrainingLoop(None, None, None, None, colour="red")
+    history = {"step": [1, 2], "loss": [3.0, 2.0], "lr": [0.1, 0.1], "eval": [[2, 2.5, 2.7]]}
+    with pytest.warns(DeprecationWarning, match="goes in 0.6"):
+        series = old_loss_curve(history, 4)
+    assert [one["label"] for one in series] == ["batch loss", "train (4 batches)", "validation"]
+    assert series == loop_module.loss_curve(history, ["train (4 batches)", "validation"])

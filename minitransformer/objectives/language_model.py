@@ -21,6 +21,7 @@ Under `mpiexec -n N` (TrainConfig.workers = N) every rank runs this same loop on
 
 import dataclasses
 import os
+import warnings
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from ..training.config import build_model, build_optimizer
 from ..training.data import get_batch
 from ..training.distributed import MODES, DataParallel, mpi_world, shares
 from ..training.loop import LoopOptions, TrainingLoop
+from ..training.loop import loss_curve as harness_loss_curve
 from ..training.resuming import continued_config
 
 
@@ -189,6 +191,14 @@ def _check_config(config, train_data, val_data):
     if size != config.workers:
         raise ValueError(f"Trainer: TrainConfig.workers is {config.workers}, but this process is one of {size} "
                          f"MPI rank(s); launch it as `mpiexec -n {config.workers} python ...` (distributed.py)")
+
+
+def loss_curve(history, eval_batches):
+    """0.4's loss curve of a Trainer's history (0.6 removes it): training/harness.py's `loss_curve` with the
+    Trainer's labels, and a DeprecationWarning."""
+    warnings.warn("objectives.language_model.loss_curve(history, eval_batches) goes in 0.6: use "
+                  "Trainer.loss_curve() or training.loop.loss_curve(history, labels)", DeprecationWarning, stacklevel=2)
+    return harness_loss_curve(history, [f"train ({eval_batches} batches)", "validation"])
 
 
 def _config_dict(config):

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 
 import numpy as np
 
@@ -68,6 +69,18 @@ class LoopOptions:
     log: object = None              # how the evaluation line is said (None: printed and flushed; False: not at all)
     on_step: object = None          # callback(loop) after each step (e.g. to read what the objective kept of it)
     name: str = "TrainingLoop"      # how messages name the loop
+
+
+def options_given(options, keywords):
+    """The loop's LoopOptions: `options` (None: the defaults), with 0.4's keyword options (`grad_clip=...`, ...)
+    folded in and a DeprecationWarning; 0.6 removes the keywords."""
+    options = LoopOptions() if options is None else options
+    if not keywords:
+        return options
+    warnings.warn(f"TrainingLoop(..., {', '.join(f'{key}=...' for key in keywords)}): pass them as "
+                  "LoopOptions(...), the fifth argument; 0.4's keyword options go in 0.6", DeprecationWarning,
+                  stacklevel=3)
+    return dataclasses.replace(options, **keywords)         # an unknown keyword: TypeError naming it
 
 
 class TrainingDiverged(FloatingPointError):

@@ -32,6 +32,7 @@ from .harness import (  # noqa: F401  (the harness's names that 0.4's scripts im
     TrainingDiverged,
     TrainingInterrupted,
     loss_curve,
+    options_given,
     stop_at_step_boundary,
 )
 from .schedules import linear_rate
@@ -48,15 +49,17 @@ class TrainingLoop(Harness):
         learning_rate: step (0-based) -> rate (schedules.py).
         options: LoopOptions (harness.py): how long, clipping, how often to evaluate, what a checkpoint keeps
             and where, what is shown (default: LoopOptions()).
+        keywords: 0.4's keyword options (grad_clip=..., max_steps=..., ...), folded into `options` with a
+            DeprecationWarning; 0.6 removes them.
     """
 
-    def __init__(self, objective, optimizer, next_batch, learning_rate, options=None):
+    def __init__(self, objective, optimizer, next_batch, learning_rate, options=None, **keywords):
         self.objective, self.optimizer = objective, optimizer
         self.next_batch, self.learning_rate = next_batch, learning_rate
         self.step = 0                                                     # the steps done
         self.history = {"step": [], "loss": [], "lr": [], "eval": [],     # eval rows: [step, *losses]
                         "perplexity": []}                                 # rows: [step, *perplexities]
-        super().__init__(LoopOptions() if options is None else options)
+        super().__init__(options_given(options, keywords))               # keywords: 0.4's, until 0.6
 
     def step_on_next_batch(self):
         """One optimisation step on the next batch; returns its training loss (a Python float)."""

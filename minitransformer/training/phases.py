@@ -22,10 +22,10 @@ data-parallel hook):
     progress       the history kept, the step's time, the progress bar  training/harness.py
     evaluation     evaluation, its line, the checkpoint (every eval_interval steps)   training/harness.py
 
-Off (the default), the timer costs the loop two method calls a step that test one attribute, and the step
-nothing. On: `with recording() as laps:` (a benchmark), or the environment variable MINITRANSFORMER_PHASES=1,
-which makes every process print its table to stderr when it exits (so `mpiexec -n 2 python -m
-minitransformer train` says where each rank's time went).
+Off (the default), the timer costs a step of `fit` five method calls that each test one attribute (three in
+the harness's `take_step`, two between steps), and `train_step` nothing. On: `with recording() as laps:` (a
+benchmark), or the environment variable MINITRANSFORMER_PHASES=1, which makes every process print its table
+to stderr when it exits (so `mpiexec -n 2 python -m minitransformer train` says where each rank's time went).
 
 Left out: nested phases, per-layer times (a profiler's job: python -m cProfile).
 """
