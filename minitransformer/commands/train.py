@@ -13,10 +13,11 @@ checkpoint; other files there stay). `--resume` alone continues the newest run.
 
 `--resume` continues the run as it was configured: every option is stored in
 the checkpoint, and one given again with another value is applied and said, or
-refused (training/resuming.py, the same rules for every command that trains;
-commands/resumable.py reads the checkpoint once). Ctrl-C stops at the end of the step under way,
-saves a checkpoint there and exits with status 130; `--resume` continues from
-that step bit for bit. A run directory is left only if something was saved in it.
+refused (training/resuming.py's rules, the same for every command that trains;
+commands/resumable.py reads the checkpoint once). Ctrl-C stops at the end of
+the step under way, saves a checkpoint there and exits with status 130;
+`--resume` continues from that step bit for bit. A run directory is left only
+if something was saved in it.
 
 Everything a user can get wrong (options, the text file, --out) is checked
 before a model is built, and reported as one `error: ...` line with exit
