@@ -275,3 +275,39 @@ def test_0_4s_keyword_options_still_work_with_a_deprecation_warning():
         series = old_loss_curve(history, 4)
     assert [one["label"] for one in series] == ["batch loss", "train (4 batches)", "validation"]
     assert series == loop_module.loss_curve(history, ["train (4 batches)", "validation"])
+
+
+def test_the_untrained_evaluation_is_outside_the_first_steps_time_and_phases(monkeypatch):
+    """fit(evaluate_first=True): the step-0 evaluation is timed neither as the first step (tokens per second)
+    nor in its phases. A clock that only the batches (1 s each) and the evaluations (100 s each) advance."""
+    import types
+
+    import minitransformer.training.harness as harness
+    import minitransformer.training.phases as phases
+    from minitransformer import GPT
+    from minitransformer.objectives.language_model import LanguageModelObjective
+    from minitransformer.training.optim.adam import Adam
+
+    now = [0.0]
+    clock = types.SimpleNamespace(perf_counter=lambda: now[0], process_time=lambda: now[0])
+    monkeypatch.setattr(harness, "time", clock)
+    monkeypatch.setattr(phases, "time", clock)
+    model = GPT(8, 8, 2, 1, 0, 6, rng=0)
+    batch = (np.arange(12).reshape(2, 6) % 8, (np.arange(12).reshape(2, 6) + 1) % 8)
+
+    def next_batch():
+        now[0] += 1.0
+        return batch
+
+    def evaluate():
+        now[0] += 100.0
+        return {"val": 1.0}
+
+    loop = loop_module.TrainingLoop(LanguageModelObjective(model), Adam(model.parameters(), lr=1e-2), next_batch,
+                                    lambda step: 1e-2, loop_module.LoopOptions(max_steps=2, evaluate=evaluate,
+                                                                               log=False, progress=False))
+    with phases.recording() as recorded:
+        loop.fit(evaluate_first=True)
+        recorded.table("")
+    assert [row[0] for row in loop.history["eval"]] == [0, 2] and loop.step_times == [1.0, 1.0]
+    assert recorded.steps == 2 and recorded.wall["batch"] == 2.0 and recorded.wall["evaluation"] == 100.0

@@ -416,6 +416,13 @@ class Run:
         if loop.parallel is not None:                   # the other ranks' deadline allows for it
             loop.parallel.root_pause = max(loop.parallel.root_pause, time.perf_counter() - started)
 
+    def evaluate_untrained(self):
+        """The untrained model's evaluation, before the first step: recorded at step 0, not saved, and outside
+        the first step's time (its clock and the phase timer start after it)."""
+        self.evaluate(save=False)
+        laps.begin()
+        self._next_step()
+
     def stop_if_asked(self):
         """Ctrl-C (on any rank, under MPI): this step's checkpoint saved (unless the evaluation just did), then
         TrainingInterrupted; else the next step's clock starts."""

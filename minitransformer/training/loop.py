@@ -92,7 +92,7 @@ class TrainingLoop(Harness):
         interval = self.options.eval_interval
         with self.running(max_steps, on_eval) as run:           # the bar, Ctrl-C, the ranks (harness.py)
             if evaluate_first and self.step == 0:
-                run.evaluate(save=False)                         # the untrained model: recorded, not saved
+                run.evaluate_untrained()                         # step 0: recorded, not saved
             while self.step < max_steps:
                 loss = self.step_on_next_batch()
                 run.show(loss)                                   # the progress bar, tokens per second
