@@ -53,7 +53,7 @@ from minitransformer.objectives.language_model import LanguageModelObjective, Tr
 from minitransformer.tokenizers import CharTokenizer  # noqa: E402
 from minitransformer.training.config import TrainConfig, build_model, build_optimizer  # noqa: E402
 from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
-from minitransformer.training.loop import TrainingLoop  # noqa: E402
+from minitransformer.training.loop import LoopOptions, TrainingLoop  # noqa: E402
 from minitransformer.training.phases import recording  # noqa: E402
 
 IDLE_GAP, BLOCK = 0.15, 5               # as bench_train.py: idle BLAS threads stop spinning; 4 timed steps a turn
@@ -93,8 +93,8 @@ def one_process_loop(config, train_data, V):
     rng = np.random.default_rng([config.seed, 1])
     return TrainingLoop(LanguageModelObjective(model), build_optimizer(model, config),
                         lambda: get_batch(train_data, config.block_size, config.batch_size, rng),
-                        config.learning_rate, grad_clip=config.grad_clip, max_steps=config.max_steps,
-                        progress=False)
+                        config.learning_rate, LoopOptions(grad_clip=config.grad_clip, max_steps=config.max_steps,
+                                                          progress=False))
 
 
 def sleep_until_all_arrive(comm):

@@ -35,7 +35,7 @@ from minitransformer.objectives.language_model import LanguageModelObjective  # 
 from minitransformer.tokenizers import CharTokenizer  # noqa: E402
 from minitransformer.training.config import TrainConfig, build_model, build_optimizer  # noqa: E402
 from minitransformer.training.data import get_batch, train_val_split  # noqa: E402
-from minitransformer.training.loop import TrainingLoop  # noqa: E402
+from minitransformer.training.loop import LoopOptions, TrainingLoop  # noqa: E402
 
 
 class LayerClock:
@@ -105,7 +105,7 @@ def main(argv=None):
     objective = LanguageModelObjective(model)
     loop = TrainingLoop(objective, build_optimizer(model, config),
                         lambda: get_batch(train_data, config.block_size, config.batch_size, rng),
-                        config.learning_rate, grad_clip=config.grad_clip, max_steps=10 ** 9, progress=False)
+                        config.learning_rate, LoopOptions(grad_clip=config.grad_clip, max_steps=10 ** 9, progress=False))
     clock = LayerClock({type(layer) for layer in model.modules()} | {type(objective.loss)})
     try:
         for _ in range(5):                                              # warm up

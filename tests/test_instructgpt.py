@@ -15,7 +15,7 @@ from minitransformer.objectives.instruct import supervised_fine_tune
 from minitransformer.objectives.ppo import PPOObjective, gae, rollout, sequence_log_probs, train_ppo
 from minitransformer.objectives.ranking import RankingObjective, train_reward_model
 from minitransformer.tasks.even_digits import COLON, START, VOCAB_SIZE, EvenDigitsTask
-from minitransformer.training import loop
+from minitransformer.training import harness  # the loop's step calls train_step there
 
 
 @pytest.mark.parametrize("case", catalogue_cases("RewardModel", "ValueModel", "PPOObjective"), ids=case_id)
@@ -145,12 +145,12 @@ def test_fine_tuning_scores_the_answer_only_and_ppo_uses_its_defaults(monkeypatc
     """SFT's targets are -1 (ignored) where the prompt is predicted; train_ppo rolls out with kl_coef 0.1 and
     takes 4 PPO steps per rollout, with clip 0.2."""
     steps, rollouts = [], []
-    real_rollout, real_step = ppo.rollout, loop.train_step
+    real_rollout, real_step = ppo.rollout, harness.train_step
 
     def recording_step(objective, optimizer, batch, *rest):            # every step goes through the one loop
         steps.append((objective, batch))
         return real_step(objective, optimizer, batch, *rest)
-    monkeypatch.setattr(loop, "train_step", recording_step)
+    monkeypatch.setattr(harness, "train_step", recording_step)
     supervised_fine_tune(_gpt(0), EvenDigitsTask(rng=0), steps=1, batch_size=5)
     ids, targets = steps[0][1]
     assert ids.shape == (5, 7) and np.all(targets[:, :3] == -1)
@@ -168,12 +168,12 @@ def test_fine_tuning_scores_the_answer_only_and_ppo_uses_its_defaults(monkeypatc
 def test_the_three_steps_default_to_batches_of_64_their_rates_and_clipping_at_1(monkeypatch):
     """Called without them, each step trains on batches of 64 with its gradient clipped to norm 1: fine-tuning
     and the reward model at rate 3e-3, PPO at 1e-3 (4 steps on one rollout)."""
-    calls, real_step = [], loop.train_step
+    calls, real_step = [], harness.train_step
 
     def recording_step(objective, optimizer, batch, lr, grad_clip, *rest):
         calls.append((type(objective).__name__, len(batch[0]), lr, grad_clip))
         return real_step(objective, optimizer, batch, lr, grad_clip, *rest)
-    monkeypatch.setattr(loop, "train_step", recording_step)
+    monkeypatch.setattr(harness, "train_step", recording_step)
     task = EvenDigitsTask(rng=0)
     supervised_fine_tune(_gpt(0), task, steps=1)
     train_reward_model(RewardModel(_gpt(1), rng=1), task, steps=1)

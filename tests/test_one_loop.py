@@ -128,6 +128,40 @@ def test_resume_refuses_another_command_and_a_changed_option(command, tmp_path, 
     assert code == 2 and err.count("\n") == 1 and "--seed 5 (checkpoint: 0)" in err, err
 
 
+WATCHED = {"eval_interval": ["--eval-interval", "3"], "no_progress": ["--no-progress"],
+           "parallel": ["--parallel", "sharded"], "worker_timeout": ["--worker-timeout", "30"],
+           "beam": ["--beam", "2"], "examples": ["--examples", "1"]}
+
+
+@pytest.mark.parametrize("command", sorted(TINY))
+def test_every_option_resume_may_change_is_said_applied_and_kept(command, tmp_path, capsys, monkeypatch):
+    """Each option the command's rules list (training/resuming.py's RULES: how to watch, where to run, what is
+    printed), given anew to a run stopped by Ctrl-C, is said in a `note:` line and stored by the run's next
+    checkpoint; --parallel among them."""
+    from minitransformer.training.resuming import RULES
+
+    changeable = RULES[command].changeable
+    listed = {"eval_interval", "no_progress", "parallel", "worker_timeout"} | ({"beam", "examples"}
+                                                                              if command == "seq2seq" else set())
+    assert set(changeable) == listed, f"{command}: --resume may change {sorted(changeable)}, the docs say {sorted(listed)}"
+    options = [word for word in TINY[command] if word not in ("--no-progress",)] + ["--out", str(tmp_path / "run")]
+    if command == "mlm":
+        (tmp_path / "text.txt").write_text("the cat sat on the mat. " * 40, encoding="utf-8")
+        options += ["--text", str(tmp_path / "text.txt")]
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, 3)
+        assert _run(options, capsys)[0] == 130
+    again = [word for dest in changeable for word in WATCHED[dest]]
+    code, _, err = _run([command, "--resume", "--out", str(tmp_path / "run"), *again], capsys)
+    assert code == 0, err
+    stored = read_checkpoint(tmp_path / "run")[0]["run"]["options"]
+    for dest in changeable:
+        option = WATCHED[dest][0]
+        assert f"note: {option} " in err and "applied" in err, (option, err)
+        given = True if len(WATCHED[dest]) == 1 else WATCHED[dest][1]
+        assert str(stored[dest]) == str(given) or stored[dest] == float(given), (dest, stored[dest])
+
+
 # ---------------------------------------------------------------- every command under mpiexec
 @pytest.mark.parametrize("mode", ["replicated", "sharded"])
 @pytest.mark.parametrize("command", sorted(TINY))
@@ -176,8 +210,9 @@ def test_evaluate_first_records_the_untrained_model_at_step_0_and_a_fresh_loop_a
         objective = LanguageModelObjective(model, CrossEntropyLoss())
         evaluated = []
         loop = loop_module.TrainingLoop(objective, Adam(model.parameters(), lr=1e-2), lambda: batch, lambda step: 1e-2,
-                                        max_steps=steps[-1], eval_interval=2, log=False, progress=False,
-                                        evaluate=lambda: {"val": float(objective.forward(*batch))})
+                                        loop_module.LoopOptions(max_steps=steps[-1], eval_interval=2, log=False,
+                                                                progress=False,
+                                                                evaluate=lambda: {"val": float(objective.forward(*batch))}))
         for max_steps in steps:
             loop.fit(max_steps, on_eval=lambda loop, losses: evaluated.append(loop.step), evaluate_first=evaluate_first)
         return [row[0] for row in loop.history["eval"]], evaluated
@@ -185,3 +220,94 @@ def test_evaluate_first_records_the_untrained_model_at_step_0_and_a_fresh_loop_a
     assert fitted(True) == ([0, 2, 3], [0, 2, 3])                 # step 0 first, then the usual ones
     assert fitted(False) == ([2, 3], [2, 3])
     assert fitted(True, steps=(1, 3))[0] == [0, 1, 2, 3]           # a second fit does not evaluate step 1 twice
+
+
+# ---------------------------------------------------------------- the lesson's shape and two behaviours of the loop
+def test_the_loop_takes_its_options_as_one_object_and_the_step_knows_no_timer():
+    """TrainingLoop(objective, optimizer, next_batch, learning_rate, options): the lesson's four ingredients and
+    LoopOptions; training/step.py imports no phase timer (phases.py wraps what it is given instead)."""
+    import inspect
+
+    parameters = list(inspect.signature(loop_module.TrainingLoop.__init__).parameters)
+    assert parameters == ["self", "objective", "optimizer", "next_batch", "learning_rate", "options", "keywords"], \
+        parameters                                                  # keywords: 0.4's, until 0.6
+    step = ast.parse((PACKAGE / "training" / "step.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(step) if isinstance(node, ast.ImportFrom)}
+    assert "phases" not in imported and "laps" not in ast.unparse(step)
+
+
+def test_the_default_evaluation_is_the_mean_training_loss_of_the_steps_after_the_last_evaluation():
+    loop = loop_module.TrainingLoop(None, None, None, None, loop_module.LoopOptions(model=object()))
+    loop.history.update(step=[1, 2, 3, 4], loss=[1.0, 2.0, 3.0, 10.0], eval=[[2, 1.5]])
+    assert loop.evaluate() == {"train": 6.5}                        # steps 3 and 4; step 2 was evaluated
+    loop.history["eval"] = []
+    assert loop.evaluate() == {"train": 4.0}                        # every step since the start
+    loop.history.update(eval=[[4, 6.5]])
+    assert np.isnan(loop.evaluate()["train"])                       # no step since
+
+
+def test_a_first_ctrl_c_asks_the_loop_to_stop_and_a_second_stops_at_once():
+    """The first SIGINT only sets the flag and puts the handler that was there before back, so a second SIGINT
+    reaches it at once (here Python's own, KeyboardInterrupt); after the block that handler is back too."""
+    before = signal.getsignal(signal.SIGINT)
+    with loop_module.stop_at_step_boundary() as stop:
+        assert not stop.requested and signal.getsignal(signal.SIGINT) is not before
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested and signal.getsignal(signal.SIGINT) is before
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):                                   # the signal is handled between bytecodes
+                pass
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_0_4s_keyword_options_still_work_with_a_deprecation_warning():
+    from minitransformer.objectives.language_model import loss_curve as old_loss_curve
+
+    batches = iter([(np.zeros((1, 2)),)] * 2)
+    with pytest.warns(DeprecationWarning, match=r"TrainingLoop\(\.\.\., max_steps=\.\.\., log=\.\.\.\): pass them as LoopOptions"):
+        loop = loop_module.TrainingLoop(None, None, lambda: next(batches), None, max_steps=2, log=False)
+    assert (loop.options.max_steps, loop.options.log, loop.options.grad_clip) == (2, False, 0.0)
+    with pytest.raises(TypeError, match="colour"), pytest.warns(DeprecationWarning):
+        loop_module.TrainingLoop(None, None, None, None, colour="red")
+    history = {"step": [1, 2], "loss": [3.0, 2.0], "lr": [0.1, 0.1], "eval": [[2, 2.5, 2.7]]}
+    with pytest.warns(DeprecationWarning, match="goes in 0.6"):
+        series = old_loss_curve(history, 4)
+    assert [one["label"] for one in series] == ["batch loss", "train (4 batches)", "validation"]
+    assert series == loop_module.loss_curve(history, ["train (4 batches)", "validation"])
+
+
+def test_the_untrained_evaluation_is_outside_the_first_steps_time_and_phases(monkeypatch):
+    """fit(evaluate_first=True): the step-0 evaluation is timed neither as the first step (tokens per second)
+    nor in its phases. A clock that only the batches (1 s each) and the evaluations (100 s each) advance."""
+    import types
+
+    import minitransformer.training.harness as harness
+    import minitransformer.training.phases as phases
+    from minitransformer import GPT
+    from minitransformer.objectives.language_model import LanguageModelObjective
+    from minitransformer.training.optim.adam import Adam
+
+    now = [0.0]
+    clock = types.SimpleNamespace(perf_counter=lambda: now[0], process_time=lambda: now[0])
+    monkeypatch.setattr(harness, "time", clock)
+    monkeypatch.setattr(phases, "time", clock)
+    model = GPT(8, 8, 2, 1, 0, 6, rng=0)
+    batch = (np.arange(12).reshape(2, 6) % 8, (np.arange(12).reshape(2, 6) + 1) % 8)
+
+    def next_batch():
+        now[0] += 1.0
+        return batch
+
+    def evaluate():
+        now[0] += 100.0
+        return {"val": 1.0}
+
+    loop = loop_module.TrainingLoop(LanguageModelObjective(model), Adam(model.parameters(), lr=1e-2), next_batch,
+                                    lambda step: 1e-2, loop_module.LoopOptions(max_steps=2, evaluate=evaluate,
+                                                                               log=False, progress=False))
+    with phases.recording() as recorded:
+        loop.fit(evaluate_first=True)
+        recorded.table("")
+    assert [row[0] for row in loop.history["eval"]] == [0, 2] and loop.step_times == [1.0, 1.0]
+    assert recorded.steps == 2 and recorded.wall["batch"] == 2.0 and recorded.wall["evaluation"] == 100.0

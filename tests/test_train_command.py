@@ -15,7 +15,7 @@ from test_checkpoint_safety import MALFORMED, _files, _finite_weights
 
 import minitransformer.objectives.language_model
 import minitransformer.training.config
-import minitransformer.training.loop
+import minitransformer.training.harness
 from minitransformer.__main__ import main
 from minitransformer.commands.threads import cores_available
 from minitransformer.training.checkpoint import read_checkpoint
@@ -137,12 +137,12 @@ def test_resume_of_a_malformed_checkpoint_is_one_error_line(tmp_path, text_file,
 def test_a_nan_run_exits_1_naming_the_step_and_keeps_the_last_checkpoint(tmp_path, text_file, capsys, monkeypatch):
     out = tmp_path / "run"
     snapshots = []
-    save = minitransformer.training.loop.save_checkpoint
+    save = minitransformer.training.harness.save_checkpoint
 
     def save_and_remember(directory, *args):
         save(directory, *args)
         snapshots.append({name: data for name, data in _files(Path(directory)).items() if name != "loss.png"})
-    monkeypatch.setattr(minitransformer.training.loop, "save_checkpoint", save_and_remember)
+    monkeypatch.setattr(minitransformer.training.harness, "save_checkpoint", save_and_remember)
     code, _, err = cli(train(text_file, "--out", str(out), "--lr", "1e6", "--eval-interval", "1", steps=50), capsys)
     assert code == 1
     assert_one_error_line(err, "training diverged at step", "nan")     # the step's loss, or the evaluation after it
@@ -430,3 +430,21 @@ def test_style_llama_without_d_ff_matches_the_gpt2_models_parameter_count(text_f
     assert style == "llama" and width != TrainConfig.d_ff
     assert all(abs(parameters - counts["gpt2"][2]) <= abs(n - counts["gpt2"][2]) for n in neighbours)
     assert abs(parameters - counts["gpt2"][2]) <= 3 * 16 // 2                 # half of a hidden unit's 3 C
+
+
+@pytest.mark.parametrize("positional", ["learned", "rope"])
+@pytest.mark.parametrize("norm_layer", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("d_ff", [0, 24])
+def test_the_parameter_count_computed_from_a_config_is_the_built_models(positional, norm_layer, activation, bias, d_ff,
+                                                                        monkeypatch):
+    """training.config.parameter_count (which `train --style llama` matches widths with, building nothing)
+    against `build_model(...).num_parameters()`, for every kind of part a style can choose."""
+    import minitransformer.training.config as config_module
+
+    style = dict(positional=positional, norm_layer=norm_layer, activation=activation, bias=bias)
+    monkeypatch.setitem(config_module.STYLES, "test", style)
+    config = config_module.TrainConfig(block_size=7, n_layers=2, n_heads=2, d_model=8, d_ff=d_ff, style="test",
+                                       kernels="plain")
+    assert config_module.parameter_count(config, 13) == config_module.build_model(config, 13).num_parameters()

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_checkpoint import TEXT
+from test_one_loop import TINY as TINY_RUNS
 from test_train_command import TINY, assert_one_error_line, cli
 
 import minitransformer.objectives.language_model as trainer_module
@@ -202,3 +203,68 @@ def test_resuming_with_another_style_is_refused(tmp_path, text_file, capsys):
     assert_one_error_line(err, f"checkpoint {out} was trained with a different config: --style 'gpt2' "
                                "(checkpoint: 'llama')", "start a new one")
     assert (out / "checkpoint.json").read_text(encoding="utf-8") == before
+
+
+# Each option train's rules let --resume change (training/resuming.py's RULES), its value in the first run (None:
+# not given) and the value given anew; `workers` changes the number of MPI ranks: tests/test_distributed.py.
+CHANGED = {"max_steps": ("2", "4"), "eval_interval": ("2", "3"), "eval_batches": ("1", "2"),
+           "parallel": (None, "sharded"), "kernels": (None, "plain"), "worker_timeout": (None, "30"),
+           "no_progress": (None, True), "threads_per_rank": (None, "1"), "prompt": (None, "the"),
+           "sample_tokens": ("0", "3"), "temperature": (None, "0.5"), "top_k": (None, "3")}
+
+
+def _argv(values):
+    argv = []
+    for dest, value in values.items():
+        if value is not None:
+            argv += ["--" + dest.replace("_", "-")] + ([] if value is True else [value])
+    return argv
+
+
+def test_every_option_resume_may_change_is_said_applied_and_kept(tmp_path, text_file, capsys):
+    """Given anew, each changeable option is said in a `note:` line (--max-steps in the schedule's), and the run
+    goes on with it: the new checkpoint stores it, and a TrainConfig field is the continued config's (so an
+    evaluation of --eval-batches 2 uses 2 batches). Another --parallel is one of them (WATCHING)."""
+    from minitransformer.training.config import TrainConfig
+    from minitransformer.training.resuming import RULES
+
+    assert set(RULES["train"].changeable) == set(CHANGED) | {"workers"}, "a changeable option this test leaves out"
+    out = tmp_path / "run"
+    first = ["train", "--text", str(text_file), "--out", str(out), *MODEL, "--seed", "3"]
+    assert cli(first + _argv({dest: was for dest, (was, _) in CHANGED.items()}), capsys)[0] == 0
+    code, printed, err = cli(["train", "--resume", "--out", str(out),
+                              *_argv({dest: now for dest, (_, now) in CHANGED.items()})], capsys)
+    assert code == 0, err
+    for dest in CHANGED:
+        option = "--" + dest.replace("_", "-")
+        assert any(line.startswith(f"note: {option} ") for line in err.splitlines()), (option, err)
+    saved = meta(out)
+    stored = saved["run"]["options"]
+    fields = {field for field in vars(TrainConfig())}
+    for dest, (_, now) in CHANGED.items():
+        assert str(stored[dest]) == str(now) or stored[dest] == float(now), (dest, stored[dest])
+        if dest in fields:
+            assert str(saved["train_config"][dest]) == str(now) or saved["train_config"][dest] == float(now), dest
+    assert [row[0] for row in saved["history"]["eval"]] == [0, 2, 3, 4]
+    assert "--- sample after training ---" in printed
+
+
+def test_a_checkpoint_of_another_command_or_of_no_command_is_refused_in_one_line(tmp_path, text_file, capsys):
+    from test_checkpoint import tiny_trainer
+
+    trainer = tiny_trainer(out_dir=tmp_path / "script")                # a script's Trainer: no command's run
+    trainer.fit(max_steps=3)
+    code, _, err = cli(["seq2seq", "--resume", "--out", str(tmp_path / "script")], capsys)
+    assert code == 2
+    assert_one_error_line(err, "holds no command's run", "seq2seq --resume continues a run of seq2seq")
+    code, printed, err = cli(["sample", "--checkpoint", str(tmp_path / "script"), "--prompt", "the",
+                              "--max-new-tokens", "2"], capsys)
+    assert code == 0, err                                              # sample reads a script's Trainer too
+    seq2seq = TINY_RUNS["seq2seq"] + ["--no-progress", "--out", str(tmp_path / "seq2seq")]
+    assert cli(seq2seq, capsys)[0] == 0
+    for argv, phrases in ((["train", "--resume"], ["is a run of seq2seq, not of train"]),
+                          (["sample", "--checkpoint"], ["holds no train_config", "(it is a run of seq2seq)"])):
+        code, _, err = cli([*argv, str(tmp_path / "seq2seq")] if argv[0] == "sample"
+                           else [*argv, "--out", str(tmp_path / "seq2seq")], capsys)
+        assert code == 2
+        assert_one_error_line(err, *phrases)

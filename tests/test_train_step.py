@@ -199,3 +199,24 @@ def test_the_masked_lm_objective_refuses_a_model_or_batch_without_the_next_sente
     ids = np.full((2, 10), 5)
     with pytest.raises(ValueError, match=r"expected the next-sentence labels `follows` \(B,\), got None"):
         objective.forward(ids, ids)
+
+
+def test_the_steps_docstring_names_every_objective_that_trains_with_it():
+    """Every module of objectives/ that builds a training loop (so steps with train_step) is named in step.py's
+    list of its users, and every module the list names builds one."""
+    import ast
+    import re
+    from pathlib import Path
+
+    import minitransformer.training.step as step_module
+
+    package = Path(step_module.__file__).resolve().parent.parent
+    building = set()
+    for path in sorted((package / "objectives").glob("*.py")):
+        names = {node.id for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.Name)}
+        if names & {"TrainingLoop", "adam_warmup_loop"}:                  # a loop built, or subclassed (Trainer)
+            building.add(f"objectives/{path.name}")
+    named = set(re.findall(r"objectives/\w+\.py", step_module.__doc__))
+    assert "objectives/language_model.py" in building and "objectives/ppo.py" in building
+    assert building == named, (f"step.py's docstring names {sorted(named - building)} that build no loop and "
+                               f"leaves out {sorted(building - named)}")

@@ -10,7 +10,7 @@ from test_checkpoint import TEXT, tiny_trainer
 
 import minitransformer.training.checkpoint
 import minitransformer.training.data
-import minitransformer.training.loop
+import minitransformer.training.harness
 from minitransformer.__main__ import main
 from minitransformer.tokenizers import CharTokenizer, make_tokenizer, tokenizer_from_config
 from minitransformer.training.data import default_corpus, get_batch, train_val_split
@@ -160,9 +160,9 @@ def test_the_progress_bar_shows_the_loss_from_the_first_step(monkeypatch):
 
     printed = io.StringIO()
     monkeypatch.setattr(tqdm, "tqdm", lambda *args, **kwargs: tqdm.std.tqdm(*args, file=printed, **kwargs))
-    monkeypatch.setattr(minitransformer.training.loop, "is_terminal", lambda stream: True)   # as on a terminal
+    monkeypatch.setattr(minitransformer.training.harness, "is_terminal", lambda stream: True)   # as on a terminal
     trainer = tiny_trainer(eval_interval=100)
-    trainer.progress = True
+    trainer.options.progress = True
     trainer.fit(max_steps=3)
     frames = printed.getvalue().replace("\n", "\r").split("\r")
     first = [frame for frame in frames if " 1/3 " in frame]
@@ -176,7 +176,7 @@ def test_the_progress_bars_tokens_per_second_is_smoothed(monkeypatch):
 
     import tqdm
 
-    import minitransformer.training.loop as trainer_module
+    import minitransformer.training.harness as trainer_module
 
     shown = []
 
@@ -275,7 +275,8 @@ def test_a_checkpoint_from_before_perplexity_resumes_with_its_perplexities_fille
     trainer.fit(max_steps=3)
     path = tmp_path / "checkpoint.json"
     meta = json.loads(path.read_text(encoding="utf-8"))
-    del meta["history"]["perplexity"]                                  # as 0.3 wrote it
+    del meta["history"]["perplexity"], meta["run"]                     # as 0.3 wrote it: format 1, no options
+    meta["format_version"] = 1
     path.write_text(json.dumps(meta), encoding="utf-8")
     resumed = type(trainer).resume(tmp_path, trainer.train_data, trainer.val_data, out_dir=tmp_path, progress=False)
     [(step, train, val)] = resumed.history["eval"]

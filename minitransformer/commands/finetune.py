@@ -17,12 +17,10 @@ and `--resume --out DIR` continues bit for bit, a NaN stops the run (commands/re
 import sys
 import time
 
-from ..training.resuming import WATCHING
 from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int
 
-RESUMES = True          # __main__ records which options were given (args.given), for --resume
-CHANGEABLE = WATCHING                    # what --resume may change (training/resuming.py)
+RESUMES = True          # __main__ records which options were given (args.given), for --resume (training/resuming.py)
 
 HELP = "pre-train a small GPT, fine-tune it for classification with L3 = L2 + lambda*L1, print held-out accuracy"
 
@@ -48,18 +46,18 @@ def run(args):
     from ..tasks.majority import majority_task
 
     resumable.ranks()
-    contents, notes = resumable.prepare(args, "finetune", add_arguments, CHANGEABLE)
+    prepared = resumable.prepare(args, "finetune", add_arguments)
     if args.length < 2:
         raise UsageError(f"--length must be at least 2: the language-model loss predicts each symbol from the ones "
                          f"before it, and a string of {args.length} has no next symbol to predict")
-    for note in notes:
+    for note in prepared.notes:
         print(note, file=sys.stderr)
     rng = np.random.default_rng(args.seed)
     gpt = GPT(vocab_size=6, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=args.length, dtype=np.dtype(args.dtype),
               rng=args.seed + 1)
     model = GPTClassifier(gpt, 2, dtype=np.dtype(args.dtype), rng=args.seed + 2)     # its own seed: drawn first or last alike
     started = time.perf_counter()
-    phase = None if contents is None else contents[0].get("phase")
+    phase = None if prepared.contents is None else prepared.contents[0]["run"].get("phase")
 
     def strings():
         return majority_task(args.batch_size, args.length, rng)
@@ -73,8 +71,7 @@ def run(args):
         loop = make(model, strings, steps, args.lr, *extra, generators={"data": rng},
                     log=lambda line, name=name: print(f"{name} {line}", flush=True),
                     **{**options, "overwrite": options["overwrite"] or name == "fine-tune"})
-        resumable.restore(loop, args, contents)
-        status, _ = resumable.fit(loop, "finetune", args.out)
+        status, _ = resumable.fit(loop, "finetune", args.out, prepared.contents)
         if status is not None:
             return status
     print(f"trained in {time.perf_counter() - started:.0f} s")

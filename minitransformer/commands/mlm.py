@@ -19,12 +19,10 @@ bit for bit, a NaN stops the run (commands/resumable.py).
 import sys
 import time
 
-from ..training.resuming import WATCHING
 from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int, read_text_file
 
-RESUMES = True          # __main__ records which options were given (args.given), for --resume
-CHANGEABLE = WATCHING                    # what --resume may change (training/resuming.py)
+RESUMES = True          # __main__ records which options were given (args.given), for --resume (training/resuming.py)
 
 N_HEADS = 4
 
@@ -55,13 +53,13 @@ def run(args):
     from ..training.data import default_corpus
 
     size = resumable.ranks()[1]
-    contents, notes = resumable.prepare(args, "mlm", add_arguments, CHANGEABLE)
+    prepared = resumable.prepare(args, "mlm", add_arguments)
     if args.nsp and size > 1:
         raise UsageError("--nsp under mpiexec: data parallelism is not offered with the next-sentence head (its two "
                          "terms are means over different counts); run it in one process")
     if args.d_model % N_HEADS:
         raise UsageError(f"--d-model must be a multiple of {N_HEADS} (the number of heads), got {args.d_model}")
-    for note in notes:
+    for note in prepared.notes:
         print(note, file=sys.stderr)
     rng = np.random.default_rng(args.seed)
     text = default_corpus() if args.text is None else read_text_file(args.text)
@@ -80,8 +78,7 @@ def run(args):
     loop = masked_lm_loop(model, corpus, rng, args.steps, args.batch_size, args.lr, args.nsp,
                           **resumable.loop_options(args, "mlm", args.steps))
     started = time.perf_counter()
-    resumable.restore(loop, args, contents)
-    status, _ = resumable.fit(loop, "mlm", args.out)
+    status, _ = resumable.fit(loop, "mlm", args.out, prepared.contents)
     if status is not None:
         return status
     print(f"trained in {time.perf_counter() - started:.0f} s")

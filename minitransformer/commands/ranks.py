@@ -4,11 +4,11 @@
 (training/distributed.py explains the step). Here is what the command adds around the trainer:
 
 * `--workers N` without mpiexec is a shortcut: the command replaces itself with `mpiexec -n N` running the
-  very same command line, printed first, so a user sees and can reuse it. It stays because the README's
-  commands must work for a user who has never heard of MPI, and because an `exec` keeps Ctrl-C working: the
-  terminal's Ctrl-C reaches mpiexec, which forwards it to every rank. (Windows has no exec: there the command
-  runs mpiexec and waits for it.) Where mpi4py or mpiexec is missing, one line says what to install: on
-  Windows, where MPICH has no build, Microsoft MPI.
+  very same command line, printed first, so a user sees and can reuse it. It stays so that a user who has
+  never heard of MPI trains on two cores with one option (the training guide, docs/guide/training-and-sampling.md,
+  offers it that way), and because an `exec` keeps Ctrl-C working: the terminal's Ctrl-C reaches mpiexec, which
+  forwards it to every rank. (Windows has no exec: there the command runs mpiexec and waits for it.) Where mpi4py
+  or mpiexec is missing, one line says what to install: on Windows, where MPICH has no build, Microsoft MPI.
 * Each rank limits its BLAS and OpenMP threads to its share of its host's cores, and rank 0's first line says
   so, with the number of ranks and the mode (commands/threads.py).
 * Rank 0 alone prints: the others' stdout and stderr go to os.devnull (their one-line failures excepted).

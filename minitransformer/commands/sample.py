@@ -98,8 +98,8 @@ def trained_source(directory):
     model and loads the weights. CheckpointError for a malformed checkpoint."""
     from ..training.checkpoint import (
         CheckpointError,
-        check_training_meta,
         checkpoint_tokenizer,
+        checkpoint_train_config,
         load_checkpoint,
         read_checkpoint,
     )
@@ -110,8 +110,8 @@ def trained_source(directory):
     if directory is None:
         raise UsageError(f"no --checkpoint given and no run under {RUNS_DIRECTORY}/: train one first "
                          "(python -m minitransformer train) or pass --checkpoint DIR")
-    meta, arrays = read_checkpoint(directory)
-    config = check_training_meta(meta, directory)
+    meta, arrays = read_checkpoint(directory)                  # read and checked once
+    config = checkpoint_train_config(meta, directory)
 
     def build():
         try:

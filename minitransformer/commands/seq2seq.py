@@ -17,12 +17,10 @@ bit for bit, a NaN stops the run (commands/resumable.py).
 import sys
 import time
 
-from ..training.resuming import WATCHING
 from . import resumable
 from .errors import UsageError, non_negative_float, non_negative_int, positive_int
 
-RESUMES = True          # __main__ records which options were given (args.given), for --resume
-CHANGEABLE = WATCHING + ("beam", "examples")      # what --resume may change (training/resuming.py)
+RESUMES = True          # __main__ records which options were given (args.given), for --resume (training/resuming.py)
 
 HELP = "train an encoder-decoder Transformer on string reversal; print held-out exact match, BLEU and examples"
 
@@ -83,9 +81,9 @@ def run(args):
     from ..tasks.reverse import PAD, ReverseTask
 
     resumable.ranks()
-    contents, notes = resumable.prepare(args, "seq2seq", add_arguments, CHANGEABLE)
+    prepared = resumable.prepare(args, "seq2seq", add_arguments)
     check_options(args)
-    for note in notes:
+    for note in prepared.notes:
         print(note, file=sys.stderr)
     task = ReverseTask(args.symbols, args.min_len, args.max_len, n_test=args.test_size, rng=args.seed)
     share = not args.no_share
@@ -98,8 +96,7 @@ def run(args):
                         **resumable.loop_options(args, "seq2seq", args.steps))
     started = time.perf_counter()
     model.train()
-    resumable.restore(loop, args, contents)
-    status, _ = resumable.fit(loop, "seq2seq", args.out)
+    status, _ = resumable.fit(loop, "seq2seq", args.out, prepared.contents)
     if status is not None:
         return status
     print(f"trained {args.steps} steps in {time.perf_counter() - started:.0f} s")

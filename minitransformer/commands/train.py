@@ -13,9 +13,11 @@ checkpoint; other files there stay). `--resume` alone continues the newest run.
 
 `--resume` continues the run as it was configured: every option is stored in
 the checkpoint, and one given again with another value is applied and said, or
-refused (training/resuming.py). Ctrl-C stops at the end of the step under way,
-saves a checkpoint there and exits with status 130; `--resume` continues from
-that step bit for bit. A run directory is left only if something was saved in it.
+refused (training/resuming.py's rules, the same for every command that trains;
+commands/resumable.py reads the checkpoint once). Ctrl-C stops at the end of
+the step under way, saves a checkpoint there and exits with status 130;
+`--resume` continues from that step bit for bit. A run directory is left only
+if something was saved in it.
 
 Everything a user can get wrong (options, the text file, --out) is checked
 before a model is built, and reported as one `error: ...` line with exit
@@ -39,11 +41,7 @@ from .errors import UsageError, non_negative_float, non_negative_int, positive_f
 HELP = "train a GPT language model on a text (default: CPython's pydoc help topics) and print samples"
 
 DEFAULT_STEPS = 2000
-RESUMES = True          # __main__ records which options were given (args.given), for --resume
-NOT_STORED = resuming.NOT_STORED + ("text",)        # a checkpoint keeps the text as a record of its own (path, hash)
-# what --resume may change (training/resuming.py): how far to go, the evaluation, the processes, the kernels, the samples
-CHANGEABLE = resuming.WATCHING + ("max_steps", "eval_batches", "workers", "threads_per_rank", "kernels", "prompt",
-                                  "sample_tokens", "temperature", "top_k")
+RESUMES = True          # __main__ records which options were given (args.given), for --resume (training/resuming.py)
 
 
 def _dropout_rate(text):
@@ -147,8 +145,8 @@ def run(args):
     (tests/test_train_command_flow.py holds `run` to that):
 
     1. `_join_ranks`: this process's place among the MPI ranks (`--workers N` runs the command under mpiexec);
-    2. `_check_and_read`: every option, the text, on --resume the checkpoint (read once, its resuming rules
-       applied: training/resuming.py) and --out, checked and read before any model is built; every rank agrees,
+    2. `_check_and_read`: every option, --out, on --resume the checkpoint (read once, its resuming rules
+       applied: commands/resumable.py), the text, checked and read before any model is built; every rank agrees,
        so a mistake is one `error:` line and exit status 2;
     3. `_kept_only_if_saved`: a run directory made for this run is removed again if nothing was saved in it;
     4. `_build`: the threads of each rank, then the trainer, fresh or restored from the checkpoint read in 2;
@@ -171,10 +169,12 @@ def _join_ranks(args):
     outside mpiexec runs this command under `mpiexec -n N` instead (commands/ranks.py), its options checked
     first; under mpiexec, ranks but 0 are silenced."""
     from ..training.distributed import mpi_world, world
+    from .runs import latest_run
 
     rank, size = mpi_world()
     if size == 1 and args.workers > 1:
         _check_options(args)                    # a mistake found here is not worth starting mpiexec for
+        resumable.run_directory(args, latest_run)
         ranks.launch(args.workers, args.argv, threads.launch_environment(args.workers, args.threads_per_rank))
     if size > 1:
         ranks.quiet_unless_rank_0(rank)
@@ -210,9 +210,11 @@ def _plan(args, job):
         SimpleNamespace(out, created: True if this run made its directory, text, source, text_path, tokenizer,
         config, contents: the checkpoint read (None for a new run), notes, ids, train_data, val_data, saves).
     """
+    from .runs import latest_run
+
     _check_options(args)                                        # the options as given
-    out = _run_directory(args)
-    plan = _resumed(args, out, job.size) if args.resume else _started(args, out)
+    prepared = resumable.prepare(args, "train", add_arguments, newest=latest_run, ranks=job.size)
+    plan = _resumed(args, prepared) if args.resume else _started(args, prepared.out)
     _split(args, plan)
     plan.saves = args.resume or plan.config.max_steps > 0      # --max-steps 0 trains nothing, saves nothing
     _make_directory(plan, job.rank)
@@ -220,14 +222,12 @@ def _plan(args, job):
 
 
 def _check_options(args):
-    """What argparse cannot see alone: options that must agree with each other, --out."""
+    """What argparse cannot see alone: options that must agree with each other (--out: `resumable.prepare`)."""
     if args.d_model % args.n_heads:
         raise UsageError(f"--d-model {args.d_model} must be divisible by --n-heads {args.n_heads}")
     if not args.resume:                                         # a resumed run's: once its config is known
         _check_workers(args.workers, args.batch_size)
     _check_threads(args)
-    if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise UsageError(f"--out {args.out} is a file, expected a directory")
 
 
 def _check_workers(workers, batch_size):
@@ -241,22 +241,6 @@ def _check_threads(args):
     message = threads.check(args.threads_per_rank)
     if message:
         raise UsageError(message)
-
-
-def _run_directory(args):
-    """(the directory this run reads and writes, or None for a new numbered run) after checking it."""
-    from ..training.checkpoint import has_checkpoint
-    from .runs import RUNS_DIRECTORY, latest_run
-
-    if args.resume:
-        directory = args.out if args.out is not None else latest_run()
-        if directory is None:
-            raise UsageError(f"--resume: no run to continue: no --out given and no run under {RUNS_DIRECTORY}/")
-        return directory
-    if args.out is not None and has_checkpoint(args.out) and not args.force:
-        raise UsageError(f"--out {args.out} already holds a checkpoint; continue it with --resume, replace it "
-                         "with --force, or choose another --out")
-    return args.out
 
 
 def _started(args, out):
@@ -288,15 +272,15 @@ def _config_from_args(args, vocab_size):
 
 def _feed_forward_width(args, config, vocab_size):
     """--d-ff as given; else TrainConfig's for gpt2, and for llama the SwiGLU width whose model has as many
-    parameters as the gpt2 model of the same options (`matching_llama_width`)."""
-    from ..training.config import TrainConfig, build_model, matching_llama_width
+    parameters as the gpt2 model of the same options (`matching_llama_width`; the counts computed, not built)."""
+    from ..training.config import TrainConfig, matching_llama_width, parameter_count
 
     if args.d_ff is not None:
         return args.d_ff
     gpt2 = dataclasses.replace(config, style="gpt2", d_ff=TrainConfig.d_ff)
     if config.style == "gpt2":
         return gpt2.d_ff
-    return matching_llama_width(config, vocab_size, build_model(gpt2, vocab_size).num_parameters())
+    return matching_llama_width(config, vocab_size, parameter_count(gpt2, vocab_size))
 
 
 def _read_text(path):
@@ -311,24 +295,15 @@ def _read_text(path):
     return text, path
 
 
-def _resumed(args, out, size):
-    """A resumed run: its checkpoint read once, the resuming rules applied to the options (every option not
-    given again from the checkpoint; training/resuming.py), its text read again and compared, its tokenizer
-    the checkpoint's, its config for this job's `size` ranks."""
-    from ..training.checkpoint import read_checkpoint
-
-    contents = read_checkpoint(out)                             # read and verified once
-    resumed = resuming.resume_training(contents[0], out, args, resuming.options_parser(add_arguments), NOT_STORED,
-                                       CHANGEABLE)
+def _resumed(args, resumed):
+    """A resumed run: its checkpoint read once and its rules applied (commands/resumable.py's `prepare`: the
+    config, the tokenizer, the options not given again), its text read again and compared."""
     _check_threads(args)                                        # a stored value too
-    text_path = args.text if "text" in resumed.given or resumed.text is None else resumed.text["path"]
-    text, source = _read_text(text_path)
-    text_note = resuming.check_text(resumed.text, text_path, text, resumed.given)
-    config, ranks_note = resuming.continue_on_ranks(resumed.config, size)
-    args.workers = size
-    notes = resumed.notes + [text_note, resumed.schedule_note, ranks_note]
-    return types.SimpleNamespace(out=out, text=text, source=source, text_path=text_path, tokenizer=resumed.tokenizer,
-                                 config=config, contents=contents, notes=[note for note in notes if note])
+    text, source = _read_text(resumed.text_path)
+    text_note = resuming.check_text(resumed.text, resumed.text_path, text, resumed.given)
+    return types.SimpleNamespace(out=resumed.out, text=text, source=source, text_path=resumed.text_path,
+                                 tokenizer=resumed.tokenizer, config=resumed.config, contents=resumed.contents,
+                                 notes=[note for note in [*resumed.notes, text_note] if note])
 
 
 def _split(args, plan):
@@ -415,8 +390,7 @@ def _build(args, plan, job):
         trainer = _trainer(args, plan, plan.out if plan.saves and job.rank == 0 else None)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
-    trainer.run_info = {"options": resuming.run_options(args, NOT_STORED),      # to resume the run as it was
-                        "text": resuming.text_record(plan.text_path, plan.text)}
+    trainer.run_info = resuming.run_record("train", args, text=resuming.text_record(plan.text_path, plan.text))
     return trainer
 
 

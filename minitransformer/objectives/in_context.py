@@ -22,7 +22,7 @@ Token layout: keys are ids 0 .. n_keys - 1, values n_keys .. n_keys + n_values -
 import numpy as np
 
 from ..layers.loss import CrossEntropyLoss
-from ..training.loop import TrainingLoop
+from ..training.loop import LoopOptions, TrainingLoop
 from ..training.optim import Adam
 from ..training.schedules import warmup_rate
 from .language_model import LanguageModelObjective
@@ -37,9 +37,10 @@ def train_in_context(model, task, steps, batch_size=64, lr=1e-2, warmup=50, log_
     """
     objective = LanguageModelObjective(model, CrossEntropyLoss(ignore_index=-1))
     loop = TrainingLoop(objective, Adam(objective.parameters(), lr=lr), lambda: task.batch(batch_size)[:2],
-                        lambda step: warmup_rate(step, lr, warmup), grad_clip=1.0, max_steps=steps,
-                        eval_interval=log_every or None, generators={"task": task.rng}, progress=False,
-                        log=log if log_every else False, name="train_in_context")
+                        lambda step: warmup_rate(step, lr, warmup),
+                        LoopOptions(grad_clip=1.0, max_steps=steps, eval_interval=log_every or None,
+                                    generators={"task": task.rng}, progress=False, log=log if log_every else False,
+                                    name="train_in_context"))
     loop.fit()
     return loop.history["loss"]
 

@@ -32,7 +32,7 @@ from ..layers.log_probs import TokenLogProbs
 from ..layers.loss import CrossEntropyLoss
 from ..tasks.repeated_segment import repeated_part
 from ..training.config import build_optimizer
-from ..training.loop import TrainingLoop
+from ..training.loop import LoopOptions, TrainingLoop
 from .language_model import LanguageModelObjective
 
 
@@ -77,8 +77,8 @@ def train_induction(model, task, config, eval_batch, eval_every=25, log=None, lo
             log(f"step {loop.step:5d}  random part {losses['random']:.3f}  repeated part {losses['repeated']:.3f}")
 
     loop = TrainingLoop(objective, build_optimizer(model, config), next_batch, config.learning_rate,
-                        grad_clip=config.grad_clip, max_steps=config.max_steps, eval_interval=eval_every,
-                        evaluate=evaluate, progress=False, log=False, name="train_induction")
+                        LoopOptions(grad_clip=config.grad_clip, max_steps=config.max_steps, eval_interval=eval_every,
+                                    evaluate=evaluate, progress=False, log=False, name="train_induction"))
     loop.fit(on_eval=say, evaluate_first=True)
     evaluations = np.array(loop.history["eval"])                       # rows: [step, random, repeated]
     return {"loss": np.array(loop.history["loss"]), "eval_step": evaluations[:, 0].astype(int),

@@ -19,7 +19,7 @@ real assistant, labelers ranking K > 2 answers, and human data of any kind.
 
 
 from ..layers.loss import CrossEntropyLoss
-from ..training.loop import TrainingLoop
+from ..training.loop import LoopOptions, TrainingLoop
 from ..training.optim import Adam
 from .language_model import LanguageModelObjective
 
@@ -36,7 +36,7 @@ def supervised_fine_tune(model, task, steps, batch_size=64, lr=3e-3):
 
     objective = LanguageModelObjective(model, CrossEntropyLoss(ignore_index=-1))
     loop = TrainingLoop(objective, Adam(objective.parameters(), lr=lr), demonstrations, lambda step: lr,
-                        grad_clip=1.0, max_steps=steps, generators={"task": task.rng}, progress=False, log=False,
-                        name="supervised_fine_tune")
+                        LoopOptions(grad_clip=1.0, max_steps=steps, generators={"task": task.rng}, progress=False,
+                                    log=False, name="supervised_fine_tune"))
     loop.fit()
     return loop.history["loss"]

@@ -21,17 +21,18 @@ Under `mpiexec -n N` (TrainConfig.workers = N) every rank runs this same loop on
 
 import dataclasses
 import os
+import warnings
 
 import numpy as np
 
 from ..core.module import Module
 from ..layers.loss import CrossEntropyLoss
-from ..training.checkpoint import check_training_meta, read_checkpoint, refuse_to_replace
+from ..training.checkpoint import checkpoint_train_config, read_checkpoint, refuse_to_replace
 from ..training.config import build_model, build_optimizer
 from ..training.data import get_batch
 from ..training.distributed import MODES, DataParallel, mpi_world, shares
-from ..training.loop import TrainingLoop
-from ..training.metrics import perplexity
+from ..training.loop import LoopOptions, TrainingLoop
+from ..training.loop import loss_curve as harness_loss_curve
 from ..training.resuming import continued_config
 
 
@@ -99,20 +100,19 @@ class Trainer(TrainingLoop):
         self.config = config
         self.train_data, self.val_data = np.asarray(train_data), np.asarray(val_data)
         self.tokenizer_config = tokenizer_config
-        self.run_info = None            # what the `train` command stores to resume the run as it was (options, text)
+        self.run_info = None            # the `train` command's record of its run (resuming.run_record): to resume it
         model = build_model(config, vocab_size)
         optimizer = build_optimizer(model, config)
         self.loss_fn = CrossEntropyLoss()
         self.data_rng = np.random.default_rng([config.seed, 1])
         parallel = None if config.workers == 1 else DataParallel(config.parallel, config.seed, config.worker_timeout,
                                                                  config.eval_interval)
+        options = LoopOptions(max_steps=config.max_steps, grad_clip=config.grad_clip, eval_interval=config.eval_interval,
+                              parallel=parallel, generators={"data": self.data_rng, "dropout": model.dropout_rng},
+                              model=model, meta=self.checkpoint_meta, out_dir=out_dir, overwrite=overwrite,
+                              progress=progress, tokens_per_step=config.batch_size * config.block_size, name="Trainer")
         super().__init__(LanguageModelObjective(model, self.loss_fn), optimizer, self.next_windows,
-                         config.learning_rate, grad_clip=config.grad_clip, max_steps=config.max_steps,
-                         eval_interval=config.eval_interval, generators={"data": self.data_rng,
-                                                                         "dropout": model.dropout_rng},
-                         model=model, out_dir=out_dir, overwrite=overwrite, progress=progress,
-                         tokens_per_step=config.batch_size * config.block_size, parallel=parallel,
-                         meta=self.checkpoint_meta, name="Trainer")
+                         config.learning_rate, options)
         self.eval_names = ["train", "val"]
 
     def next_windows(self):
@@ -141,8 +141,10 @@ class Trainer(TrainingLoop):
         """What a checkpoint of this run holds beside the loop's own: the config, the tokenizer, the options."""
         return {"train_config": _config_dict(self.config), "tokenizer": self.tokenizer_config, "run": self.run_info}
 
-    def loss_curve(self):
-        return loss_curve(self.history, self.config.eval_batches)
+    def loss_curve(self, labels=None):
+        """The loss plot's series (training/harness.py's `loss_curve`), the evaluations named for the plot."""
+        return super().loss_curve([f"train ({self.config.eval_batches} batches)", "validation"] if labels is None
+                                  else labels)
 
     @classmethod
     def resume(cls, directory, train_data, val_data, config=None, out_dir=None, progress=True, contents=None,
@@ -157,18 +159,15 @@ class Trainer(TrainingLoop):
                 run in place, another directory holding a checkpoint is refused unless `overwrite`.
             contents: `read_checkpoint(directory)`'s result, if the caller has read it already.
         """
-        contents = read_checkpoint(directory) if contents is None else contents
+        contents = read_checkpoint(directory) if contents is None else contents      # read and checked once
         meta = contents[0]
-        saved = check_training_meta(meta, directory)
+        saved = checkpoint_train_config(meta, directory)
         if config is not None:
             saved = continued_config(saved, config, directory)          # only its RESUMABLE fields may differ
         in_place = out_dir is not None and os.path.realpath(out_dir) == os.path.realpath(directory)
         trainer = cls(saved, train_data, val_data, meta["model_config"]["vocab_size"], out_dir=out_dir,
                       tokenizer_config=meta.get("tokenizer"), progress=progress, overwrite=overwrite or in_place)
-        meta = trainer.restore(directory, contents=contents)
-        trainer.run_info = meta.get("run")
-        trainer.history.setdefault("perplexity", [[step, perplexity(train), perplexity(val)]     # 0.3 kept none
-                                                  for step, train, val in trainer.history["eval"]])
+        trainer.run_info = trainer.restore(directory, contents=contents)["run"]
         return trainer
 
 
@@ -195,22 +194,11 @@ def _check_config(config, train_data, val_data):
 
 
 def loss_curve(history, eval_batches):
-    """The series of the loss plot: [{"steps", "losses", "label", "style"}], each drawn with `axes.plot`.
-
-    The batch loss is measured at every step, so it is a line. The evaluations are measured only every
-    eval_interval steps (and at step 0 when the `train` command evaluates the untrained model first):
-    they are markers alone, since a line between two of them would draw a curve that was never measured
-    (the loss falls steeply between step 0 and the first evaluation, not in a straight line).
-    """
-    series = [{"steps": list(history["step"]), "losses": list(history["loss"]), "label": "batch loss",
-               "style": {"color": "0.75", "linewidth": 0.8}}]
-    if history["eval"]:
-        steps, train, val = (list(column) for column in zip(*history["eval"]))
-        series.append({"steps": steps, "losses": train, "label": f"train ({eval_batches} batches)",
-                       "style": {"marker": "o", "linestyle": "none"}})
-        series.append({"steps": steps, "losses": val, "label": "validation",
-                       "style": {"marker": "s", "linestyle": "none"}})
-    return series
+    """0.4's loss curve of a Trainer's history (0.6 removes it): training/harness.py's `loss_curve` with the
+    Trainer's labels, and a DeprecationWarning."""
+    warnings.warn("objectives.language_model.loss_curve(history, eval_batches) goes in 0.6: use "
+                  "Trainer.loss_curve() or training.loop.loss_curve(history, labels)", DeprecationWarning, stacklevel=2)
+    return harness_loss_curve(history, [f"train ({eval_batches} batches)", "validation"])
 
 
 def _config_dict(config):

@@ -28,7 +28,7 @@ from ..core.random import as_generator
 from ..generation.sampling import generate
 from ..layers.log_probs import TokenLogProbs
 from ..layers.ppo_losses import ClippedSurrogateLoss, ValueLoss
-from ..training.loop import TrainingLoop
+from ..training.loop import LoopOptions, TrainingLoop
 from ..training.optim import Adam
 
 
@@ -140,7 +140,8 @@ def train_ppo(policy, reference, reward_model, value_model, task, iterations, ba
     objective = PPOObjective(policy, value_model)
     rollouts = []                                       # the batch the loop's next steps train on
     loop = TrainingLoop(objective, Adam(objective.parameters(), lr=lr), lambda: rollouts[-1].batch(),
-                        lambda step: lr, grad_clip=1.0, nll=False, progress=False, log=False, name="train_ppo")
+                        lambda step: lr, LoopOptions(grad_clip=1.0, nll=False, progress=False, log=False,
+                                                     name="train_ppo"))
     history = {name: [] for name in ("score", "kl", "true_reward", "counting", "l_clip", "l_value")}
     for _ in range(iterations):
         batch = rollout(policy, reference, reward_model, value_model, task.prompts(batch_size), task.answer_len,

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core.module import Module
 from ..layers.ranking_loss import PairwiseRankingLoss
-from ..training.loop import TrainingLoop
+from ..training.loop import LoopOptions, TrainingLoop
 from ..training.optim import Adam
 
 
@@ -40,8 +40,10 @@ def train_reward_model(reward_model, task, steps, batch_size=64, lr=3e-3):
     objective = RankingObjective(reward_model)
     accuracies = []
     loop = TrainingLoop(objective, Adam(objective.parameters(), lr=lr), lambda: task.ranked_pairs(batch_size),
-                        lambda step: lr, grad_clip=1.0, max_steps=steps, model=reward_model,
-                        generators={"task": task.rng}, nll=False, progress=False, log=False, name="train_reward_model",
-                        on_step=lambda loop: accuracies.append(float(np.mean(objective.r_chosen > objective.r_rejected))))
+                        lambda step: lr,
+                        LoopOptions(grad_clip=1.0, max_steps=steps, model=reward_model, generators={"task": task.rng},
+                                    nll=False, progress=False, log=False, name="train_reward_model",
+                                    on_step=lambda loop: accuracies.append(
+                                        float(np.mean(objective.r_chosen > objective.r_rejected)))))
     loop.fit()
     return loop.history["loss"], accuracies

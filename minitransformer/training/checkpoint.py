@@ -2,11 +2,22 @@
 
 A checkpoint is a directory with two files:
 
-    checkpoint.json               model config, training config, tokenizer, step, loss history,
-                                  the state of every random generator, and the name and SHA-256 of:
+    checkpoint.json               format_version, model_config, the optimizer's scalars, and the name and
+                                  SHA-256 of the arrays file; a training loop's run besides (below)
     checkpoint-<sha>-<rand>.npz   the parameters ("param.<name>") and optimizer state ("optim.<key>"),
                                   named after the first 16 hex digits of its SHA-256 and a random
                                   suffix, so that no two saves ever write the same name
+
+One schema for every run (format 2), what `TrainingLoop.save` adds to checkpoint.json:
+
+    step, history, rng            the steps done; every step's loss and rate and every evaluation (with
+                                  perplexities); the state of every random generator of the run
+    run                           null, or the command's record of its run (training/resuming.py):
+                                  {"command", "options", "text" (train's), "phase" (finetune's)}
+    train_config, tokenizer       the language model's (`Trainer`): what `sample` and `--resume` rebuild
+
+Format 1 (0.2 to 0.4) is read as format 2 (`_from_format_1`): 0.4's loop checkpoints named their command
+`objective` and their phase at the top level; `train`'s run was unnamed; 0.2 and 0.3 kept no perplexities.
 
 Arrays are stored as they are, so a save and a load round-trip bit for bit,
 and a resumed run produces the same losses as one that never stopped
@@ -32,7 +43,8 @@ Loading checks before it writes: a missing file, a truncated or altered array
 file (the checksum), a `checkpoint.json` that is not what a save writes (a
 missing key, a wrong type), or a model or optimizer whose configuration differs
 from the saved one raises `CheckpointError` with the reason, and nothing is
-loaded. `check_training_meta` checks the fields the trainer and `sample` read.
+loaded. `read_checkpoint` checks a run's fields once (`_check_run`), so what it
+returns can be handed on (`contents=`) without being read or checked again.
 
 Left out: keeping several checkpoints, sharding, compression, locking.
 """
@@ -50,11 +62,12 @@ import zipfile
 import numpy as np
 
 from .config import TrainConfig
+from .metrics import perplexity
 
 JSON_NAME = "checkpoint.json"
 ARRAYS_PATTERN = "checkpoint-{}-{}.npz"         # the first 16 hex digits of the SHA-256, 8 random hex digits
 LEGACY_ARRAYS_NAME = "checkpoint.npz"           # checkpoints written before content-named arrays files
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2                              # what a save writes; format 1 (0.2 to 0.4) is read too
 # The arrays files a save may delete: names saves write (0.2's content-named ones and the legacy name included).
 SAVED_ARRAYS_NAME = re.compile(r"checkpoint(-[0-9a-f]{16}(-[0-9a-f]{8})?)?\.npz")
 # TrainConfig fields every checkpoint holds (0.2 wrote these); fields added since may be missing and take
@@ -68,7 +81,9 @@ TRAIN_CONFIG_FIELDS_0_2 = ("block_size", "batch_size", "n_layers", "n_heads", "d
 # then take the value every model had before (0.3's GPTs all used LayerNorm and biases; 0.4's modern decoder added the options).
 MODEL_CONFIG_ADDED = {"norm_layer": "layernorm", "bias": True}
 
-TRAINER_KEYS = ("train_config", "tokenizer", "history", "rng")     # what `Trainer.save` adds to a checkpoint
+# Format 1's marks of a training run's checkpoint (whose run's fields are then checked): 0.4's loops wrote
+# `objective`, the GPT trainer (since 0.2) these others
+TRAINER_KEYS_1 = ("objective", "train_config", "tokenizer", "history", "rng")
 
 
 class CheckpointError(Exception):
@@ -232,9 +247,11 @@ def _parse_meta(text, json_path):
     if not isinstance(meta, dict):
         raise CheckpointError(f"checkpoint {json_path} must hold a JSON object, got {_json_type(meta)}")
     version = meta.get("format_version")
-    if type(version) is not int or version != FORMAT_VERSION:
+    if type(version) is not int or version not in (1, FORMAT_VERSION):
         raise CheckpointError(f"checkpoint {json_path} has format {version!r}, "
-                              f"this version reads format {FORMAT_VERSION}")
+                              f"this version reads formats 1 and {FORMAT_VERSION}")
+    if version == 1:
+        meta = _from_format_1(meta)
     arrays_file = meta.get("arrays_file", LEGACY_ARRAYS_NAME)
     if not isinstance(arrays_file, str) or os.path.basename(arrays_file) in ("", ".", ".."):
         raise CheckpointError(f"checkpoint {json_path}: 'arrays_file' must be a file name, got {arrays_file!r}")
@@ -248,6 +265,28 @@ def _parse_meta(text, json_path):
     if optimizer is not None and not (isinstance(optimizer, dict) and isinstance(optimizer.get("type"), str)):
         raise CheckpointError(f"checkpoint {json_path}: 'optimizer' must be null or an object with a 'type' "
                               f"string, got {optimizer!r:.80}")
+    if "run" in meta:                                       # a training loop's: its run's fields too
+        _check_run(meta, os.path.dirname(json_path))
+    return meta
+
+
+def _from_format_1(meta):
+    """A checkpoint.json of 0.2 to 0.4 as format 2 holds it (its arrays are the same): for a training run's,
+    `run` (null when none was stored) names its command, `train` for the GPT trainer's (which stored no
+    `objective`), and holds the phase; a history without perplexities (0.2, 0.3) gets them from its
+    evaluations. Anything malformed is left for `_check_run` to name."""
+    if not any(key in meta for key in TRAINER_KEYS_1):
+        return meta                                         # save_checkpoint's own, with a meta of its own
+    meta = dict(meta)
+    command, phase, run = meta.pop("objective", "train"), meta.pop("phase", None), meta.get("run")
+    if isinstance(run, dict):
+        run = {"command": command, **run, **({} if phase is None else {"phase": phase})}
+    meta["run"] = run
+    history = meta.get("history")
+    if isinstance(history, dict) and "perplexity" not in history and isinstance(history.get("eval"), list) \
+            and all(isinstance(row, list) and all(type(x) in (int, float) for x in row) for row in history["eval"]):
+        meta["history"] = dict(history, perplexity=[[row[0], *(perplexity(loss) for loss in row[1:])]
+                                                    for row in history["eval"]])
     return meta
 
 
@@ -270,26 +309,37 @@ def _requirement(directory):
     return where, require
 
 
-def check_training_meta(meta, directory):
-    """Check the fields `Trainer.save` writes and `Trainer.resume` and `sample` read, before anything is built.
+def _check_run(meta, directory):
+    """Check the fields `TrainingLoop.save` writes (module docstring), before anything is built from them; the
+    language model's (train_config, tokenizer) when the checkpoint has either.
 
-    Args:
-        meta: the dictionary `read_checkpoint(directory)` returned.
-        directory: for messages.
-    Returns:
-        the TrainConfig the checkpoint was trained with.
     Raises:
         CheckpointError naming the first field that is missing or of the wrong type.
     """
     where, require = _requirement(directory)
+    require(meta.get("step"), lambda v: type(v) is int and v >= 0, "'step'", "a whole number >= 0")
+    run = require(meta["run"], lambda v: v is None or isinstance(v, dict), "'run'", "null or an object")
+    if run is not None:
+        require(run.get("command"), lambda v: isinstance(v, str), "run.command", "the name of the run's command")
+        require(run.get("options"), lambda v: isinstance(v, dict), "run.options", "an object")
+        require(run.get("text", {}), lambda v: isinstance(v, dict), "run.text", "an object")
+        require(run.get("phase", ""), lambda v: isinstance(v, str), "run.phase", "a string")
+    language_model = "train_config" in meta or "tokenizer" in meta
+    if language_model:
+        _check_language_model(meta, where, require)
+    rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
+    _check_history_and_generators(meta, require, where, ("train", "validation") if language_model else None,
+                                  tuple(rng))
 
+
+def _check_language_model(meta, where, require):
+    """The fields `Trainer.save` adds, which `sample` and `train --resume` rebuild the model and tokenizer from."""
     def whole(value, floor=0):
         return type(value) is int and value >= floor
 
     def number(value):
         return type(value) in (int, float) and math.isfinite(value)
 
-    require(meta.get("step"), whole, "'step'", "a whole number >= 0")
     require(meta["model_config"].get("vocab_size"), lambda v: whole(v, 1), "model_config.vocab_size",
             "a whole number >= 1")
     config = require(meta.get("train_config"), lambda v: isinstance(v, dict), "'train_config'", "an object")
@@ -300,35 +350,24 @@ def check_training_meta(meta, directory):
     missing = [name for name in TRAIN_CONFIG_FIELDS_0_2 if name not in config]
     if missing:
         raise CheckpointError(f"{where}: train_config lacks {', '.join(missing)}")
+    checks = {int: (whole, "a whole number >= 0"), float: (number, "a finite number"),
+              str: (lambda v: isinstance(v, str), "a string"), bool: (lambda v: type(v) is bool, "true or false")}
     for name, value in config.items():
         kind = fields[name].type
-        checks = {int: (whole, "a whole number >= 0"), float: (number, "a finite number"),
-                  str: (lambda v: isinstance(v, str), "a string"), bool: (lambda v: type(v) is bool, "true or false")}
         if kind in checks:
             require(value, checks[kind][0], f"train_config.{name}", checks[kind][1])
-    tokenizer = meta.get("tokenizer")
-    require(tokenizer, lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("kind"), str)),
+    require(meta.get("tokenizer"), lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("kind"), str)),
             "'tokenizer'", "null or an object with a 'kind' string")
-    require(meta.get("run"), lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("options"), dict)),
-            "'run'", "null or an object with the run's 'options'")
-    _check_history_and_generators(meta, require, where, ("train", "validation"), ("data", "dropout"))
-    return TrainConfig(**config)
 
 
-def check_loop_meta(meta, directory):
-    """Check the fields `TrainingLoop.save` writes for any objective's run (step, history, generators, run).
-
-    Raises:
-        CheckpointError naming the first field that is missing or of the wrong type.
-    """
-    where, require = _requirement(directory)
-
-    require(meta.get("step"), lambda v: type(v) is int and v >= 0, "'step'", "a whole number >= 0")
-    require(meta.get("objective"), lambda v: isinstance(v, str), "'objective'", "the name of the run's objective")
-    require(meta.get("run"), lambda v: isinstance(v, dict) and isinstance(v.get("options"), dict),
-            "'run'", "an object with the run's 'options'")
-    rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
-    _check_history_and_generators(meta, require, where, None, tuple(rng))
+def checkpoint_train_config(meta, directory):
+    """The TrainConfig a language model's checkpoint (Trainer's) was trained with, from its checked meta;
+    CheckpointError for a checkpoint of another run, which holds none."""
+    if not isinstance(meta.get("train_config"), dict):
+        command = (meta.get("run") or {}).get("command")
+        raise CheckpointError(f"checkpoint {directory} holds no train_config: it is not a language model's run"
+                              + (f" (it is a run of {command})" if command else ""))
+    return TrainConfig(**meta["train_config"])
 
 
 def _check_history_and_generators(meta, require, where, evaluated, generators):
@@ -339,9 +378,9 @@ def _check_history_and_generators(meta, require, where, evaluated, generators):
         require(history.get(key), lambda v: isinstance(v, list) and all(type(x) in (int, float) for x in v),
                 f"history.{key}", "a list of numbers")
     length = None if evaluated is None else 1 + len(evaluated)
-    for key, measure, absent in (("eval", "loss", None), ("perplexity", "perplexity", [])):   # 0.3 kept no perplexity
+    for key, measure in (("eval", "loss"), ("perplexity", "perplexity")):
         names = ", ".join(f"{name} {measure}" for name in evaluated) if evaluated else f"one {measure} per measure"
-        require(history.get(key, absent), lambda v: isinstance(v, list) and all(
+        require(history.get(key), lambda v: isinstance(v, list) and all(
             isinstance(row, list) and len(row) == (length or len(row)) and all(type(x) in (int, float) for x in row)
             for row in v), f"history.{key}", f"a list of [step, {names}] rows")
     rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
@@ -353,7 +392,7 @@ def _check_history_and_generators(meta, require, where, evaluated, generators):
 
 
 def checkpoint_tokenizer(meta, directory):
-    """The tokenizer a checkpoint of `Trainer.save` stores (after `check_training_meta`), or CheckpointError."""
+    """The tokenizer a checkpoint of `Trainer.save` stores (its checked meta), or CheckpointError."""
     from ..tokenizers import tokenizer_from_config
 
     if meta["tokenizer"] is None:
@@ -385,15 +424,11 @@ def load_checkpoint(directory, model, optimizer=None, contents=None):
 
     Args:
         contents: what `read_checkpoint(directory)` returned, if the caller has already read it
-            (the file is then not read and hashed again).
+            (the file is then not read, hashed or checked again).
     Returns:
         the meta dictionary (step, rng states, history, ...).
     """
     meta, arrays = read_checkpoint(directory) if contents is None else contents
-    if "objective" in meta:                                 # a training loop's checkpoint: its fields too
-        check_loop_meta(meta, directory)
-    elif any(key in meta for key in TRAINER_KEYS):          # the GPT trainer's (written since 0.2)
-        check_training_meta(meta, directory)
     differences = _config_differences(meta["model_config"], getattr(model, "config", {}))
     if differences:
         raise CheckpointError(f"checkpoint {directory} is for a different model: " + "; ".join(differences))

@@ -90,13 +90,30 @@ def build_model(config, vocab_size):
                **STYLES[config.style])
 
 
+def parameter_count(config, vocab_size):
+    """The number of parameters of `build_model(config, vocab_size)`, counted from the config (nothing built):
+    the token table V C (tied to the output), the position table T C when learned, and per block attention's four
+    C x C maps, the feed-forward sublayer (GELU's two maps, SwiGLU's three) with their biases if any, and a norm
+    before each sublayer (LayerNorm's gain and shift, RMSNorm's gain), then the final norm."""
+    style, C, width = STYLES[config.style], config.d_model, config.d_ff
+    bias = style["bias"]
+    norm = 2 * C if style["norm_layer"] == "layernorm" else C
+    attention = 4 * C * C + (4 * C if bias else 0)                          # w_q, w_k, w_v, w_o (b_q, ..., b_o)
+    if style["activation"] == "swiglu":
+        feed_forward = 3 * C * width + ((2 * width + C) if bias else 0)     # w1, w3: C -> d_ff; w2: d_ff -> C
+    else:
+        feed_forward = 2 * C * width + ((width + C) if bias else 0)         # fc1: C -> d_ff; fc2: d_ff -> C
+    block = norm + attention + (norm + feed_forward if width else 0)        # d_ff 0: attention only
+    positions = config.block_size * C if style["positional"] == "learned" else 0
+    return vocab_size * C + positions + config.n_layers * block + norm
+
+
 def matching_llama_width(config, vocab_size, target):
     """The SwiGLU hidden width whose Llama-style model of `config`'s other sizes has the parameter count
     closest to `target` (e.g. the GPT-2-style model's). SwiGLU has three matrices, so each hidden unit costs
     3 C parameters per layer; the Llama model has no position table and no biases to pay for."""
     def count(d_ff):
-        llama = dataclasses.replace(config, style="llama", d_ff=d_ff, dropout=0.0, kernels="plain")
-        return build_model(llama, vocab_size).num_parameters()
+        return parameter_count(dataclasses.replace(config, style="llama", d_ff=d_ff), vocab_size)
     per_unit = count(2) - count(1)                       # 3 C n_layers parameters per hidden unit: linear in d_ff
     return max(1, round((target - count(1)) / per_unit) + 1)
 

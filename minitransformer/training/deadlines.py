@@ -7,7 +7,7 @@ rank k > 0 waits 2 + (k - 1) / N times as long, plus, after an evaluation, rank 
 speaks. The rank that gives up pings every other rank (on a communicator of its own; every waiting rank answers
 pings), prints one line naming those that do not answer (rank, pid, host) and calls `MPI_Abort`, which ends
 every rank of the job, stopped ones too, after our line and before MPI's own. A rank that raises prints one
-line naming itself and the step and aborts the same way (training/loop.py). Checkpoints are written whole or
+line naming itself and the step and aborts the same way (training/harness.py). Checkpoints are written whole or
 not at all (checkpoint.py), so the last one stays intact. A wait looks at its message without pause for SPIN
 seconds, then sleeps POLL between looks, leaving the cores to ranks still computing.
 

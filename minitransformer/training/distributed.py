@@ -3,7 +3,7 @@
 The hook. `train_step(objective, optimizer, batch, lr, grad_clip, parallel)` (step.py) hands a `DataParallel`
 the phase around the update: this rank's rows of the batch and their share (`rows_and_share`), then, after its
 forward and backward passes, the reduction, the clipping and the update (`reduce_clip_update`), replicated or
-sharded. Every objective trains so: the language model, the encoder-decoder, BERT, the fine-tuned classifier.
+sharded. Every objective trains so (step.py lists them).
 
 Launched as every MPI program is: `mpiexec -n 2 python -m minitransformer train ...` on one machine (or with a
 host file on several; the run directory must then be on a file system every machine sees, since a resumed
@@ -59,7 +59,7 @@ benchmarks/README.md has the measured step times and the alpha-beta model for 4 
 The first message comes before the large ones. It carries the loss, and the stop flag: Ctrl-C under mpiexec
 reaches every rank (mpiexec forwards it); on each, the loop's handler only raises a flag
 (`stop_at_step_boundary`), which the next step's all-reduce adds up, so every rank learns at the same step
-that one was interrupted, finishes that step's update and stops; rank 0 saves there (training/loop.py). And
+that one was interrupted, finishes that step's update and stops; rank 0 saves there (training/harness.py). And
 it carries rank 0's longest pause to evaluate and save, which the other ranks' deadline allows for.
 
 Evaluation is shared too, when the run's `evaluate` knows how (Trainer's: each rank the losses of its

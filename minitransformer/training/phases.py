@@ -5,23 +5,27 @@ to that phase, so the phases of a step add up to the step by construction (nothi
 lost, nothing counted twice). Wall time (`time.perf_counter`) and this process's CPU time
 (`time.process_time`, which under load tells computing from waiting) are kept side by side.
 
-Where the laps are (the one loop, the one step, the data-parallel hook):
+The step itself (step.py) knows nothing of the timer: while it records, the loop's harness hands `train_step`
+the objective and the optimizer wrapped (`laps.around`), so that their forward, backward, clip and update
+each lap their phase when they return. Where the laps are (the loop's harness, those wrappers, the
+data-parallel hook):
 
-    batch          the learning rate and the next batch               training/loop.py
-    forward        objective.forward                                   training/step.py
-    backward       objective.backward                                  training/step.py
+    batch          the learning rate and the next batch (since the step before)   training/harness.py
+    forward        objective.forward                                   laps.around
+    backward       objective.backward                                  laps.around
     control        the step's first message (loss, stop flag): the wait for the slowest rank   distributed.py
     gradient       the gradient's collective (all-reduce, or reduce-scatter and the norm's)    distributed.py
-    clip           the global norm and the clipping factor             step.py, distributed.py
-    optimizer      the update                                          step.py, distributed.py
+    clip           the global norm and the clipping factor (a step that clips)   laps.around, distributed.py
+    optimizer      the update                                          laps.around, distributed.py
     all-gather     sharded only: the updated shards to every rank       distributed.py
-    finite check   the loss and norm checked, the history appended     training/loop.py
-    progress       the step's time kept, the progress bar              training/loop.py
-    evaluation     evaluation, its line, the checkpoint (every eval_interval steps)   training/loop.py
+    finite check   the loss and the gradient norm checked               training/harness.py
+    progress       the history kept, the step's time, the progress bar  training/harness.py
+    evaluation     evaluation, its line, the checkpoint (every eval_interval steps)   training/harness.py
 
-Off (the default), a lap is a method call that tests one attribute (about 0.1 µs; a step has about 12). On: `with recording() as laps:` (a benchmark), or the
-environment variable MINITRANSFORMER_PHASES=1, which makes every process print its table to stderr when it
-exits (so `mpiexec -n 2 python -m minitransformer train` says where each rank's time went).
+Off (the default), the timer costs a step of `fit` five method calls that each test one attribute (three in
+the harness's `take_step`, two between steps), and `train_step` nothing. On: `with recording() as laps:` (a
+benchmark), or the environment variable MINITRANSFORMER_PHASES=1, which makes every process print its table
+to stderr when it exits (so `mpiexec -n 2 python -m minitransformer train` says where each rank's time went).
 
 Left out: nested phases, per-layer times (a profiler's job: python -m cProfile).
 """
@@ -56,6 +60,26 @@ class Laps:
             self._close()
             self.mark = self.started = (time.perf_counter(), time.process_time())
 
+    def next_step(self, phase):
+        """A step whose first phase, `phase`, ran since the last lap: the step under way closes at that lap and
+        this one starts there (so the time between two steps is the next one's), then `phase` is lapped."""
+        if self.enabled:
+            if self.mark is None:
+                self.mark = self.started = (time.perf_counter(), time.process_time())
+            elif self.mark is not self.started:
+                last = self.mark
+                self._close()
+                self.mark = self.started = last
+            self.lap(phase)
+
+    def around(self, objective, optimizer):
+        """(objective, optimizer) for `train_step`: as they are; while the timer records, wrapped so that the
+        objective's forward and backward and the optimizer's clip_gradients and step lap their phases."""
+        if not self.enabled:
+            return objective, optimizer
+        return (Lapping(objective, {"forward": "forward", "backward": "backward"}),
+                Lapping(optimizer, {"clip_gradients": "clip", "step": "optimizer"}))
+
     def lap(self, phase):
         """Add the time since the last lap (or `begin`) to `phase`."""
         if self.enabled and self.mark is not None:
@@ -84,14 +108,39 @@ class Laps:
         return lines
 
 
-laps = Laps()           # the process's one stopwatch: the loop, the step and the hook lap on it
+class Lapping:
+    """`target` as it is, but for its methods named in `phases` ({method: phase}), which lap their phase when they
+    return; every other attribute is read from and set on `target` (e.g. the optimizer's lr)."""
+
+    def __init__(self, target, phases):
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "phases", phases)
+
+    def __getattr__(self, name):
+        value = getattr(self.target, name)
+        if name not in self.phases:
+            return value
+
+        def lapped(*args, **kwargs):
+            result = value(*args, **kwargs)
+            laps.lap(self.phases[name])
+            return result
+        return lapped
+
+    def __setattr__(self, name, value):
+        setattr(self.target, name, value)
+
+
+laps = Laps()           # the process's one stopwatch: the loop's harness, the wrapped step and the hook lap on it
 
 
 @contextlib.contextmanager
 def recording():
-    """Record the phases inside the block (from zero); yields `laps`, switched off again after."""
+    """Record the phases inside the block (from zero, the first step's from the block's start); yields `laps`,
+    switched off again after."""
     laps.reset()
     laps.enabled = True
+    laps.begin()
     try:
         yield laps
     finally:

@@ -1,29 +1,29 @@
-"""Resuming a run: what must match between a checkpoint and the options given again, and what may change.
+"""Resuming a run: what a checkpoint keeps of a command's run, what must match the options given again, what may change.
 
-A run's checkpoint stores the options it was started with (`run_options`; the `train` command adds its text's
-path and SHA-256, `text_record`). Resuming reads them back from the checkpoint, read once by the caller, and
-applies the same rules for every command:
+A command's checkpoint stores its run as `run` (`run_record`; the schema is checkpoint.py's): the command, the
+options it was given (all but how to start this process, `NOT_STORED`), and what the run adds: the training
+text's path and SHA-256 (`train`, `text_record`), the phase a run in two parts is in (`finetune`). `resume`
+reads it back from the checkpoint, read once by the caller, by the same rules for every command (`RULES`):
 
+* the checkpoint must be a run of this command (`ResumeRefused` otherwise);
 * an option not given again takes its stored value, not its default, so the run goes on as configured (its
   length, its evaluations, its schedule);
-* an option given again with another value is applied and said in one `note:` line if it only says how far to
-  go, where to run or how to watch (each command names its own: `CHANGEABLE` of its module; `WATCHING` are
-  every command's), and refused (`ResumeRefused`) otherwise: the model (its style and shape), the data (the
-  tokenizer, the text, the seed) and the optimisation define the run, and changing one would make another run;
-* a checkpoint of another command is refused;
-* the text: a text that changed since the checkpoint is refused, unless given again, which continues on it and
-  says so (`check_text`);
-* the language model's `TrainConfig`: only its `RESUMABLE` fields may differ from the checkpoint's
-  (`continued_config`); a new `max_steps` keeps the schedule's horizon (`lr_decay_steps`, `warmup_steps`), so
-  the steps already taken keep their rates, and a note says what the rate does past the old horizon;
-* the ranks: a run continued on another number of MPI ranks goes on, with a note that its numbers no longer
-  match an uninterrupted run's bit for bit (`continue_on_ranks`): the gradient is added up in another order.
+* an option given again with another value is applied, and said in one `note:` line, if the command's rules
+  list it as changeable (how far to go, where and how to run, how to watch; `WATCHING` are every command's),
+  and refused (`ResumeRefused`) otherwise: the model (its style and shape), the data (the tokenizer, the text,
+  the seed) and the optimisation define the run, and changing one would make another run;
+* a language model's run (`train`'s) continues with its checkpoint's TrainConfig, whose `RESUMABLE` fields
+  alone take the options given (`resumed_config`; a new `max_steps` keeps the schedule's horizon, so the steps
+  already taken keep their rates, and a note says what the rate does past the old horizon), with the
+  checkpoint's tokenizer, on the text the checkpoint names unless one is given (`check_text`: a text that
+  changed since is refused unless given again), and on another number of MPI ranks with a note that its
+  numbers no longer match an uninterrupted run's bit for bit (`continue_on_ranks`).
 
-A checkpoint written by 0.3 stored no options: its train_config gives the model and the optimisation, and the
+A checkpoint of 0.3 (or of a script's `Trainer`) stored no run: its train_config gives the options, and the
 text is the one given (a note says so).
 
-Left out: reading the checkpoint (checkpoint.py's `read_checkpoint`; the caller reads it once and hands its
-contents on) and restoring the loop (loop.py's `restore`).
+Left out: reading the checkpoint (checkpoint.py's `read_checkpoint`, which also checks it; the caller reads
+it once and hands its contents on) and restoring the loop (the harness's `restore`).
 """
 
 import argparse
@@ -32,7 +32,7 @@ import hashlib
 import os
 import types
 
-from .checkpoint import CheckpointError, check_loop_meta, check_training_meta, checkpoint_tokenizer
+from .checkpoint import CheckpointError, checkpoint_tokenizer, checkpoint_train_config
 from .config import TrainConfig
 
 # dests of a parsed command line that say how to start this process, not what the run is: never stored
@@ -42,15 +42,36 @@ NOT_STORED = ("command", "out", "resume", "force", "given", "argv")
 WATCHING = ("eval_interval", "no_progress", "parallel", "worker_timeout")
 
 
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    """What `--resume` of one command may change, and whether its run is the language model's."""
+
+    changeable: tuple               # options given anew that are applied (and said); every other one defines the run
+    language_model: bool = False    # Trainer's checkpoint: its TrainConfig, tokenizer and text go on too
+
+
+RULES = {
+    # how far to go, the evaluation, the ranks and their mode, the kernels, the ranks' wait (TrainConfig's
+    # RESUMABLE fields), the progress bar, each rank's threads, the printed samples
+    "train": Rules(TrainConfig.RESUMABLE + ("no_progress", "threads_per_rank", "prompt", "sample_tokens",
+                                            "temperature", "top_k"), language_model=True),
+    "seq2seq": Rules(WATCHING + ("beam", "examples")),         # and what is printed after training
+    "mlm": Rules(WATCHING),
+    "finetune": Rules(WATCHING),
+}
+
+
 class ResumeRefused(CheckpointError):
     """Resuming would make another run: an option that defines the run changed, its text changed, or the
     checkpoint is another command's."""
 
 
 # ---------------------------------------------------------------- what a checkpoint stores of its run
-def run_options(args, not_stored=NOT_STORED):
-    """The options a checkpoint stores to resume the run as it was: {dest: value} of `args` but `not_stored`."""
-    return {dest: value for dest, value in sorted(vars(args).items()) if dest not in not_stored}
+def run_record(command, args, **extra):
+    """What a checkpoint stores of a command's run: {"command", "options": {dest: value} of `args` but
+    NOT_STORED and the `extra` keys, **extra} (e.g. text=`text_record(...)`, phase=...)."""
+    options = {dest: value for dest, value in sorted(vars(args).items()) if dest not in NOT_STORED + tuple(extra)}
+    return {"command": command, "options": options, **extra}
 
 
 def text_record(path, text):
@@ -62,6 +83,49 @@ def text_record(path, text):
 
 def text_hash(text):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------- the one way to resume
+def resume(contents, directory, command, args, parser, ranks=1):
+    """The run of `command` in a checkpoint (`contents`, as `read_checkpoint` gave it) continued with `args`:
+    its stored options applied to `args` (`apply_stored_options`), and for the language model its config,
+    tokenizer and text.
+
+    Args:
+        parser: the command's parser (`options_parser`), which checks stored options as the command line would.
+        ranks: the MPI ranks this job runs on.
+    Returns:
+        SimpleNamespace(contents, given: the dests given on the command line, notes: the lines to say; for the
+        language model config (TrainConfig), tokenizer, text (the stored `text_record` or None), text_path
+        (the text to read: the one given, else the recorded one); else those None).
+    Raises:
+        ResumeRefused for a run of another command or an option that would make another run; CheckpointError
+        for stored options that the command would not accept.
+    """
+    meta, rules = contents[0], RULES[command]
+    run, given = meta["run"], given_options(args, parser)
+    if run is not None and run["command"] != command:
+        raise ResumeRefused(f"--resume: checkpoint {directory} is a run of {run['command']}, not of {command}")
+    if run is not None:
+        kept_apart = NOT_STORED + tuple(key for key in run if key not in ("command", "options"))   # e.g. its text
+        stored = stored_options(run["options"], f"checkpoint {directory}", parser, kept_apart, command)
+    elif rules.language_model:                  # 0.3's, or a script's Trainer: its config is the options
+        stored = options_of_an_old_checkpoint(checkpoint_train_config(meta, directory), args)
+    else:
+        raise ResumeRefused(f"--resume: checkpoint {directory} holds no command's run (saved by a script?): "
+                            f"{command} --resume continues a run of {command}")
+    notes = apply_stored_options(args, stored, given, directory, rules.changeable, said_elsewhere=("max_steps",))
+    resumed = types.SimpleNamespace(contents=contents, given=given, notes=notes, config=None, tokenizer=None,
+                                    text=None, text_path=None)
+    if rules.language_model:
+        saved = checkpoint_train_config(meta, directory)
+        resumed.config, ranks_note = continue_on_ranks(resumed_config(saved, args), ranks)
+        args.workers = ranks
+        resumed.tokenizer = checkpoint_tokenizer(meta, directory)
+        resumed.text = None if run is None else run.get("text")
+        resumed.text_path = args.text if "text" in given or resumed.text is None else resumed.text["path"]
+        resumed.notes += [note for note in (horizon_note(saved.max_steps, resumed.config), ranks_note) if note]
+    return resumed
 
 
 # ---------------------------------------------------------------- the options given again and the stored ones
@@ -135,44 +199,7 @@ def apply_stored_options(args, stored, given, directory, changeable, said_elsewh
     return notes
 
 
-def resume_options(meta, directory, command, args, parser, changeable):
-    """A training loop's checkpoint (`meta`, as `read_checkpoint` gave it) resumed by `command`: its stored
-    options applied to `args` (`apply_stored_options`); returns the notes for those given anew.
-
-    Raises:
-        CheckpointError for a checkpoint that is not a loop's; ResumeRefused for one of another command, or an
-        option that would make another run.
-    """
-    check_loop_meta(meta, directory)
-    if meta["objective"] != command:
-        raise ResumeRefused(f"--resume: checkpoint {directory} is a run of {meta['objective']}, not of {command}")
-    stored = stored_options(meta["run"]["options"], f"checkpoint {directory}", parser, command=command)
-    return apply_stored_options(args, stored, given_options(args, parser), directory, changeable)
-
-
 # ---------------------------------------------------------------- the language model's run (`train`)
-def resume_training(meta, directory, args, parser, not_stored, changeable):
-    """The `train` command's run continued from its checkpoint (`meta`, as `read_checkpoint` gave it): the
-    stored options applied to `args`, the TrainConfig to continue with, the tokenizer.
-
-    Returns:
-        SimpleNamespace(config: TrainConfig, tokenizer, text: the stored `text_record` or None (0.3), given:
-        the dests given again, notes: the lines for the options given anew, schedule_note: `horizon_note`'s).
-    Raises:
-        CheckpointError for a malformed checkpoint; ResumeRefused for an option that would make another run.
-    """
-    saved = check_training_meta(meta, directory)
-    given = given_options(args, parser)
-    info = meta.get("run")
-    stored = (stored_options(info["options"], f"checkpoint {directory}", parser, not_stored) if info is not None
-              else options_of_an_old_checkpoint(saved, args))
-    notes = apply_stored_options(args, stored, given, directory, changeable, said_elsewhere=("max_steps",))
-    config = resumed_config(saved, args)
-    return types.SimpleNamespace(config=config, tokenizer=checkpoint_tokenizer(meta, directory),
-                                 text=None if info is None else info["text"], given=given, notes=notes,
-                                 schedule_note=horizon_note(saved.max_steps, config))
-
-
 def options_of_an_old_checkpoint(saved, args):
     """For a checkpoint that stored no options (0.3): the train_config's fields that are options."""
     return {field.name: getattr(saved, field.name) for field in dataclasses.fields(saved)
@@ -213,12 +240,13 @@ def check_text(record, path, text, given):
     """None, or the note that the text differs from the run's; ResumeRefused when it changed and was not given.
 
     Args:
-        record: the checkpoint's `text_record`, or None (a 0.3 checkpoint).
+        record: the checkpoint's `text_record`, or None (a 0.3 checkpoint, or a script's).
         path, text: the text's path (None: the default corpus) and the text read from it now.
         given: the dests given on the command line (`text` among them: the text was given again).
     """
     if record is None:
-        return f"note: the checkpoint did not record its text (written by 0.3): training on {path or 'the default corpus'}"
+        return (f"note: the checkpoint did not record its text (written by 0.3, or by a script): training on "
+                f"{path or 'the default corpus'}")
     if text_hash(text) == record.get("sha256"):
         return None
     what = record.get("path") or "the default corpus (pydoc_data.topics)"

@@ -7,10 +7,17 @@
     optimizer.clip_gradients(grad_clip)       cap the global gradient norm ||g|| at grad_clip
     optimizer.step()                          the update (Adam, AdamW, SGD)
 
-Each phase ends with a lap of the phase timer (phases.py: off unless asked).
+Every run of the package trains with it, through the one loop (loop.py):
 
-The language model (`Trainer`), the encoder-decoder (`train_seq2seq`), BERT
-(`mlm`) and the fine-tuned classifier (`finetune`) all train with `train_step`.
+    the language model (Trainer, `train`)        objectives/language_model.py
+    the encoder-decoder (`seq2seq`)              objectives/seq2seq.py
+    BERT's masked language model (`mlm`)         objectives/masked_lm.py
+    the fine-tuned classifier (`finetune`)       objectives/finetune.py
+    in-context learning                          objectives/in_context.py
+    the induction head                           objectives/induction.py
+    InstructGPT's supervised fine-tuning         objectives/instruct.py
+    InstructGPT's reward model                   objectives/ranking.py
+    PPO's inner steps                            objectives/ppo.py
 
 Clipping is the optimizer's own `clip_gradients(grad_clip)`: the plain
 optimizers scale every .grad in place (`clip_grad_norm`); the fast one
@@ -26,11 +33,11 @@ update a shard, all-gather). The same step, so every objective trains under
 `mpiexec`.
 
 Left out: gradient accumulation, mixed precision, skipping a step on a
-non-finite loss.
+non-finite loss, timing its phases (phases.py wraps the objective and the
+optimizer it is given when asked).
 """
 
 from ..core.checks import is_finite_number
-from .phases import laps
 
 
 def train_step(objective, optimizer, batch, lr, grad_clip, parallel=None):
@@ -58,19 +65,13 @@ def train_step(objective, optimizer, batch, lr, grad_clip, parallel=None):
     if parallel is not None:                                     # this rank's rows, weighted by their share
         batch, share = parallel.rows_and_share(objective, batch)
         loss = share * float(objective.forward(*batch))          # (N_k / N) L_k
-        laps.lap("forward")
         objective.backward(share)                                # (N_k / N) dL_k/dW
-        laps.lap("backward")
         return parallel.reduce_clip_update(loss, grad_clip)      # sum over ranks, clip, update
     loss = float(objective.forward(*batch))
-    laps.lap("forward")
     objective.backward()
-    laps.lap("backward")
     if grad_clip:
         optimizer.clip_gradients(grad_clip)                      # ||g|| <= grad_clip
-    laps.lap("clip")
     optimizer.step()
-    laps.lap("optimizer")
     return loss
 
 

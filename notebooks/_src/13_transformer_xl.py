@@ -35,7 +35,7 @@ import numpy as np
 
 from minitransformer import AdamW, CharTokenizer, TransformerXL, perplexity, train_val_split
 from minitransformer.objectives.language_model import LanguageModelObjective
-from minitransformer.training.loop import TrainingLoop
+from minitransformer.training.loop import LoopOptions, TrainingLoop
 from minitransformer.training.schedules import warmup_rate
 
 rng = np.random.default_rng(0)
@@ -83,7 +83,7 @@ def train(with_memory, steps=200, batch=16, lr=3e-3, seed=1):
         return window[:, L:2 * L], window[:, L + 1:2 * L + 1], memories
 
     TrainingLoop(objective, optimizer, segments, lambda step: warmup_rate(step, lr, 30),   # a short warm-up
-                 grad_clip=1.0, max_steps=steps, log=False, progress=False).fit()     # the package's one loop
+                 LoopOptions(grad_clip=1.0, max_steps=steps, log=False, progress=False)).fit()   # the package's one loop
     model.eval()
     return model
 

@@ -34,7 +34,7 @@ from minitransformer import (
 )
 from minitransformer.objectives.language_model import LanguageModelObjective
 from minitransformer.training.config import TrainConfig, build_optimizer
-from minitransformer.training.loop import TrainingLoop
+from minitransformer.training.loop import LoopOptions, TrainingLoop
 from minitransformer.variants.rope import RotaryEmbedding
 
 # %% [markdown]
@@ -144,7 +144,7 @@ curves = {}
 for name, model in (("GPT-2-style", gpt2), ("Llama-style", llama)):
     objective, optimizer, batches = LanguageModelObjective(model), build_optimizer(model, config), np.random.default_rng(3)
     loop = TrainingLoop(objective, optimizer, lambda batches=batches: get_batch(ids, T, 16, batches), config.learning_rate,
-                        grad_clip=1.0, max_steps=STEPS, log=False, progress=False)     # the package's one loop
+                        LoopOptions(grad_clip=1.0, max_steps=STEPS, log=False, progress=False))   # the package's one loop
     loop.fit()
     curves[name] = loop.history["loss"]
 

@@ -1,0 +1,121 @@
+"""Checkpoints written by 0.2, 0.3 and 0.4 still load, sample and resume, as the CHANGELOG promises.
+
+The checkpoints were written by those versions' own code (tests/fixtures/make_old_checkpoints.py, run once
+against each version; the 0.2 one by test_compatibility.py's part d), with what that code then did: what
+`sample` printed, and the history (every step's loss and rate, every evaluation) and generator states of the
+checkpoint its `--resume` wrote. Today's commands must do the same with a copy: `sample` prints the same text,
+`--resume` reaches the same step with the same history (losses to 1e-6 relative, float32 on another BLAS may
+round differently: test_compatibility.py) and the same generator states, exactly.
+
+What they hold (the format of 0.2 to 0.4, one `checkpoint.json` beside a content-named arrays file):
+* 0.3's `train`: the train config, the tokenizer, the history without perplexities, no options;
+* 0.4's `train`: also the command's options and the text's path and hash (`run`), perplexities, the style;
+* 0.4's `seq2seq`: a loop's checkpoint naming its command (`objective`) and options, stopped by Ctrl-C;
+* 0.4's `finetune`: its checkpoint.json alone (it names the phase the run was in; its arrays have seq2seq's
+  format and the command's fixed model would weigh 240 kB), read as today's format reads it.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_compatibility import CHECKPOINT, CHECKPOINT_STEPS, CHECKPOINT_TEXT, RESUMED_STEPS
+
+from minitransformer.__main__ import main
+from minitransformer.training.checkpoint import read_checkpoint
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TEXT = FIXTURES / "compat_corpus.txt"
+RECORDS = {version: json.loads((FIXTURES / f"old_checkpoints_{version}.json").read_text(encoding="utf-8"))
+           for version in ("0_3", "0_4")}
+RUNS = [(version, name) for version, record in RECORDS.items() for name in record["runs"]]
+RESUMABLE = [(version, name) for version, name in RUNS if RECORDS[version]["runs"][name]["resume"]]
+SAMPLED = [(version, name) for version, name in RESUMABLE if "sample" in RECORDS[version]["runs"][name]]
+
+
+def _copy(version, name, tmp_path):
+    """The old checkpoint, copied so that nothing writes into the fixture."""
+    target = tmp_path / name
+    shutil.copytree(FIXTURES / f"checkpoints_{version}" / name, target)
+    return target
+
+
+def _command(argv, out, capsys):
+    words = [str(TEXT) if word == "TEXT" else str(out) if word == "OUT" else word for word in argv]
+    code = main(words)
+    printed, err = capsys.readouterr()
+    return code, printed, err
+
+
+def assert_same_history(got, recorded, where):
+    """Every list the old version recorded: steps exactly, losses and rates to 1e-6 relative."""
+    for key, values in recorded.items():
+        assert key in got, f"{where}: history.{key} is gone"
+        assert len(got[key]) == len(values), f"{where}: history.{key} has {len(got[key])} entries, was {len(values)}"
+        if key == "step" or not values:
+            assert got[key] == values, f"{where}: history.{key}"
+            continue
+        now, was = np.array(got[key], dtype=float), np.array(values, dtype=float)
+        if now.ndim == 2:                                   # evaluation rows: [step, *losses]
+            assert now[:, 0].tolist() == was[:, 0].tolist(), f"{where}: history.{key}'s steps"
+        np.testing.assert_allclose(now, was, rtol=1e-6, atol=0, err_msg=f"{where}: history.{key}")
+
+
+@pytest.mark.parametrize("version, name", SAMPLED)
+def test_an_old_checkpoint_samples_as_its_version_did(version, name, tmp_path, capsys):
+    entry = RECORDS[version]["runs"][name]
+    code, printed, err = _command(["sample", "--checkpoint", "OUT", *entry["sample"]], _copy(version, name, tmp_path),
+                                  capsys)
+    assert code == 0, err
+    assert printed == entry["printed"], f"{version} {name}: `sample` printed {printed!r}, {version} {entry['printed']!r}"
+
+
+@pytest.mark.parametrize("version, name", RESUMABLE)
+def test_an_old_checkpoint_resumes_as_its_version_did(version, name, tmp_path, capsys):
+    entry = RECORDS[version]["runs"][name]
+    out = _copy(version, name, tmp_path)
+    assert read_checkpoint(out)[0]["step"] == entry["step"]
+    code, printed, err = _command(entry["resume"], out, capsys)
+    assert code == 0, err
+    assert f"at step {entry['step']}" in printed + err, printed + err        # it resumed, not started afresh
+    meta = read_checkpoint(out)[0]
+    assert meta["step"] == entry["resumed"]["step"]
+    assert_same_history(meta["history"], entry["resumed"]["history"], f"{version} {name}")
+    assert meta["rng"] == entry["resumed"]["rng"], f"{version} {name}: the generators' states differ"
+
+
+def test_the_0_2_checkpoint_resumes_through_the_train_command(tmp_path, capsys):
+    """test_compatibility.py resumes the 0.2 checkpoint with `Trainer.resume`; the command goes on the same way."""
+    out = tmp_path / "checkpoint_0_2"
+    shutil.copytree(CHECKPOINT, out)
+    text = tmp_path / "text.txt"
+    text.write_text(CHECKPOINT_TEXT, encoding="utf-8")
+    recorded = json.loads((FIXTURES / "compat_checkpoint_outputs.json").read_text(encoding="utf-8"))
+    code, printed, err = _command(["train", "--resume", "--out", "OUT", "--text", str(text), "--no-progress",
+                                   "--sample-tokens", "0"], out, capsys)
+    assert code == 0, err
+    assert f"resuming at step {CHECKPOINT_STEPS}" in printed
+    history = read_checkpoint(out)[0]["history"]
+    assert history["loss"][:CHECKPOINT_STEPS] == recorded["trained_losses"]
+    np.testing.assert_allclose(history["loss"][CHECKPOINT_STEPS:], recorded["resumed_losses"], rtol=1e-6, atol=0)
+    assert len(history["loss"]) == CHECKPOINT_STEPS + RESUMED_STEPS
+
+
+def test_a_0_4_finetune_checkpoint_is_read_with_its_command_and_phase_in_its_run(tmp_path):
+    """0.4's checkpoint.json of `finetune`, stopped in its fine-tuning phase, beside an arrays file of our own
+    (its own is not kept): read, it is today's format, its run naming the command, the phase and the options."""
+    import hashlib
+
+    written = json.loads((FIXTURES / "checkpoints_0_4" / "finetune" / "checkpoint.json").read_text(encoding="utf-8"))
+    assert written["format_version"] == 1 and written["objective"] == "finetune" and written["phase"] == "fine-tune"
+    with open(tmp_path / "arrays.npz", "wb") as file:
+        np.savez(file, **{"param.w": np.zeros(2)})
+    document = dict(written, arrays_file="arrays.npz",
+                    arrays_sha256=hashlib.sha256((tmp_path / "arrays.npz").read_bytes()).hexdigest())
+    (tmp_path / "checkpoint.json").write_text(json.dumps(document), encoding="utf-8")
+    meta = read_checkpoint(tmp_path)[0]
+    assert meta["run"] == {"command": "finetune", "options": written["run"]["options"], "phase": "fine-tune"}
+    assert "objective" not in meta and "phase" not in meta
+    assert meta["history"] == written["history"] and meta["step"] == written["step"] == 2
