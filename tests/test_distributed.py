@@ -34,6 +34,8 @@ from minitransformer.tokenizers import CharTokenizer
 from minitransformer.training.checkpoint import read_checkpoint
 from minitransformer.training.distributed import mpi_world, shares
 
+pytestmark = pytest.mark.mpi
+
 HERE = Path(__file__).parent
 SCRIPT = HERE / "_distributed_run.py"
 INSTALL = 'pip install "minitransformer[mpi]" (mpi4py and an MPI: pip install mpi4py mpich)'

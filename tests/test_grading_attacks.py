@@ -33,6 +33,8 @@ from minitransformer.exercises.assignment import ReferenceChanged, new_assignmen
 from minitransformer.exercises.grade import grade_copy
 from minitransformer.exercises.isolation import Limits
 
+pytestmark = pytest.mark.sandbox
+
 ASSIGNED = ["layernorm.backward", "relu.backward"]
 
 

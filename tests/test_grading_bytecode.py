@@ -19,6 +19,8 @@ from minitransformer.exercises.assignment import ReferenceChanged, foreign_code,
 from minitransformer.exercises.grade import grade_copy
 from minitransformer.exercises.isolation import choose_isolation
 
+pytestmark = pytest.mark.sandbox
+
 POISON = "relu.py's forward returns zeros"
 
 

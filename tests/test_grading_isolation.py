@@ -26,6 +26,8 @@ from minitransformer.exercises.isolation import Limits, _others_can_read, choose
 from minitransformer.exercises.leaks import leaks_in, package_secrets
 from minitransformer.exercises.make import _copy_package
 
+pytestmark = pytest.mark.sandbox
+
 try:
     choose_isolation("bubblewrap")
     BWRAP = None

@@ -129,6 +129,7 @@ def test_resume_refuses_another_command_and_a_changed_option(command, tmp_path, 
 
 
 # ---------------------------------------------------------------- every command under mpiexec
+@pytest.mark.mpi
 @pytest.mark.parametrize("mode", ["replicated", "sharded"])
 @pytest.mark.parametrize("command", sorted(TINY))
 def test_two_ranks_train_every_command_to_the_numbers_of_one_process(command, mode, tmp_path):
