@@ -97,5 +97,5 @@ def test_every_marker_the_suite_uses_is_registered_and_every_tier_has_tests():
                     and isinstance(node.value.value, ast.Name) and node.value.value.id == "pytest"):
                 used.setdefault(node.attr, set()).add(path.name)
     unknown = {name: sorted(files) for name, files in used.items() if name not in known}
-    assert not unknown, f"markers that are neither pytest's, a tier ({', '.join(_tiers.TIERS)}) nor an exercise: {unknown}"
+    assert not unknown, f"markers neither pytest's, a tier ({', '.join(_tiers.TIERS)}) nor an exercise's: {unknown}"
     assert not set(_tiers.TIERS) - set(used), f"tiers no test uses: {sorted(set(_tiers.TIERS) - set(used))}"
