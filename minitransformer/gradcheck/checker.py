@@ -23,7 +23,8 @@ Along a random unit direction d the same central difference estimates the direct
 two forward passes for the whole array, and `backward(G)` predicts it as sum(dx * d). Each float
 input and each parameter is checked along DIRECTIONS of its own directions. Where they disagree
 beyond the tolerance, the coordinate-wise check runs and its report, which names the worst
-coordinate, is the verdict: the quick check can only miss a wrong backward, never fail a right one.
+coordinate, is the verdict: the quick check can miss a wrong backward (with the odds below), but it
+never fails one that the coordinate-wise check passes.
 
 Why it cannot miss one in practice. Let backward return a = g + e, g the true gradient. Along
 d = z/|z|, z standard normal, the two sides differ by <e, d> = |e| u/|z| and the true value is
@@ -273,9 +274,8 @@ def compare_gradients(module, inputs, forward, upstream, eps=1e-5, names=None):
 def compare_along_directions(module, inputs, forward, upstream, rng, eps=1e-5, names=None):
     """The report of backward(upstream) (after one forward on `inputs`) against central differences of `forward`
     along DIRECTIONS random unit directions per float input and parameter (drawn from the Generator `rng`): each
-    comparison holds the
-    DIRECTIONS directional derivatives, sum(gradient * d) against (L(x + eps d) - L(x - eps d)) / (2 eps), and
-    its worst index is the direction's.
+    comparison holds the DIRECTIONS directional derivatives, sum(gradient * d) against
+    (L(x + eps d) - L(x - eps d)) / (2 eps), and its worst index is the direction's.
 
     `names`: what to call each input (`input_names`); "input i" by default.
     """
