@@ -132,10 +132,7 @@ TIMING = re.compile("|".join([
     r"(?i:\b(?:half|a\s+third|a\s+fifth|a\s+quarter)\s+(?:less|more)\s+time\b)",
 ]))
 # (file in the package, why it may still hold one): the training room's, for its own change to take out
-TIMINGS_FOR_NOW = {
-    "training/phases.py": "a lap's cost when the timer is off",
-    "training/optim/fast.py": "the fused AdamW's milliseconds against the plain one's",
-}
+TIMINGS_FOR_NOW = {}
 
 
 def _timings(text):

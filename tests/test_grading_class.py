@@ -73,6 +73,7 @@ def grade(folder, assignment, *more):
                  "--timeout", "15", "--isolation", "process", *more])
 
 
+@pytest.mark.sandbox
 def test_a_class_is_graded_into_a_canvas_gradebook_each_bad_folder_costing_its_own_row(made, assignment, tmp_path,
                                                                                        capsys):
     folder = make_class(made, tmp_path / "class")
@@ -123,6 +124,7 @@ def killer(student, *args):
     return {"student": student.name, "grades": [], "error": None}
 
 
+@pytest.mark.sandbox
 def test_a_student_that_kills_its_grading_process_costs_its_own_row(made, tmp_path):
     folder = tmp_path / "class"
     for name in ("a", "b", "b-killer", "c", "d"):      # in flight with others (2 workers), pending before others
@@ -155,6 +157,7 @@ def test_a_gradebook_without_a_class_and_a_class_without_students_are_refused(as
     assert "--gradebook is for a class (--class)" in capsys.readouterr().err
 
 
+@pytest.mark.sandbox
 @pytest.mark.skipif(os.geteuid() != 0, reason="as the grader's own user an answer may signal all the grader's processes")
 def test_an_answer_cannot_kill_another_students_answer_graded_at_the_same_time(made, assignment, tmp_path, capsys):
     """Under the fallback every answer runs as nobody: one that signals every process of nobody's it finds (here only

@@ -206,7 +206,7 @@ def student_readme(manifest, regions, reference_readme):
               f"python -m minitransformer exercises check {first}   # one exercise (or: all, or several: a,b)",
               f"python -m pytest -m {first}                         # the same check, as tests",
               f"python -m minitransformer gradcheck --only {first}  # the gradient checker's table",
-              "```", "", "`python -m pytest` runs everything: it fails only where your work is missing."]
+              "```", "", "`python -m pytest` (quick) or `--full` (every test) fails only where your work is missing."]
     unavailable = [f"- {layer}: needs {', '.join(needs)}" for layer, needs in manifest["unavailable_layers"].items()]
     if unavailable:
         lines += ["", "These layers raise `NotImplementedError` until the exercises they use are done:", "", *unavailable]
