@@ -2,9 +2,7 @@
 `exercises make` writes it beside the student copy, never into it (`<copy>.assignment.json`), and `exercises grade`
 grades by it alone, so a student who edits the copy's `exercises.json` changes nothing. Its seed draws the inputs
 (a regrade gives the same verdict), and grading stops when the reference no longer matches its hashes. `derive`: the
-copy was made to derive (`exercises make --derive`), so grading leaves the same derivations out; a file without it
-(written before 0.5.0) means false. The points may be edited (any number > 0 per region; a region left out is not
-graded):
+copy was made to derive (absent: not). The points may be edited (any number > 0 per region; one left out is not graded):
 
     {"format": "minitransformer-assignment/1", "minitransformer": "0.3.0", "seed": 2718281828,
      "tolerance": 1e-07, "derive": false, "exercises": [{"name": "layernorm", "points": {"layernorm.backward": 1}}],

@@ -2,16 +2,15 @@
 
 Per submission: check the reference against the assignment's hashes (before and after); read the student's answers
 from between the assigned markers (nothing else of the copy); compute the reference's numbers here; start
-`runner.py` contained (`isolation.py`) on a temporary copy of the reference made as the student's copy was (every
-assigned region blank; for a copy made to derive, the same derivations left out), and hand each exercise's child its
-files on inputs from the assignment's seed, every assigned region the student's answer (one to another exercise that
-does not compile: its hint), so no reference answer nor left-out derivation is in the contained process, its lines
-are the student's, and an exercise calling another runs the student's answer there, as the self-check does (a
-failure there is said to be that region's); judge the arrays each hands back (read with bounded sizes, no pickles)
-against the reference's output and the central differences, in float64, of the reference forward (this process
-compiles answers but imports no student code). A wrong forward costs the forward's points only; a hang, a crash or
-an exception costs the exercise, never the grading. What this cannot catch: docs/guide/for-instructors.md, "What
-grading cannot catch".
+`runner.py` contained (`isolation.py`) on a temporary copy of the reference made as the student's was (every
+assigned region blank; the same derivations left out), and hand each exercise's child its files on inputs from the
+assignment's seed, every assigned region the student's answer (one to another exercise that does not compile: its
+hint), so no reference answer nor left-out derivation is in the contained process, its lines are the student's, and
+an exercise calling another runs the student's answer there, as the self-check does (a failure there is said to be
+that region's); judge the arrays each hands back (read with bounded sizes, no pickles) against the reference's
+output and the central differences, in float64, of the reference forward (this process compiles answers but imports
+no student code). A wrong forward costs the forward's points only; a hang, a crash or an exception costs the
+exercise, never the grading. What this cannot catch: docs/guide/for-instructors.md, "What grading cannot catch".
 """
 
 import functools
@@ -300,9 +299,8 @@ def _student_bodies(student_pkg, names, reference_regions):
 
 def _exercise_files(reference, reference_regions, assigned, bodies, derive=False):
     """{file relative to the package: text} of every file holding an `assigned` region, as an exercise's child compiles
-    it: the file as the student copy has it (`copy_text`; `derive`: the copy was made to derive), each assigned region
-    the lines `bodies` gives it (the student's answer), else its hint. No line of the reference's answer to an
-    assigned region is in it, nor, with `derive`, a derivation the copy left out; its lines are the copy's."""
+    it: as in a student copy (`copy_text`; `derive`: one made to derive), each assigned region the lines `bodies` gives
+    it (the student's answer), else its hint. No reference answer to an assigned region, nor derivation left out."""
     return {relative: replace_regions(copy_text((reference / relative).read_text(encoding="utf-8"), relative, assigned,
                                                 reference_regions, derive), bodies, relative)
             for relative in sorted({reference_regions[name][0] for name in assigned})}
@@ -488,8 +486,7 @@ def _session(isolation, workdir, jobs, limits):
 
 
 def _grade_jobs(isolation, jobs, reference, assigned, reference_regions, limits, derive=False):
-    """Run the jobs contained: one process for all where the level allows it (`isolation.batched`), else one each;
-    the package they import is the copy's (`derive`: the copy was made to derive), every assigned region blank."""
+    """Run the jobs contained: one process for all where the level allows it (`isolation.batched`), else one each."""
     workdir = new_workdir(isolation, "grade-")
     try:
         _copy_package(reference, workdir / "pkg" / "minitransformer", assigned, reference_regions, derive)  # no answer
@@ -541,8 +538,7 @@ def grade_exercises(chosen, student_pkg, reference, reference_regions, assignmen
 
 def copy_notes(directory, assignment):
     """Lines for the grader to print from the copy's exercises.json: another version made the copy (a region whose
-    surroundings changed can fail here), or it lists other regions than the assignment, or says otherwise whether it
-    was made to derive (neither is used)."""
+    surroundings changed can fail here), or its regions or `derive` are not the assignment's (not used)."""
     manifest, notes = read_manifest(directory), []
     if manifest.get("minitransformer", __version__) != __version__:
         notes.append(f"warning: this copy was made by minitransformer {manifest['minitransformer']} and is graded by "
@@ -553,9 +549,8 @@ def copy_notes(directory, assignment):
         notes.append(f"note: the copy's exercises.json lists {', '.join(sorted(map(str, listed))) or 'nothing'}; "
                      f"graded are the assignment's {', '.join(sorted(assignment.points))} (the copy's list is not used)")
     if bool(manifest.get("derive")) != assignment.derive:
-        notes.append(f"note: the copy's exercises.json says it was {'' if manifest.get('derive') else 'not '}made to "
-                     f"derive, the assignment that it was{'' if assignment.derive else ' not'}; graded as the "
-                     f"assignment says (the line numbers in the feedback are those of a copy made so)")
+        notes.append(f"note: the copy's exercises.json and the assignment disagree on whether it was made to derive; "
+                     f"graded as the assignment says: {'' if assignment.derive else 'not '}made to derive")
     return notes
 
 

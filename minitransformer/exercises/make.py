@@ -79,9 +79,8 @@ def derivation_files(selected, regions):
 
 
 def copy_text(text, relative, selected, regions, derive=False):
-    """The package file `relative`, whose reference text is `text`, as a copy holds it: the regions named in
-    `selected` blanked and, with `derive`, the derivations left out (in `derivation_files`). The grader builds the
-    files an answer runs in with it too, so their lines are the student's."""
+    """The package file `relative` (the reference's `text`) as a copy holds it, and so as the grader runs an answer in
+    it: the regions named in `selected` blanked and, with `derive`, the derivations left out (`derivation_files`)."""
     text = blank_regions(text, set(selected), relative, derive)
     return strip_derivations(text, relative) if derive and relative in derivation_files(selected, regions) else text
 
