@@ -157,7 +157,7 @@ def mpi(monkeypatch):
      "one job of 3 MPI ranks, replicated, 1 BLAS thread per rank "
      "(2 cores on this host / 3 ranks on it; --threads-per-rank to choose)"),
     ((2, 2, [4]), 8, 2, "sharded", blas(2), 2,
-     "one job of 2 MPI ranks, sharded, BLAS threads [2, 4] by rank per rank (--threads-per-rank)")],
+     "one job of 2 MPI ranks, sharded, BLAS threads [2, 4] by rank (--threads-per-rank)")],
     ids=["4 ranks, 2 per host", "more ranks than cores: 1 each", "as chosen, another rank found other threads"])
 def test_each_rank_limits_its_threads_to_its_hosts_cores_divided_among_the_ranks_there(
         mpi, pools, cores, world, cores_here, threads_per_rank, mode, found, limit, line):
