@@ -210,6 +210,18 @@ def test_fast_attention_picks_dense_then_tiles_then_wide_tiles_by_the_number_of_
             np.testing.assert_allclose(ours, theirs, rtol=1e-11, atol=1e-12)
 
 
+def test_the_fast_tier_swaps_its_attention_in_and_out():
+    """The fast tier registers FastScaledDotProductAttention for ScaledDotProductAttention: use_kernels switches a
+    layer to it and back, and a fast GPT's attention is the fast form."""
+    from minitransformer.fast import kernels_of, use_kernels
+    from minitransformer.layers.attention import ScaledDotProductAttention as PlainAttention
+    layer = use_kernels(PlainAttention(causal=True), "fast")
+    assert type(layer) is ScaledDotProductAttention and kernels_of(layer) == "fast"
+    assert type(use_kernels(layer, "plain")) is PlainAttention
+    model = GPT(11, 8, 2, 1, 16, 6, rng=0, kernels="fast")
+    assert type(model.blocks[0].attn.attention) is ScaledDotProductAttention
+
+
 def test_the_tiling_thresholds_are_those_the_last_measurement_decided():
     """TILED_FROM, TILE_SIZE, WIDE_TILES_FROM and WIDE_TILE_SIZE are measured, not chosen: the last decision written
     in benchmarks/README.md ("Tiled attention: where it starts") names each value, and the code holds the same. A
