@@ -290,5 +290,6 @@ def test_any_mix_of_float32_and_float64_gives_plain_attentions_dtypes(tiled_from
         ours, theirs = (fast(q, k, v), *fast.backward(dout)), (plain(q, k, v), *plain.backward(dout))
         tolerance = 1e-5 if np.float32 in dtypes else 1e-12
         for what, a, b in zip(("out", "dq", "dk", "dv"), ours, theirs):
-            assert a.dtype == b.dtype, f"{what} for q k v dout {[np.dtype(t).name for t in dtypes]}: {a.dtype}, plain {b.dtype}"
+            names = [np.dtype(t).name for t in dtypes]
+            assert a.dtype == b.dtype, f"{what} for q k v dout {names}: {a.dtype}, plain attention's {b.dtype}"
             np.testing.assert_allclose(a, b, rtol=tolerance, atol=tolerance, err_msg=what)

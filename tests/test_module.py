@@ -473,7 +473,7 @@ def test_any_strided_slice_along_any_axis_changed_in_place_is_refused(data, dtyp
     _assert_edit_is_refused(name, tuple(shape), dtype, kernels, which, edit, CHANGES[change])
 
 
-# ---------------------------------------------------------------- the fingerprint's definition: what is copied whole, where a larger array is read
+# ---------------------------------------------------------------- the fingerprint: copied whole, or read as a sample
 
 def test_any_single_element_of_an_array_at_the_whole_copy_threshold_changed_alone_is_seen():
     """Up to WHOLE_ARRAY_ELEMENTS = 4096 elements an array is its own fingerprint: each of the 4096 elements of
@@ -492,7 +492,7 @@ def test_any_single_element_of_an_array_at_the_whole_copy_threshold_changed_alon
             if fingerprint(x) == before:
                 unseen.append(np.unravel_index(index, x.shape))
             flat[index] = kept
-        assert not unseen, f"{len(unseen)} single elements of {dtype.__name__} {x.shape} changed unseen, e.g. {unseen[:3]}"
+        assert not unseen, f"{len(unseen)} single elements of {x.dtype} {x.shape} changed unseen, e.g. {unseen[:3]}"
         layer = GELU()
         layer(x)
         x[2, 5, 77] += 1
@@ -520,7 +520,8 @@ def test_each_row_and_each_column_changed_alone_is_seen_wide_arrays_too(shape):
 
     x = np.random.default_rng(1).standard_normal(shape)
     lines, before, unseen = x.reshape(-1, shape[-1]), fingerprint(x), []
-    for what, count, part in (("row", lines.shape[0], lambda i: lines[i]), ("column", lines.shape[1], lambda i: lines[:, i])):
+    for what, count, part in (("row", lines.shape[0], lambda i: lines[i]),
+                              ("column", lines.shape[1], lambda i: lines[:, i])):
         for index in range(count):
             kept = part(index).copy()
             part(index)[...] = kept + 1
@@ -546,7 +547,9 @@ def test_sample_positions_are_the_weyl_sequences_of_the_docstring_computed_by_ha
     assert rows.tolist() == [0, 1, 2, 3, 4, 2, 4, 1] and columns.tolist() == [1, 0, 2, 1, 0, 0, 1, 2]
     assert flat.tolist() == [r * 3 + c for r, c in zip(rows.tolist(), columns.tolist())]
     positions, flat = sample_positions((2, 2, 3))
-    assert [axis.tolist() for axis in positions] == [[0, 0, 1, 1, 0, 1, 0], [0, 1, 0, 1, 1, 1, 0], [1, 0, 2, 1, 0, 1, 2]]
+    assert [axis.tolist() for axis in positions] == [[0, 0, 1, 1, 0, 1, 0],      # b
+                                                     [0, 1, 0, 1, 1, 1, 0],      # t
+                                                     [1, 0, 2, 1, 0, 1, 2]]      # c
     assert flat.tolist() == [1, 3, 8, 10, 3, 10, 2]
     (columns,), flat = sample_positions((7,))
     assert columns.tolist() == flat.tolist() == [4, 0, 1, 2, 3, 4, 5, 6]        # floor(7 x .618) = 4, then each
@@ -638,7 +641,8 @@ def test_an_array_given_by_keyword_or_of_no_dimension_is_watched_and_named():
             layer = Scaled()
             call(layer, factor)
             factor[...] = 5.0
-            with pytest.raises(InputChangedError, match=rf"Scaled\(\)\.backward: {name} of forward \(shape {re.escape(str(factor.shape))}\)"):
+            shape = re.escape(str(factor.shape))
+            with pytest.raises(InputChangedError, match=rf"Scaled\(\)\.backward: {name} of forward \(shape {shape}\)"):
                 layer.backward(np.ones((2, 3)))
 
 
