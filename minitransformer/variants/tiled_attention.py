@@ -338,8 +338,8 @@ def blocks(stop, block_size, start=0):
 
 def gradient_dtypes(q_scaled, v, dout):
     """The dtypes of (dq, dk, dv) that plain attention's backward gives (q_scaled is in the scores' dtype): dq and
-    dk are products with ds = p (dp - D), dp = dout v^T, which meets every array; dv = p^T dout does not meet v.
-    The fast tier's tiled attention allocates the same."""
+    dk come from the scores' gradient, which every input reaches; dv is built from the weights and the output's
+    gradient alone, so v's own dtype never enters it. The fast tier's tiled attention allocates the same."""
     ds_type = np.result_type(q_scaled, v, dout)
     return ds_type, ds_type, np.result_type(q_scaled, dout)
 
