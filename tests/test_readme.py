@@ -59,3 +59,44 @@ def test_the_first_section_after_the_two_commands_is_the_students_path_and_the_s
     assert front[:2] == ["# minitransformer", "<!-- README -->"], \
         "docs/index.md must be its title, then the <!-- README --> marker (docs/gen_site.py puts the README there)"
     assert "<!-- README -->" not in "\n\n".join(front[2:])
+
+
+def benchmarks_section(title):
+    """The text of one `## title` section of benchmarks/README.md, where every figure is dated."""
+    text = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", text, re.M | re.S)
+    assert match, f"benchmarks/README.md has no section '## {title}'"
+    return match.group(1)
+
+
+def test_the_test_commands_time_is_the_measured_quick_run():
+    """The README's test command says how long the quick run takes: the minutes of benchmarks/README.md's
+    quick-run row ("The test runs"), rounded, so that a new measurement there and the README cannot disagree."""
+    said = re.search(r"python -m pytest +# the tests: the quick run, (\d+) min on 2 ([a-z]+) cores",
+                     README.read_text(encoding="utf-8"))
+    assert said, "the README's test command must say 'the quick run, N min on 2 ... cores'"
+    row = re.search(r"^\| quick[^|]*\| (\d+) s \| [^|]+\| (?P<load>[^|]+)\|", benchmarks_section("The test runs"), re.M)
+    assert row, "benchmarks/README.md's 'The test runs' has no quick row with its wall time in seconds"
+    assert int(said.group(1)) == round(int(row.group(1)) / 60), \
+        f"README: {said.group(1)} min; benchmarks/README.md: {row.group(1)} s"
+
+
+def test_the_first_evenings_notebook_times_are_the_measured_ones():
+    """Each 'runs in ≤ X s' of the student's path is the bound that benchmarks/README.md's notebooks' budget
+    gives every notebook it does not name with a longer time; 'runs in N s of its 60 s budget' is the notebook's
+    own measured time, rounded."""
+    budget = benchmarks_section("The notebooks' budget")
+    bound = re.search(r"every\s+other\s+one\s+([\d.]+) s\s+or\s+less", budget)
+    slower = set(re.findall(r"\b(\d\d)\s+(?:\([^)]*\)\s+)?[\d.]+ s\b", budget))
+    assert bound, "the notebooks' budget must say 'every other one X s or less'"
+    claims = re.findall(r"notebooks/(\d\d)_\w+\.ipynb\) \|[^|]+\| [^|]*runs in ≤ ([\d.]+) s", README.read_text(encoding="utf-8"))
+    assert claims, "the student's path gives no notebook's run time"
+    for notebook, seconds in claims:
+        assert notebook not in slower and seconds == bound.group(1), \
+            f"README: notebook {notebook} runs in ≤ {seconds} s; benchmarks/README.md: the others {bound.group(1)} s or less, slower: {sorted(slower)}"
+    own = re.findall(r"notebooks/(\d\d)_\w+\.ipynb\) \|[^|]+\| [^|]*runs in (\d+) s of its 60 s budget", README.read_text(encoding="utf-8"))
+    assert own, "the student's path gives notebook 05's own time against its budget"
+    for notebook, seconds in own:
+        measured = re.search(rf"\b{notebook}\s+(?:\([^)]*\)\s+)?([\d.]+) s\b", budget)
+        assert measured and int(seconds) == round(float(measured.group(1))), \
+            f"README: notebook {notebook} runs in {seconds} s; benchmarks/README.md: {measured and measured.group(1)} s"

@@ -6,7 +6,8 @@ its parameters. A column shows "–" when there was nothing to compare: a layer 
 gradient. An unknown name in --only is an error that lists the names there are.
 
 By default each input and parameter is checked along random directions (gradcheck/checker.py's quick
-check: seconds for the catalogue instead of minutes), and a layer whose directions disagree is checked
+check: two forward passes per direction instead of two per coordinate; its time beside
+--full's is in benchmarks/README.md, "The test runs"), and a layer whose directions disagree is checked
 coordinate by coordinate, so a failure names its worst coordinate as --full's would; the verdict is the
 same but for a miss whose odds the checker's docstring bounds. --full checks every coordinate.
 """
