@@ -53,6 +53,12 @@ def mpiexec():
     return found
 
 
+def this_tree(environment):
+    """`environment` with this tree first on PYTHONPATH: a script run by its path (tests/_distributed_run.py) then
+    imports the package beside these tests, not an installed one (another checkout, or the tree a copy was made from)."""
+    return {**environment, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), environment.get("PYTHONPATH")]))}
+
+
 def mpi_command(ranks, *args):
     """`mpiexec -n ranks python args...`, allowed to oversubscribe the cores (3 ranks on 2 cores)."""
     return [mpiexec(), "-n", str(ranks), sys.executable, *args]
@@ -63,7 +69,7 @@ def run_ranks(ranks, request, timeout=600):
     command = mpi_command(ranks, str(SCRIPT), json.dumps(request)) if ranks > 1 else \
         [sys.executable, str(SCRIPT), json.dumps(request)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent,
-                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}, encoding="utf-8")
+                            env=this_tree({**os.environ, "OPENBLAS_NUM_THREADS": "1"}), encoding="utf-8")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1, f"expected one JSON line from rank 0 alone, got {result.stdout!r}"
@@ -266,7 +272,8 @@ def start_job(ranks, request, jobs):
     marker = uuid.uuid4().hex
     process = subprocess.Popen(mpi_command(ranks, str(SCRIPT), json.dumps({**request, "announce": True})),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE.parent,
-                               env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "MINITRANSFORMER_TEST_JOB": marker}, encoding="utf-8")
+                               env=this_tree({**os.environ, "OPENBLAS_NUM_THREADS": "1",
+                                                 "MINITRANSFORMER_TEST_JOB": marker}), encoding="utf-8")
     jobs.append((process, marker))
     for line in process.stdout:
         if line.startswith("evaluated at step"):
