@@ -244,21 +244,102 @@ def test_the_default_evaluation_is_the_mean_training_loss_of_the_steps_after_the
     assert loop.evaluate() == {"train": 4.0}                        # every step since the start
     loop.history.update(eval=[[4, 6.5]])
     assert np.isnan(loop.evaluate()["train"])                       # no step since
+    loop.history.update(step=[1, 2, 3, 4, 5], loss=[1.0, 2.0, 3.0, 10.0, 20.0], eval=[[1, 1.0], [3, 2.0]])
+    assert loop.evaluate() == {"train": 15.0}                       # steps 4 and 5: after the last of two evaluations
+
+
+def test_the_default_evaluation_of_an_objective_in_parts_is_each_parts_mean_since_the_last_evaluation():
+    """An objective that names the parts of its loss (BERT's masked-token and next-sentence terms) is evaluated
+    part by part, each part's mean over the steps after the last evaluation."""
+    loop = loop_module.TrainingLoop(None, None, None, None, loop_module.LoopOptions(model=object()))
+    loop.history.update(step=[1, 2, 3], loss=[3.0, 5.0, 7.0], eval=[[1, 3.0]],
+                        parts={"masked-token": [2.0, 4.0, 6.0], "next-sentence": [1.0, 1.0, 0.0]})
+    assert loop.evaluate() == {"masked-token": 5.0, "next-sentence": 0.5}
+
+
+def _counting_loop(max_steps, rates):
+    """A loop over one weight whose loss is the step it is taken at (a fake objective), with the rate `rates[step]`."""
+    import contextlib
+    import types
+
+    from minitransformer.core.parameter import Parameter
+    from minitransformer.training.optim.sgd import SGD
+
+    weight = Parameter(np.zeros(1))
+    taken = []
+
+    class Counting:
+        def forward(self, step):
+            taken.append(step)
+            return float(step)
+
+        def backward(self, grad=1.0):
+            weight.grad += grad
+
+        def parameters(self):
+            return [weight]
+
+    steps = iter(range(100))
+    model = types.SimpleNamespace(evaluating=contextlib.nullcontext)           # nothing to switch off
+    loop = loop_module.TrainingLoop(Counting(), SGD([weight], lr=0.0), lambda: (next(steps),), rates.__getitem__,
+                                    loop_module.LoopOptions(max_steps=max_steps, log=False, progress=False, model=model))
+    return loop, taken
+
+
+def test_each_step_is_recorded_with_its_loss_and_the_rate_it_was_taken_at():
+    loop, taken = _counting_loop(3, [0.5, 0.25, 0.125, 1.0])
+    loop.fit()
+    assert taken == [0, 1, 2] and loop.step == 3
+    assert loop.history["step"] == [1, 2, 3] and loop.history["loss"] == [0.0, 1.0, 2.0]
+    assert loop.history["lr"] == [0.5, 0.25, 0.125]                 # step k's rate is rates[k - 1], not the next one
+
+
+def test_fit_0_takes_no_step_and_fit_alone_goes_to_the_options_max_steps():
+    loop, taken = _counting_loop(3, [0.1] * 4)
+    assert loop.fit(max_steps=0) is None and taken == [] and loop.step == 0
+    assert loop.fit() == {"train": 1.0} and taken == [0, 1, 2]      # the mean loss of steps 1 to 3
+
+
+def _tiny_gpt():
+    from minitransformer import GPT
+
+    return GPT(8, 8, 2, 1, 0, 6, rng=0)
+
+
+def test_adam_warmup_loop_is_plain_adam_with_a_linear_warmup_and_decay_and_clipping_at_1():
+    """adam_warmup_loop (the encoder family's loop), one process: the plain Adam, `steps` steps, gradients clipped
+    at 1.0, the rate rising over 50 steps to lr and falling linearly to lr / 10 at `steps`, by default. The rates by
+    hand: step k < 50 takes lr (k + 1) / 50; step k >= 50 takes lr (1 - 0.9 (k - 50) / (steps - 50))."""
+    from minitransformer.objectives.language_model import LanguageModelObjective
+    from minitransformer.training.optim.adam import Adam
+
+    model = _tiny_gpt()
+    loop = loop_module.adam_warmup_loop(LanguageModelObjective(model), None, 200, 1e-2, log=False, progress=False)
+    assert type(loop.optimizer) is Adam                              # not the fast form: no ranks to send it
+    assert (loop.options.max_steps, loop.options.grad_clip) == (200, 1.0)
+    expected = {0: 1e-2 / 50, 24: 1e-2 / 2, 49: 1e-2, 50: 1e-2, 125: 1e-2 * 0.55, 199: 1e-2 * (1 - 0.9 * 149 / 150)}
+    for step, rate in expected.items():
+        assert loop.learning_rate(step) == pytest.approx(rate, rel=1e-12), step
 
 
 def test_a_first_ctrl_c_asks_the_loop_to_stop_and_a_second_stops_at_once():
     """The first SIGINT only sets the flag and puts the handler that was there before back, so a second SIGINT
-    reaches it at once (here Python's own, KeyboardInterrupt); after the block that handler is back too."""
-    before = signal.getsignal(signal.SIGINT)
-    with loop_module.stop_at_step_boundary() as stop:
-        assert not stop.requested and signal.getsignal(signal.SIGINT) is not before
-        os.kill(os.getpid(), signal.SIGINT)
-        assert stop.requested and signal.getsignal(signal.SIGINT) is before
-        with pytest.raises(KeyboardInterrupt):
+    reaches it at once (here Python's own, KeyboardInterrupt, put there first: a process started in the background
+    may have inherited SIGINT ignored); after the block that handler is back too."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        before = signal.getsignal(signal.SIGINT)
+        with loop_module.stop_at_step_boundary() as stop:
+            assert not stop.requested and signal.getsignal(signal.SIGINT) is not before
             os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(1000):                                   # the signal is handled between bytecodes
-                pass
-    assert signal.getsignal(signal.SIGINT) is before
+            assert stop.requested and signal.getsignal(signal.SIGINT) is before
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):                               # the signal is handled between bytecodes
+                    pass
+        assert signal.getsignal(signal.SIGINT) is before
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 def test_0_4s_keyword_options_still_work_with_a_deprecation_warning():
