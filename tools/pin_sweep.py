@@ -84,8 +84,6 @@ NO_MPI_RUNS = "--deselect=tests/test_one_loop.py::test_two_ranks_train_every_com
 NO_THREE_WRITERS = "--deselect=tests/test_checkpoint_safety.py::test_three_processes_saving_into_one_directory"
 LOOP = ("tests/test_one_loop.py", NO_MPI_RUNS, "tests/test_trainer.py")
 HARNESS = LOOP + ("tests/test_checkpoint_safety.py", NO_THREE_WRITERS, "tests/test_phases.py")
-RANKS_FAIL = ("tests/test_distributed.py::test_a_rank_that_fails_ends_the_job_with_one_line_naming_it",)
-RANKS_CTRL_C = ("tests/test_distributed.py::test_ctrl_c_under_mpiexec_stops_every_rank_at_one_step_and_saves_there",)
 COMMANDS_ON_RANKS = ("tests/test_one_loop.py::test_two_ranks_train_every_command_to_the_numbers_of_one_process",)
 STEP = ("tests/test_train_step.py", "tests/test_trainer.py::test_a_step_is_zero_grad_forward_backward_clip_and_adamw")
 RANKS_TRAIN = ("tests/test_distributed.py::test_ranks_train_to_the_losses_of_one_process",)
@@ -775,16 +773,11 @@ MUTATIONS = [
             ("self.evaluate(save=False)", "self.evaluate(save=True)"),
             (" and loop.last_saved != (loop.step, out_dir):", ":"),
             ('zip(labels, columns[1:], "osD^")', 'zip(labels, columns[2:], "osD^")'),
-            ),
-    *_group(PKG + "training/harness.py", RANKS_FAIL,
+            # under MPI (tests/test_one_loop.py's OneOfTwoRanks stands in for the ranks)
             ('f"rank {self.rank} failed at step {self.step + 1}: ', 'f"rank {self.rank} failed at step {self.step}: '),
             ("self.rank = 0 if self.parallel is None else self.parallel.rank", "self.rank = 0"),
-            ),
-    *_group(PKG + "training/harness.py", RANKS_CTRL_C,
             ("self.loop.parallel.interrupted = self.stop.requested", "self.loop.parallel.interrupted = False"),
             ("if loop.stop_requested if loop.parallel is not None else self.stop.requested:", "if self.stop.requested:"),
-            ),
-    *_group(PKG + "training/harness.py", COMMANDS_ON_RANKS,
             ("if loop.parallel is not None and loop.shares_evaluation:", "if loop.parallel is not None:"),
             ),
     # ------------------------------------------------------------------ the phase timer
