@@ -11,6 +11,8 @@ its own layers' rows:
 and tests/test_gradients.py checks every row that no file claims this way (`unclaimed_cases()`). The
 claims are read from the test files' source, so every file can tell which rows are its own without
 importing the others, and tests/test_gradients.py proves that each row is checked by exactly one file.
+These checks run along random directions (the quick check); tests/test_gradients.py checks every row at
+every coordinate too, in the full run (`python -m pytest --full`).
 """
 
 import ast
@@ -42,13 +44,15 @@ def case_id(case):
     return case.id
 
 
-def assert_gradients_match(case):
-    """Float64 central differences against the case's backward, relative error <= DEFAULT_TOLERANCE (1e-7).
+def assert_gradients_match(case, mode="directions"):
+    """Float64 central differences against the case's backward, relative error <= DEFAULT_TOLERANCE (1e-7): along
+    random directions, every coordinate where they disagree (`check_module`'s quick check, the concept files'), or
+    at every coordinate (mode "coordinates": tests/test_gradients.py, in the full run).
 
     The failure message names the row, then every input and parameter whose gradient is wrong and where.
     """
     module, inputs, forward = case.build(np.random.default_rng(0))
-    report = check_module(module, inputs, forward=forward, rng=1)
+    report = check_module(module, inputs, forward=forward, rng=1, mode=mode)
     assert report.inputs or report.params, f"{case.id} checked nothing"
     try:
         report.assert_ok(DEFAULT_TOLERANCE)

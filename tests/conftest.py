@@ -12,6 +12,9 @@ package. There a test can meet two kinds of NotImplementedError:
 Each exercise has a marker (`pytest -m layernorm`), registered from the exercise catalogue; the
 marked tests are the self-checks of `tests/test_exercise_markers.py`. The two hooks act only in a
 student copy (an `exercises.json` beside `tests/`); in the reference tree they change nothing.
+
+The quick run and the full one (`python -m pytest`, `python -m pytest --full`), and the whole suite
+spread over the cores: tests/_tiers.py, called from the hooks below.
 """
 
 import json
@@ -19,6 +22,7 @@ import os
 import re
 from pathlib import Path
 
+import _tiers
 import pytest
 from hypothesis import settings
 
@@ -36,7 +40,27 @@ _MANIFEST = Path(__file__).resolve().parent.parent / "exercises.json"
 IN_A_STUDENT_COPY = _MANIFEST.is_file()
 
 
+def pytest_addoption(parser):
+    _tiers.add_option(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    _tiers.spread_over_the_cores(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    _tiers.leave_out_the_slow_tiers(config, items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _tiers.take_a_workers_count(node.config, getattr(node, "workeroutput", {}))
+
+
 def pytest_configure(config):
+    _tiers.register(config)
     from minitransformer.exercises.catalogue import EXERCISES
 
     for exercise in EXERCISES:
@@ -177,8 +201,16 @@ def skip_group(reason):
     return reason
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter):
-    """After the run, the skipped tests as one line per reason (pytest's -rs lists every test; ask for it by hand)."""
+    """After the run (after pytest's own summaries): the skipped tests, one line per reason; last, what the quick
+    run left out."""
+    _skips_by_reason(terminalreporter)
+    _tiers.summary(terminalreporter)
+
+
+def _skips_by_reason(terminalreporter):
+    """The skipped tests as one line per reason (pytest's -rs lists every test; ask for it by hand)."""
     groups = {}
     for report in terminalreporter.stats.get("skipped", []):
         longrepr = report.longrepr

@@ -55,6 +55,7 @@ def _train_and_measure(positional, seed):
 SEEDS = range(5)
 
 
+@pytest.mark.training
 def test_trained_on_short_contexts_runs_on_longer_ones():
     """Medians over seeds 0-4, since one tiny model's result swings with its seed (measured in 0.3, weights
     drawn once per layer): ALiBi 0.53 at length 8 -> 0.57 at 32 (seed by seed 0.17 .. 1.97); no positions

@@ -4,6 +4,8 @@ by running the script, not by tests)."""
 import importlib.util
 import pathlib
 
+import pytest
+
 BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_train.py"
 
 
@@ -57,6 +59,7 @@ def test_from_the_tiled_threshold_on_the_replay_holds_the_tiles_products():
     assert (B * H, T, hs, T) not in products                         # no dense T x T score
 
 
+@pytest.mark.mpi
 def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
     """Under `mpiexec -n 2` (skipped without MPI): the interleaved contenders and the alpha-beta model."""
     import subprocess
@@ -77,6 +80,7 @@ def test_bench_distributed_runs_on_two_ranks_and_reports_every_figure(tmp_path):
     assert rows == ["0", "1", "0", "1", "0"], phases                  # 2 ranks twice, then one process
 
 
+@pytest.mark.mpi
 def test_bench_train_command_times_the_command_on_one_and_two_ranks_and_prints_their_phases(tmp_path):
     """The `train` command itself, one process and under `mpiexec -n 2` (skipped without MPI), beside
     PyTorch's step when torch is installed; --phases prints each rank's table."""
@@ -104,6 +108,7 @@ def test_bench_train_command_times_the_command_on_one_and_two_ranks_and_prints_t
         pass
 
 
+@pytest.mark.mpi
 def test_bench_distributed_memory_reports_each_sharded_ranks_part_of_the_moments(tmp_path):
     """`--memory sharded` under `mpiexec -n 2`: each rank's optimizer state is half of Adam's whole m and v (the
     bytes are exact), and every rank's peak memory is printed."""

@@ -103,6 +103,7 @@ def one_process():
     return run_ranks(1, {"settings": {"dtype": "float64"}})
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [2, 3])
 @pytest.mark.parametrize("mode", ["replicated", "sharded"])
 def test_ranks_train_to_the_losses_of_one_process(one_process, mode, ranks):
@@ -112,6 +113,7 @@ def test_ranks_train_to_the_losses_of_one_process(one_process, mode, ranks):
     np.testing.assert_allclose(np.array(got["eval"]), np.array(one_process["eval"]), rtol=1e-12, atol=0)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("mode, last", [("replicated", []), ("sharded", ["all-gather"])])
 def test_each_ranks_phases_hold_the_collectives_and_add_up_to_its_steps(mode, last):
     got = run_ranks(2, {"settings": {"parallel": mode, "max_steps": 4, "eval_interval": 2}, "phases": True})
@@ -120,6 +122,7 @@ def test_each_ranks_phases_hold_the_collectives_and_add_up_to_its_steps(mode, la
     assert got["phases"] == [[expected, 4, True], [expected, 4, True]]
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("ranks, evaluated", [(2, [4, 4]), (3, [0, 4, 4])])
 def test_the_ranks_share_each_evaluation_and_find_one_process_losses(one_process, ranks, evaluated):
     """2 evaluations (steps 3 and 6) of 2 batches of each split: 8 windows batches in all, split as
@@ -181,6 +184,7 @@ def test_every_rank_takes_its_share_of_the_untrained_evaluation_and_rank_0_alone
         assert trainer.history["eval"] == [] and printed == ""
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("mode", ["replicated", "sharded"])
 def test_the_same_ranks_give_the_same_numbers_bit_for_bit_also_after_resume(tmp_path, mode):
     settings = {"parallel": mode, "dropout": 0.1, "eval_interval": 3, "max_steps": 6}
@@ -193,6 +197,7 @@ def test_the_same_ranks_give_the_same_numbers_bit_for_bit_also_after_resume(tmp_
     assert resumed["same_weights"]
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_a_sharded_rank_keeps_its_shards_moments_and_the_checkpoint_holds_them_all(tmp_path, ranks):
     """ZeRO-1's memory: each rank holds Adam's m and v for its shard only (2 * 4P / N bytes, not 2 * 4P), while
@@ -218,6 +223,7 @@ def test_a_sharded_rank_keeps_its_shards_moments_and_the_checkpoint_holds_them_a
                                    err_msg=key)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("setting", ["workers2", "workers2_dropout"])
 def test_two_ranks_give_the_recorded_numbers_of_0_3s_two_workers(setting):
     """tests/fixtures/compat_train_losses.json (test_compatibility.py, part c), float32, rtol 1e-6 as there."""
@@ -304,6 +310,7 @@ FAULT_RUN = {"settings": {"max_steps": 100000, "lr_decay_steps": 100000, "eval_i
                           "parallel": "sharded"}}
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("silent", [1, 0], ids=["rank-1-stopped", "rank-0-stopped"])
 def test_a_rank_that_stops_answering_ends_the_job_with_one_line_naming_it(tmp_path, jobs, silent):
     """3 ranks on 2 cores (oversubscribed), under this machine's load: the healthy steps never trip the
@@ -324,6 +331,7 @@ def test_a_rank_that_stops_answering_ends_the_job_with_one_line_naming_it(tmp_pa
     assert meta["step"] >= 12 and meta["step"] % 4 == 0 and meta["train_config"]["workers"] == 3
 
 
+@pytest.mark.mpi
 def test_a_rank_that_fails_ends_the_job_with_one_line_naming_it(tmp_path, jobs):
     out = tmp_path / "run"
     process, marker = start_job(3, {**FAULT_RUN, "out": str(out), "fail": [2, 10]}, jobs)
@@ -341,6 +349,7 @@ def history(directory):
     return read_checkpoint(directory)[0]["history"]
 
 
+@pytest.mark.mpi
 def test_workers_n_runs_the_command_under_mpiexec_and_trains_as_one_process(tmp_path):
     from minitransformer.__main__ import main
 
@@ -362,6 +371,7 @@ def test_workers_n_runs_the_command_under_mpiexec_and_trains_as_one_process(tmp_
     assert read_checkpoint(tmp_path / "two")[0]["train_config"]["workers"] == 2
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("options, threads, why", [
     ([], max(1, cores_available() // 2), f"({cores_available()} cores on this host / 2 ranks on it;"),
     (["--threads-per-rank", "1", "--parallel", "sharded"], 1, "(--threads-per-rank)")], ids=["by-default", "as-chosen"])
@@ -391,6 +401,7 @@ def test_workers_n_without_mpi_is_one_error_line_naming_the_extra(tmp_path, caps
     assert 'pip install "minitransformer[mpi]"' in lines[0] and not (tmp_path / "run").exists()
 
 
+@pytest.mark.mpi
 def test_ctrl_c_under_mpiexec_stops_every_rank_at_one_step_and_saves_there(tmp_path, jobs):
     """Sharded, so that a rank stopping at another step would leave the moments' gather waiting (and fail)."""
     constant = ["--schedule", "constant", "--eval-interval", "100000", "--parallel", "sharded"]

@@ -224,6 +224,7 @@ def test_attention_is_graded_with_the_students_softmax(copy_of):
 
 
 @grades_in_the_sandbox
+@pytest.mark.sandbox
 def test_hanging_crashing_and_unmarked_answers_are_reported(copy_of):
     copy = copy_of("linear", "relu", "embedding", "crossentropy", "gelu")
     indent = REGIONS["linear.backward"][1].indent
@@ -272,6 +273,7 @@ def test_student_notebook_strips_outputs_and_clears_solutions():
     assert [r.name for r in find_regions(tagged.source)] == [None]
 
 
+@pytest.mark.notebooks
 def test_student_notebooks_execute_up_to_the_first_exercise_cell(tmp_path):
     import nbformat
     from nbclient import NotebookClient
@@ -309,6 +311,7 @@ def test_a_notebook_cell_is_cleared_only_when_its_exercise_is_assigned():
 REAL_NOTEBOOKS = sorted((REFERENCE.parent / "notebooks").glob("*.ipynb"))
 
 
+@pytest.mark.notebooks
 @pytest.mark.skipif(not REAL_NOTEBOOKS, reason="no notebooks/*.ipynb in this checkout")
 def test_the_projects_student_notebooks_run_until_they_need_an_exercise(tmp_path, monkeypatch):
     """Each student notebook, run against a student copy, either runs through or stops at its first exercise."""

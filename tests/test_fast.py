@@ -4,7 +4,8 @@ For every case of the gradient checker's catalogue that contains a layer with a 
 built twice from one seed; one copy is switched to the fast kernels (`use_kernels`), and both run the
 same forward and backward. The outputs, the input gradients and every parameter gradient must agree:
 float64 within 1e-12 relative (the worst entry against the largest), float32 within 1e-5. A failure
-names the case and the array. Then `check_module` runs on the fast copy itself (float64, 1e-7).
+names the case and the array. Then `check_module` runs on the fast copy itself (float64, 1e-7): along random
+directions, and at every coordinate in the full run.
 """
 
 import copy
@@ -132,11 +133,12 @@ def _assert_fast_equals_plain(case, dtype):
                                         f"by {difference:.2e} relative, above {tolerance:.0e}"
 
 
+@pytest.mark.parametrize("mode", ["directions", pytest.param("coordinates", marks=pytest.mark.coordinates)])
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_fast_layers_pass_the_gradient_checker(case):
+def test_fast_layers_pass_the_gradient_checker(case, mode):
     module, inputs, forward = case.build(np.random.default_rng(0))
     use_kernels(module, "fast")
-    check_module(module, inputs, forward=forward, rng=1).assert_ok(DEFAULT_TOLERANCE)
+    check_module(module, inputs, forward=forward, rng=1, mode=mode).assert_ok(DEFAULT_TOLERANCE)
 
 
 def test_every_fast_form_is_a_subclass_that_some_case_exercises():

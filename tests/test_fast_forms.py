@@ -4,6 +4,9 @@ tests/test_fast.py proves every fast layer equal to its plain parent on the chec
 the pieces the fast forms are built from against the plain formulas.
 """
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -205,3 +208,88 @@ def test_fast_attention_picks_dense_then_tiles_then_wide_tiles_by_the_number_of_
         np.testing.assert_allclose(out, plain(q, k, v), rtol=1e-12, atol=1e-12)
         for ours, theirs in zip(fast.backward(dout), plain.backward(dout)):
             np.testing.assert_allclose(ours, theirs, rtol=1e-11, atol=1e-12)
+
+
+def test_the_fast_tier_swaps_its_attention_in_and_out():
+    """The fast tier registers FastScaledDotProductAttention for ScaledDotProductAttention: use_kernels switches a
+    layer to it and back, and a fast GPT's attention is the fast form."""
+    from minitransformer.fast import kernels_of, use_kernels
+    from minitransformer.layers.attention import ScaledDotProductAttention as PlainAttention
+    layer = use_kernels(PlainAttention(causal=True), "fast")
+    assert type(layer) is ScaledDotProductAttention and kernels_of(layer) == "fast"
+    assert type(use_kernels(layer, "plain")) is PlainAttention
+    model = GPT(11, 8, 2, 1, 16, 6, rng=0, kernels="fast")
+    assert type(model.blocks[0].attn.attention) is ScaledDotProductAttention
+
+
+def test_the_tiling_thresholds_are_those_the_last_measurement_decided():
+    """TILED_FROM, TILE_SIZE, WIDE_TILES_FROM and WIDE_TILE_SIZE are measured, not chosen: the last decision written
+    in benchmarks/README.md ("Tiled attention: where it starts") names each value, and the code holds the same. A
+    default layer then computes keys 1 .. 255 densely, 256 .. 1023 in tiles of 128 and from 1024 in tiles of 256."""
+    from minitransformer.fast import attention
+    readme = (Path(__file__).resolve().parents[1] / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Tiled attention: where it starts\n")[1].split("\n#")[0]
+    decision = section.split("Its decision:")[-1].split("\n\n")[0]
+    decided = {name: int(value) for name, value in re.findall(r"`(\w+) = (\d+)`", decision)}
+    assert set(decided) == {"TILED_FROM", "TILE_SIZE", "WIDE_TILES_FROM", "WIDE_TILE_SIZE"}, decision
+    assert {name: getattr(attention, name) for name in decided} == decided
+    layer = ScaledDotProductAttention(causal=True)
+    for Tk, tile in [(1, None), (decided["TILED_FROM"] - 1, None), (decided["TILED_FROM"], decided["TILE_SIZE"]),
+                     (decided["WIDE_TILES_FROM"] - 1, decided["TILE_SIZE"]),
+                     (decided["WIDE_TILES_FROM"], decided["WIDE_TILE_SIZE"]), (4096, decided["WIDE_TILE_SIZE"])]:
+        assert layer.tile_for(Tk) == tile, Tk
+
+
+def test_the_path_is_chosen_by_the_number_of_keys_not_of_queries():
+    """One query against 256 cached keys (a decoding step) runs in tiles, memory linear in the keys; 256 queries
+    against 2 keys (cross-attention to a short source) run densely."""
+    rng = np.random.default_rng(13)
+    for Tq, Tk, tiled in [(1, 256, True), (256, 2, False)]:
+        q, k, v = rng.standard_normal((1, Tq, 4)), rng.standard_normal((1, Tk, 4)), rng.standard_normal((1, Tk, 4))
+        layer = ScaledDotProductAttention(causal=True)
+        layer(q, k, v)
+        assert (layer.tiled is not None) == tiled and (layer.alpha is None) == tiled, (Tq, Tk)
+
+
+def test_one_layer_switching_between_the_paths_keeps_nothing_of_the_other():
+    """The same layer called densely, then in tiles, then densely again: alpha is None while tiled (not the earlier
+    call's weights), and each backward is that of its own forward (plain attention's gradients)."""
+    from minitransformer.layers.attention import ScaledDotProductAttention as PlainAttention
+    rng = np.random.default_rng(14)
+    layer = ScaledDotProductAttention(causal=True)
+    layer.tiled_from, layer.tile_size = 6, 2
+    for T, tiled in [(4, False), (7, True), (5, False)]:
+        q, k, v, dout = (rng.standard_normal((2, T, 3)) for _ in range(4))
+        plain = PlainAttention(causal=True)
+        np.testing.assert_allclose(layer(q, k, v), plain(q, k, v), rtol=1e-12, atol=1e-12)
+        assert (layer.alpha is None) == tiled, T
+        for ours, theirs in zip(layer.backward(dout), plain.backward(dout)):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-11, atol=1e-12)
+
+
+def test_the_cached_causal_bias_is_read_only():
+    """causal_bias is cached per shape and shared by every call: an in-place change to it is refused."""
+    bias = causal_bias(3, 5, np.float64)
+    with pytest.raises(ValueError, match="read-only"):
+        bias += 1
+    assert causal_bias(3, 5, np.float64) is bias
+
+
+@pytest.mark.parametrize("tiled_from", [10**9, 1], ids=["dense path", "tiled path"])
+def test_any_mix_of_float32_and_float64_gives_plain_attentions_dtypes(tiled_from):
+    """q, k, v and dout each float32 or float64: on both paths out, dq, dk and dv have the dtypes of the plain layer's
+    products (dv = alpha^T dout in alpha's and dout's dtype, not v's), and its numbers."""
+    from minitransformer.layers.attention import ScaledDotProductAttention as PlainAttention
+    rng = np.random.default_rng(15)
+    arrays = [rng.standard_normal(shape) for shape in ((2, 5, 3), (2, 6, 3), (2, 6, 4), (2, 5, 4))]
+    for mix in range(16):
+        dtypes = [np.float64 if mix >> bit & 1 else np.float32 for bit in range(4)]
+        q, k, v, dout = (array.astype(dtype) for array, dtype in zip(arrays, dtypes))
+        fast, plain = ScaledDotProductAttention(causal=True), PlainAttention(causal=True)
+        fast.tiled_from, fast.tile_size = tiled_from, 2
+        ours, theirs = (fast(q, k, v), *fast.backward(dout)), (plain(q, k, v), *plain.backward(dout))
+        tolerance = 1e-5 if np.float32 in dtypes else 1e-12
+        for what, a, b in zip(("out", "dq", "dk", "dv"), ours, theirs):
+            names = [np.dtype(t).name for t in dtypes]
+            assert a.dtype == b.dtype, f"{what} for q k v dout {names}: {a.dtype}, plain attention's {b.dtype}"
+            np.testing.assert_allclose(a, b, rtol=tolerance, atol=tolerance, err_msg=what)

@@ -4,8 +4,10 @@ The catalogue (`minitransformer.gradcheck.cases`, the rows `python -m minitransf
 prints) is split by concept: tests/test_layernorm.py checks the LayerNorm rows, tests/test_gpt.py the
 GPT rows, and so on, each through `catalogue_cases(...)` (tests/_catalogue.py). This file checks every
 row that no file claims (today the variants and the encoder family), the same way: float64 central
-differences, relative error <= 1e-7. Then it proves the split complete: every row is checked by
-exactly one file, and each layer of minitransformer/layers/<name>.py in tests/test_<name>.py.
+differences along random directions (the checker's quick check), relative error <= 1e-7. Then it proves
+the split complete: every row is checked by exactly one file, and each layer of
+minitransformer/layers/<name>.py in tests/test_<name>.py. In the full run (`python -m pytest --full`) it
+also checks every row of the catalogue at every coordinate, as `gradcheck --full` does.
 """
 
 import importlib
@@ -24,6 +26,12 @@ REST = unclaimed_cases()
 @pytest.mark.parametrize("case", REST, ids=case_id)
 def test_backward_matches_finite_differences(case):
     assert_gradients_match(case)
+
+
+@pytest.mark.coordinates
+@pytest.mark.parametrize("case", all_cases(), ids=case_id)
+def test_every_row_at_every_coordinate(case):
+    assert_gradients_match(case, mode="coordinates")
 
 
 def test_every_catalogue_row_is_checked_by_exactly_one_file():

@@ -37,6 +37,8 @@ from minitransformer.exercises.isolation import LINUX_ONLY, Limits
 if sys.platform != "linux":
     pytest.skip(LINUX_ONLY, allow_module_level=True)
 
+pytestmark = pytest.mark.sandbox
+
 ASSIGNED = ["layernorm.backward", "relu.backward"]
 
 

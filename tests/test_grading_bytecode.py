@@ -22,6 +22,8 @@ from minitransformer.exercises.isolation import LINUX_ONLY, choose_isolation
 if sys.platform != "linux":
     pytest.skip(LINUX_ONLY, allow_module_level=True)
 
+pytestmark = pytest.mark.sandbox
+
 POISON = "relu.py's forward returns zeros"
 
 

@@ -132,8 +132,11 @@ def test_setup_runs_apt_get_only_when_asked_outside_gradescope(tmp_path, asked, 
     assert not called or "install -y" in log.read_text(encoding="utf-8") and "bubblewrap" in log.read_text(encoding="utf-8")
 
 
-def test_the_bundle_grades_a_submission_end_to_end_offline(submission, assignment, tmp_path):
-    root = tmp_path / "autograder"                          # stands in for Gradescope's /autograder
+def install_bundle(assignment, submission, tmp_path):
+    """Build the bundle of `assignment` (tmp_path/autograder.zip), unpack it as Gradescope would into
+    tmp_path/autograder, which stands in for /autograder, hand in `submission` and run setup.sh, offline;
+    (that root, the environment run_autograder runs in)."""
+    root = tmp_path / "autograder"
     bundle = tmp_path / "autograder.zip"
     assert main(["exercises", "gradescope-bundle", "--assignment", str(assignment), "--out", str(bundle)]) == 0
     with zipfile.ZipFile(bundle) as archive:
@@ -153,6 +156,11 @@ def test_the_bundle_grades_a_submission_end_to_end_offline(submission, assignmen
     env.pop("PYTHONPATH", None)
     setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True, encoding="utf-8")
     assert setup.returncode == 0, setup.stderr
+    return root, env
+
+
+def test_the_bundle_grades_a_submission_end_to_end_offline(submission, assignment, tmp_path):
+    root, env = install_bundle(assignment, submission, tmp_path)
     assert not (tmp_path / "apt-get.log").exists(), "a local run (ROOT given) installs nothing system-wide unasked"
     installed = root / "grader" / "minitransformer"
     assert (installed / "layers" / "layernorm.py").read_bytes() == (REFERENCE / "layers" / "layernorm.py").read_bytes()

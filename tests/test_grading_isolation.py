@@ -30,6 +30,8 @@ from minitransformer.exercises.make import _copy_package
 if sys.platform != "linux":
     pytest.skip(LINUX_ONLY, allow_module_level=True)
 
+pytestmark = pytest.mark.sandbox
+
 try:
     choose_isolation("bubblewrap")
     BWRAP = None

@@ -23,6 +23,8 @@ from minitransformer.exercises.make import reference_package
 if sys.platform != "linux":
     pytest.skip(LINUX_ONLY, allow_module_level=True)
 
+pytestmark = pytest.mark.sandbox
+
 # the attack tests' copy (relu and layernorm.backward assigned: graded in the catalogue's order, relu first), levels
 made, student, level, ASSIGNED = attacks.made, attacks.student, attacks.level, attacks.ASSIGNED
 

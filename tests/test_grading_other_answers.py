@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 import shutil
+import sys
 
 import pytest
 from _grading_answers import (
@@ -32,8 +33,12 @@ from minitransformer.__main__ import main
 from minitransformer.exercises.assignment import new_assignment, write_assignment
 from minitransformer.exercises.grade import grade_copy
 from minitransformer.exercises.gradescope import gradescope_results
+from minitransformer.exercises.isolation import LINUX_ONLY
 from minitransformer.exercises.leaks import normalise, package_secrets, secret_keys
 from minitransformer.exercises.regions import blank_regions, replace_regions
+
+if sys.platform != "linux":
+    pytest.skip(LINUX_ONLY, allow_module_level=True)
 
 ASSIGNED = ["block.backward", "layernorm.backward", "layernorm.forward"]
 OTHER = ["layernorm.backward", "layernorm.forward"]            # the other exercise's regions, which block's cases call

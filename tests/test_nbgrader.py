@@ -175,6 +175,7 @@ def test_a_student_copy_blanks_the_answers_and_keeps_the_checks(student_copy, st
     validate_schema_3(student)
 
 
+@pytest.mark.notebooks
 def test_the_student_notebook_runs_up_to_its_first_exercise_and_stops_there(student_copy, monkeypatch):
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -202,6 +203,7 @@ def _nbgrader_available():
     return True
 
 
+@pytest.mark.notebooks
 @pytest.mark.skipif(not _nbgrader_available(), reason="nbgrader is not installed (pip install -e '.[nbgrader]')")
 @pytest.mark.parametrize("stem", list(PROBLEM_SETS))
 def test_nbgrader_releases_and_autogrades_each_problem_set(tmp_path, student_copy, stem):

@@ -71,6 +71,7 @@ def test_notebook_does_not_redefine_package_code(path):
     assert not defined & exported, f"{path.name} redefines {sorted(defined & exported)}"
 
 
+@pytest.mark.notebooks
 @pytest.mark.parametrize("path", PATHS, ids=lambda path: path.stem)
 def test_notebook_runs_top_to_bottom(path, monkeypatch):
     nbclient = pytest.importorskip("nbclient")

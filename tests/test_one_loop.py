@@ -163,6 +163,7 @@ def test_every_option_resume_may_change_is_said_applied_and_kept(command, tmp_pa
 
 
 # ---------------------------------------------------------------- every command under mpiexec
+@pytest.mark.mpi
 @pytest.mark.parametrize("mode", ["replicated", "sharded"])
 @pytest.mark.parametrize("command", sorted(TINY))
 def test_two_ranks_train_every_command_to_the_numbers_of_one_process(command, mode, tmp_path):

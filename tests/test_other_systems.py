@@ -9,6 +9,7 @@ in the locale's encoding, fails as it would there. tests/test_platform_check.py 
 set to each system does.
 """
 
+import ast
 import json
 import os
 import subprocess
@@ -169,3 +170,44 @@ def test_a_checkpoint_saved_while_another_process_reads_the_one_it_replaces(tmp_
     meta, arrays = read_checkpoint(tmp_path)
     assert meta["step"] == 1 and first.is_file()
     assert (arrays["param.token_embedding.weight"] == model.token_embedding.weight.data).all()
+
+
+GRADES = ("grade_copy", "grade_class", "grade_student", "run_autograder", "choose_isolation", "grade_exercises")
+
+
+def _grades(node):
+    """Whether the code of `node` grades: calls one of GRADES or runs `exercises grade` (its words in one list)."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name) and inner.id in GRADES or isinstance(inner, ast.Attribute) and inner.attr in GRADES:
+            return True
+        if isinstance(inner, ast.List) and [getattr(e, "value", None) for e in inner.elts[:2]] == ["exercises", "grade"]:
+            return True
+    return False
+
+
+def _skips_off_linux(decorators, markers):
+    """Whether a decorator skips off Linux: a skipif on sys.platform, or a module's name for one (`markers`)."""
+    return any("sys.platform" in ast.unparse(d) or ast.unparse(d) in markers for d in decorators)
+
+
+def test_every_test_that_grades_skips_off_linux():
+    """Grading needs Linux (its sandbox), so a test that grades must skip on macOS and Windows, saying why: its module
+    skips itself after its imports, or the test carries a skip off Linux. A test run on those systems (the workflow's)
+    would otherwise fail there; the stand-ins above do not run the suite."""
+    from test_platform_check import skips_itself_off_linux
+
+    unguarded = []
+    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+        if skips_itself_off_linux(path):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        markers = {target.id for node in tree.body if isinstance(node, ast.Assign) and "sys.platform" in ast.unparse(node.value)
+                   for target in node.targets if isinstance(target, ast.Name)}      # LINUX = pytest.mark.skipif(...)
+        module_skip = "pytestmark" in markers
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and _grades(node) \
+                    and not module_skip and not _skips_off_linux(node.decorator_list, markers):
+                unguarded.append(f"{path.name}:{node.lineno} {node.name}")
+    assert not unguarded, ("tests that grade without skipping off Linux (add `if sys.platform != \"linux\": "
+                           "pytest.skip(LINUX_ONLY, allow_module_level=True)` after the imports, or a skipif):\n  "
+                           + "\n  ".join(unguarded))

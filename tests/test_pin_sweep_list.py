@@ -1,5 +1,5 @@
 """The pinning sweep's list (tools/pin_sweep.py) stays true to the code: each fragment it changes occurs exactly
-once in its file, each change changes something, and each test it runs exists. Nothing is mutated here."""
+once in its file, each change changes something and leaves Python that compiles, and each test it runs exists. Nothing is mutated here."""
 
 import importlib.util
 import shutil
@@ -31,6 +31,23 @@ def test_every_change_changes_something_and_is_listed_once():
     assert not same, f"mutations that change nothing: {same}"
     keys = [(m.file, m.original, m.replacement) for m in pin_sweep.MUTATIONS]
     assert len(keys) == len(set(keys)), "a mutation is listed twice"
+
+
+def test_every_changed_file_still_compiles():
+    """A change that breaks the file's syntax is no plausible bug, and every test fails on it: the sweep would count
+    it as caught. Each change must leave Python that compiles."""
+    broken, sources = [], {}
+    for mutation in pin_sweep.MUTATIONS:
+        if not mutation.file.endswith(".py"):
+            continue
+        if mutation.file not in sources:
+            sources[mutation.file] = (ROOT / mutation.file).read_text(encoding="utf-8")
+        text = sources[mutation.file].replace(mutation.original, mutation.replacement)
+        try:
+            compile(text, mutation.file, "exec")
+        except SyntaxError as error:
+            broken.append(f"{mutation.file}:{error.lineno}: {mutation.original!r} -> {mutation.replacement!r}: {error.msg}")
+    assert not broken, "changes that do not compile (no test can be said to catch them):\n" + "\n".join(broken)
 
 
 def test_every_test_the_sweep_runs_exists():

@@ -52,7 +52,8 @@ def _missing():
     return missing
 
 
-pytestmark = pytest.mark.skipif(bool(_missing()), reason="the site test needs " + "; ".join(_missing()))
+pytestmark = [pytest.mark.site,
+              pytest.mark.skipif(bool(_missing()), reason="the site test needs " + "; ".join(_missing()))]
 
 
 @pytest.fixture(scope="module")

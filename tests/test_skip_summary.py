@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from conftest import skip_group
 
@@ -22,7 +23,8 @@ def test_a_missing_optional_package_is_named_with_the_extra_that_installs_it():
 
 
 def test_many_skips_for_one_missing_package_make_one_line(tmp_path):
-    (tmp_path / "conftest.py").write_text(open(__file__.replace("test_skip_summary.py", "conftest.py"), encoding="utf-8").read(), encoding="utf-8")
+    for name in ("conftest.py", "_tiers.py"):                  # the conftest and the module it calls
+        (tmp_path / name).write_text((Path(__file__).parent / name).read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "test_many.py").write_text(textwrap.dedent("""
         import pytest
 

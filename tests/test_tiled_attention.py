@@ -7,6 +7,7 @@ in tests/test_fast.py on the gradient checker's cases; here the fast form agains
 threads, its memory beside the plain layer's, and its threads' share of the cores.
 """
 
+import sys
 import tracemalloc
 
 import numpy as np
@@ -97,15 +98,22 @@ def test_fully_masked_rows_give_zero_output_and_no_gradient_as_plain_attention()
     _assert_same(TiledAttention(block_size=2), ScaledDotProductAttention(), (q, k, v, dout), mask=mask)
 
 
-def test_online_softmax_keeps_its_invariants_block_by_block():
+def _in_place_step():
+    return _fast_module().online_softmax_step_in_place
+
+
+@pytest.mark.parametrize("step", [lambda: online_softmax_step, _in_place_step], ids=["plain", "fast, in place"])
+def test_online_softmax_keeps_its_invariants_block_by_block(step):
     """After each block, m is the prefix's maximum, l = sum exp(s - m) and o = sum exp(s - m) v over the
-    prefix; at the end out is softmax(s) v and lse is log sum exp(s), computed by hand here."""
+    prefix; at the end out is softmax(s) v and lse is log sum exp(s), computed by hand here. The fast form's
+    in-place step too (it overwrites the block's scores: each is given a copy)."""
+    step = step()
     rng = np.random.default_rng(3)
     scores, values = rng.standard_normal(10) * 4, rng.standard_normal((10, 2))
     row_max, row_sum, acc = np.array([[-np.inf]]), np.zeros((1, 1)), np.zeros((1, 2))
     for end in (3, 6, 9, 10):
         start = {3: 0, 6: 3, 9: 6, 10: 9}[end]
-        row_max, row_sum, acc = online_softmax_step(row_max, row_sum, acc, scores[None, start:end], values[start:end])
+        row_max, row_sum, acc = step(row_max, row_sum, acc, scores[None, start:end].copy(), values[start:end])
         prefix = scores[:end]
         assert row_max[0, 0] == prefix.max()
         np.testing.assert_allclose(row_sum[0, 0], np.exp(prefix - prefix.max()).sum(), rtol=1e-13)
@@ -172,6 +180,15 @@ def test_the_diagonal_mask_is_built_once_per_forward(monkeypatch):
 
 def _fast_module():
     return pytest.importorskip("minitransformer.fast.tiled_attention", reason="the fast tiled attention is left out")
+
+
+def test_the_fast_tier_swaps_its_tiled_form_in_and_out():
+    """The fast tier registers FastTiledAttention for TiledAttention: use_kernels switches a layer to it and back."""
+    fast = _fast_module()
+    from minitransformer.fast import kernels_of, use_kernels
+    layer = use_kernels(TiledAttention(causal=True, block_size=3), "fast")
+    assert type(layer) is fast.FastTiledAttention and kernels_of(layer) == "fast"
+    assert type(use_kernels(layer, "plain")) is TiledAttention
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -258,6 +275,194 @@ def test_openblas_idle_spin_is_cut_before_numpy_loads():
         assert done.stdout.split()[-2:] == expected.split(), f"(value when NumPy loaded, value after): {done.stdout}"
 
 
+def _both_forms(**options):
+    """The plain TiledAttention and, unless this copy leaves it out, the fast tier's, built with `options`."""
+    layers = [TiledAttention(**options)]
+    try:
+        from minitransformer.fast.tiled_attention import FastTiledAttention
+    except ImportError:                              # a student copy without the fast form
+        return layers
+    return layers + [FastTiledAttention(**options)]
+
+
+@pytest.mark.parametrize("dtypes", [(a, b, c, d) for a in (np.float32, np.float64) for b in (np.float32, np.float64)
+                                    for c in (np.float32, np.float64) for d in (np.float32, np.float64)],
+                         ids=lambda dtypes: "q k v dout " + " ".join(np.dtype(t).name[5:] for t in dtypes))
+def test_any_mix_of_float32_and_float64_gives_plain_attentions_dtypes_and_numbers(dtypes):
+    """q, k, v and dout each float32 or float64: out, dq, dk and dv come out in the dtypes plain attention's products
+    give (out, dq and dk in the promotion of what they meet; dv = alpha^T dout, not v's dtype), with its numbers to
+    the precision they are computed in: out and dv that of the scores q k^T (a float32 v or dout is exact in
+    float64), dq and dk also that of dp = dout v^T. The running sums m, l, o and lse are kept in the scores' dtype."""
+    q, k, v, dout = _inputs(np.random.default_rng(11), (2,), 5, 6, 3, 4)
+    inputs = [array.astype(dtype) for array, dtype in zip((q, k, v, dout), dtypes)]
+    scores_type = np.result_type(*dtypes[:2])
+    dp_in_float64 = scores_type == np.float64 and np.result_type(dtypes[3], dtypes[2]) == np.float64
+    precision = {"out": scores_type, "dv": scores_type, "dq": np.float64 if dp_in_float64 else np.float32}
+    precision["dk"] = precision["dq"]
+    plain = ScaledDotProductAttention(causal=True)
+    expected = (plain(*inputs[:3]), *plain.backward(inputs[3]))
+    for layer in _both_forms(causal=True, block_size=2):
+        results = (layer(*inputs[:3]), *layer.backward(inputs[3]))
+        name = type(layer).__name__
+        assert layer.lse.dtype == scores_type, f"{name}: lse in {layer.lse.dtype}, scores in {scores_type}"
+        largest = max(np.max(np.abs(a)) for a in expected)
+        for what, a, b in zip(("out", "dq", "dk", "dv"), expected, results):
+            assert b.dtype == a.dtype, f"{name} {what}: {b.dtype}, plain attention's {a.dtype}"
+            scale = max(np.max(np.abs(a)), 1e-10 * largest)
+            difference = np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))) / scale
+            assert difference <= TOLERANCE[np.dtype(precision[what])], f"{name} {what}: {difference:.1e}"
+
+
+@pytest.mark.parametrize("dtype, far_below", [(np.float64, -1000.0), (np.float32, -128.0)])
+def test_scores_far_below_zero_give_plain_attentions_weights(dtype, far_below):
+    """A constant bias far below 0 on every key (exp of it is 0 in the dtype) changes no softmax: the running maximum
+    m starts at -inf, so each row is shifted by its own largest score (from m = 0 every weight would underflow
+    and each row would come out 0)."""
+    inputs = _inputs(np.random.default_rng(12), (2,), 7, 7, 3, 2, dtype)
+    bias = np.full((7, 7), far_below, dtype)
+    for layer in _both_forms(causal=True, block_size=3):
+        _assert_same(layer, ScaledDotProductAttention(causal=True), inputs, dtype=dtype, bias=bias)
+    assert np.abs(layer.out).max() > 0.1
+
+
+def test_lse_is_each_rows_log_sum_exp_by_hand_and_infinite_where_a_row_sees_no_key():
+    """Causal, 6 queries on 4 keys: query i sits at position i - 2, so queries 0 and 1 see no key (lse +inf, output
+    0) and query i >= 2 sees keys 0 .. i - 2. lse = log sum_j exp(q_i . k_j / sqrt(dk)), computed here by hand."""
+    q, k, v, dout = _inputs(np.random.default_rng(13), (2,), 6, 4, 3, 2)
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(3)                                  # (2, 6, 4)
+    expected = np.full((2, 6, 1), np.inf)
+    for i in range(2, 6):
+        expected[:, i, 0] = np.log(np.exp(scores[:, i, :i - 1]).sum(axis=-1))
+    for layer in _both_forms(causal=True, block_size=2):
+        out = layer(q, k, v)
+        np.testing.assert_allclose(layer.lse, expected, rtol=1e-13)
+        assert np.all(out[:, :2] == 0) and np.all(layer.backward(dout)[0][:, :2] == 0)
+
+
+def test_the_default_tile_is_64_queries_by_64_keys():
+    """T = 130 in the default blocks: 64, 64 and the last 2, on both axes."""
+    layer = TiledAttention()
+    layer(*_inputs(np.random.default_rng(14), (), 130, 130, 2, 2)[:3])
+    expected = [slice(0, 64), slice(64, 128), slice(128, 130)]
+    assert layer.block_size == 64 and layer.tiling.query_blocks == expected and layer.tiling.key_blocks == expected
+
+
+def test_a_scale_of_zero_is_used_not_taken_for_the_default():
+    """scale=0 makes every score 0: each query's output is the mean of the values it sees (causal: v_0 .. v_i), by
+    hand; 1/sqrt(dk) would weigh them by q.k."""
+    q, k, v, dout = _inputs(np.random.default_rng(15), (2,), 5, 5, 3, 2)
+    expected = np.cumsum(v, axis=-2) / np.arange(1, 6)[:, None]
+    for layer in _both_forms(causal=True, scale=0.0, block_size=2):
+        np.testing.assert_allclose(layer(q, k, v), expected, rtol=1e-13)
+
+
+def test_a_mask_of_fewer_axes_broadcasts_as_in_plain_attention():
+    """A key-padding mask (B, 1, 1, Tk), one mask per head (H, Tq, Tk) and one of the keys alone (Tk,), each against
+    (B, H, Tq, Tk) scores, in tiles that cut both axes."""
+    rng = np.random.default_rng(16)
+    inputs = _inputs(rng, (2, 3), 7, 7, 4, 2)
+    for mask in (rng.random((2, 1, 1, 7)) > 0.3, rng.random((3, 7, 7)) > 0.3, np.arange(7) != 2):
+        for layer in _both_forms(causal=True, block_size=3):
+            _assert_same(layer, ScaledDotProductAttention(causal=True), inputs, mask=mask)
+
+
+def test_no_keys_at_all_give_zero_output_and_zero_gradients():
+    """Tk = 0: every query sees no key, as a fully masked row (output 0, lse +inf, dq 0; dk and dv empty), in the
+    plain form and in the fast one, whose threads then get no key block."""
+    q, dout = np.ones((2, 3, 4)), np.ones((2, 3, 5))
+    k, v = np.ones((2, 0, 4)), np.ones((2, 0, 5))
+    for layer in _both_forms(block_size=2):
+        out = layer(q, k, v)
+        dq, dk, dv = layer.backward(dout)
+        assert out.shape == (2, 3, 5) and not out.any() and np.all(layer.lse == np.inf)
+        assert dq.shape == q.shape and not dq.any() and dk.shape == k.shape and dv.shape == v.shape
+
+
+def test_the_fast_form_keeps_after_backward_only_what_the_plain_form_keeps():
+    """Backward's own arrays (D, dout, the values' transposed copies) are let go; forward's stay for another
+    backward: the plain layer's attributes, and the keys' transposed blocks and the diagonal's bias."""
+    fast = _fast_module()
+    q, k, v, dout = _inputs(np.random.default_rng(17), (2,), 6, 6, 3, 2)
+    layers = [TiledAttention(causal=True, block_size=2), fast.FastTiledAttention(causal=True, block_size=2)]
+    for layer in layers:
+        layer(q, k, v)
+        layer.backward(dout)
+    assert set(vars(layers[1])) - set(vars(layers[0])) == {"k_t", "diagonal_bias"}
+
+
+def test_the_blocks_are_shared_by_their_tiles_and_no_thread_gets_none(monkeypatch):
+    """Causal, 8 blocks: query block i has i + 1 tiles, key block j is seen by 8 - j query blocks (by hand). Shared
+    between 2 threads, largest first to the least loaded, each pass splits its 36 tiles 18 and 18 (by the number
+    of blocks alone it would be 16 and 20). No thread is given nothing: 1 block for 4 threads is 1 part, and 0
+    threads asked for is one."""
+    fast = _fast_module()
+    monkeypatch.setattr(fast.FastTiledAttention, "workers", 2)
+    shared = []
+    monkeypatch.setattr(fast, "in_threads", lambda work, parts: shared.append(parts) or [work(part) for part in parts])
+    q, k, v, dout = _inputs(np.random.default_rng(18), (2,), 16, 16, 3, 2)
+    layer = fast.FastTiledAttention(causal=True, block_size=2)
+    layer(q, k, v)
+    layer.backward(dout)
+    (forward_parts,), (backward_parts,) = shared[:1], shared[1:]
+    assert sorted(sum(i + 1 for i in part) for part in forward_parts) == [18, 18], forward_parts
+    assert sorted(sum(8 - j for j in part) for part in backward_parts) == [18, 18], backward_parts
+    assert fast.share([3], 4) == [[0]] and fast.share([3, 1], 0) == [[0, 1]] and fast.share([], 2) == []
+
+
+def test_one_part_runs_with_blas_as_it_is_and_a_failing_part_waits_for_the_others():
+    """in_threads limits BLAS to one thread only while parts run side by side: a single part keeps the process's
+    BLAS threads. When the first part raises, the others are finished before the error leaves (no thread still
+    computing once BLAS is set back)."""
+    import threading
+    import time
+
+    from threadpoolctl import threadpool_limits
+    fast = _fast_module()
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert fast.in_threads(lambda part: fast.blas_threads(), [[0]]) == [2]
+        finished = threading.Event()
+
+        def work(part):
+            if part == ["raise"]:
+                raise ValueError("the first part failed")
+            time.sleep(0.3)
+            finished.set()
+        with pytest.raises(ValueError, match="the first part failed"):
+            fast.in_threads(work, [["raise"], [1]])
+        assert finished.is_set(), "in_threads raised while another part was still running"
+
+
+def _forward_in_a_child(inputs, queue):
+    fast = _fast_module()
+    layer = fast.FastTiledAttention(causal=True, block_size=2)
+    queue.put(np.asarray(layer(*inputs)).sum())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork after threads is only safe enough to test on Linux")
+def test_a_forked_child_runs_its_blocks_in_threads_of_its_own(monkeypatch):
+    """fork copies only the calling thread: the pool's threads are not in the child, which must start a pool of its
+    own (os.register_at_fork), or its blocks would wait for threads that do not exist."""
+    import multiprocessing
+    import warnings
+    fast = _fast_module()
+    monkeypatch.setattr(fast.FastTiledAttention, "workers", 2)
+    inputs = _inputs(np.random.default_rng(19), (2,), 8, 8, 3, 2)[:3]
+    expected = fast.FastTiledAttention(causal=True, block_size=2)(*inputs).sum()      # the parent's pool now runs
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)          # Python 3.12+: fork of a process with threads
+        child = context.Process(target=_forward_in_a_child, args=(inputs, queue))
+        child.start()
+    child.join(timeout=60)
+    hung = child.is_alive()
+    if hung:
+        child.kill()
+        child.join()
+    assert not hung, "the forked child waited for the parent's threads"
+    assert child.exitcode == 0 and np.isclose(queue.get(timeout=10), expected)
+
+
 def _peak_bytes(layer, T, causal=True):
     """Peak bytes NumPy allocates during one forward and backward at length T (B = 1, H = 2, hs = 16)."""
     q, k, v, dout = _inputs(np.random.default_rng(0), (1, 2), T, T, 16, 16)
@@ -313,6 +518,9 @@ def test_bad_input_names_the_layer():
         layer.backward(q)
     with pytest.raises(ValueError, match=r"TiledAttention.*expected a bias broadcastable to \(2, 5, 5\), got \(4, 5\)"):
         layer(q, q, q, bias=np.zeros((4, 5)))
+    for dtype in (complex, int, bool):
+        with pytest.raises(TypeError, match=rf"TiledAttention.*expected bias of a real float.*got dtype {np.dtype(dtype)}"):
+            layer(q, q, q, bias=np.zeros((5, 5), dtype))
     with pytest.raises(TypeError, match="TiledAttention.*expected a bool mask"):
         layer(q, q, q, mask=np.ones((5, 5)))
     with pytest.raises(ValueError, match=r"TiledAttention.*expected a mask broadcastable to \(2, 5, 5\), got \(3, 5, 5\)"):

@@ -8,15 +8,13 @@ Python would wrap (-1 is the last character) or misread.
 
 import json
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _gpt2_files import MERGES, requires_gpt2_files
 
 from minitransformer.tokenizers import BPETokenizer, CharTokenizer, TokenizerConfigError, tokenizer_from_config
 from minitransformer.tokenizers.bpe.tokenizer import MAX_TOKEN_BYTES, MAX_VOCAB_SIZE
-
-GPT2_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpt2"   # read by path, never copied
 
 
 def bpe_config(merges, vocab=None):
@@ -95,7 +93,7 @@ def test_a_gpt2_sized_vocabulary_loads(tmp_path):
     assert loaded.vocab_size == 50_256 and loaded.vocab[-1] == b"a" * 128
 
 
-@pytest.mark.skipif(not (GPT2_DIR / "merges.txt").exists(), reason="GPT-2's tokenizer files are not on this machine")
+@requires_gpt2_files
 def test_gpt2s_own_merges_load(tmp_path):
     """GPT-2's 50,000 merges, rewritten as id pairs over bytes, load and round-trip a text."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
@@ -103,7 +101,7 @@ def test_gpt2s_own_merges_load(tmp_path):
     byte_of.update({chr(256 + n): b for n, b in enumerate(b for b in range(256) if b not in printable)})
     ids = {char: byte for char, byte in byte_of.items()}
     merges = []
-    for line in (GPT2_DIR / "merges.txt").read_text(encoding="utf-8").splitlines():
+    for line in MERGES.read_text(encoding="utf-8").splitlines():
         left, right = line.split(" ")
         merges.append((ids[left], ids[right]))
         ids.setdefault(left + right, 255 + len(merges))

@@ -64,6 +64,7 @@ def _segment_losses(model, docs, segment, use_memory, optimizer=None):
     return float(np.mean(losses))
 
 
+@pytest.mark.training
 def test_evaluation_with_memory_gives_lower_loss():
     """Segments of 4 tokens: without memory a segment's first tokens have no clue to the document's
     vocabulary; with 8 remembered positions they do. Measured (seeds as here): 2.44 without, 1.86 with."""

@@ -110,7 +110,8 @@ def run_make(args):
         print(f"  notebooks/{notebook['notebook']}: {notebook['exercise_cells']} exercise cells cleared")
     if args.notebooks is not None and not manifest["notebooks"]:
         print("  no notebooks found")
-    write_assignment(path, new_assignment(manifest["regions"], reference_package()), force=args.force)
+    assignment = new_assignment(manifest["regions"], reference_package(), derive=args.derive)
+    write_assignment(path, assignment, force=args.force)
     print(f"wrote the instructor's assignment to {path} (not in the copy; grade with "
           f"`exercises grade COPY --assignment {path}`)")
     return 0

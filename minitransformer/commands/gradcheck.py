@@ -4,6 +4,11 @@ One row per layer (per case with --verbose): the worst relative error over its f
 its parameters. A column shows "–" when there was nothing to compare: a layer without parameters
 (Softmax, ReLU), or one whose only inputs are integer token ids (Embedding, GPT), which have no
 gradient. An unknown name in --only is an error that lists the names there are.
+
+By default each input and parameter is checked along random directions (gradcheck/checker.py's quick
+check: seconds for the catalogue instead of minutes), and a layer whose directions disagree is checked
+coordinate by coordinate, so a failure names its worst coordinate as --full's would; the verdict is the
+same but for a miss whose odds the checker's docstring bounds. --full checks every coordinate.
 """
 
 import time
@@ -16,7 +21,7 @@ NOT_IMPLEMENTED = "not implemented"
 
 
 def add_arguments(parser):
-    from ..gradcheck.checker import DEFAULT_TOLERANCE
+    from ..gradcheck.checker import DEFAULT_TOLERANCE, DIRECTIONS
 
     parser.add_argument("--tolerance", type=positive_float, default=DEFAULT_TOLERANCE,
                         help="largest relative error that passes")
@@ -25,6 +30,10 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="seed for the random inputs and upstream gradients")
     parser.add_argument("--verbose", action="store_true", help="one row per case instead of per layer")
+    parser.add_argument("--full", action="store_true",
+                        help="check every coordinate (minutes); by default each input and parameter is checked "
+                             f"along {DIRECTIONS} random directions (seconds) and, where they disagree, coordinate "
+                             "by coordinate, so that a failure names its worst coordinate either way")
 
 
 def _selected_cases(only):
@@ -63,7 +72,7 @@ def _error_column(worst):
 def run(args):
     import numpy as np
 
-    from ..gradcheck.checker import check_module
+    from ..gradcheck.checker import DIRECTIONS, check_module
 
     cases = _selected_cases(args.only)
     rows = {}            # layer -> [worst input error or None, worst param error or None, cases, failures]
@@ -72,7 +81,8 @@ def run(args):
         row = rows.setdefault(case.layer if not args.verbose else case.id, [None, None, 0, []])
         try:
             module, inputs, forward = case.build(np.random.default_rng(args.seed))
-            report = check_module(module, inputs, forward=forward, rng=args.seed)
+            report = check_module(module, inputs, forward=forward, rng=args.seed, tolerance=args.tolerance,
+                                  mode="coordinates" if args.full else "directions")
         except NotImplementedError as error:        # a student copy: an exercise not written yet, a row says so
             row[2] += 1
             row[3].append(f"{case.id}: {NOT_IMPLEMENTED}: {str(error).split(':')[0]}")
@@ -89,8 +99,10 @@ def run(args):
         print(f"{name:<{width}}{count:>6}  {_error_column(input_error)}  {_error_column(param_error)}  "
               f"{_result(failures)}")
     failed = [line for row in rows.values() for line in row[3]]
+    how = ("every coordinate" if args.full else f"along {DIRECTIONS} random directions per input and parameter, "
+           "every coordinate where they disagree (--full: every coordinate)")
     print(f"\n{len(rows) - sum(1 for r in rows.values() if r[3])} of {len(rows)} passed "
-          f"(relative error <= {args.tolerance:.0e}, float64; {NOTHING_COMPARED}: nothing to compare, "
+          f"(relative error <= {args.tolerance:.0e}, float64, {how}; {NOTHING_COMPARED}: nothing to compare, "
           f"no parameters or only integer inputs) in {time.perf_counter() - started:.1f} s")
     for line in failed:
         print("FAILED " + line)

@@ -74,8 +74,8 @@ def limit(comm, threads_per_rank, mode):
     counts = comm.allgather(_blas_threads(threadpool_info()))
     why = ("--threads-per-rank" if threads_per_rank else
            f"{cores_available()} cores on this host / {ranks_here} ranks on it; --threads-per-rank to choose")
-    each = _threads(counts[0]) if len(set(counts)) == 1 else f"BLAS threads {counts} by rank"
-    return f"one job of {comm.Get_size()} MPI ranks, {mode}, {each} per rank ({why})"
+    each = f"{_threads(counts[0])} per rank" if len(set(counts)) == 1 else f"BLAS threads {counts} by rank"
+    return f"one job of {comm.Get_size()} MPI ranks, {mode}, {each} ({why})"
 
 
 def _blas_threads(pools):

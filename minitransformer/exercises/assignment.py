@@ -1,11 +1,11 @@
 """The instructor's assignment: what is graded, for how many points, on which inputs, against which reference.
 `exercises make` writes it beside the student copy, never into it (`<copy>.assignment.json`), and `exercises grade`
 grades by it alone, so a student who edits the copy's `exercises.json` changes nothing. Its seed draws the inputs
-(a regrade gives the same verdict), and grading stops when the reference no longer matches its hashes. The
-points may be edited (any number > 0 per region; a region left out is not graded):
+(a regrade gives the same verdict), and grading stops when the reference no longer matches its hashes. `derive`: the
+copy was made to derive (absent: not). The points may be edited (any number > 0 per region; one left out is not graded):
 
     {"format": "minitransformer-assignment/1", "minitransformer": "0.3.0", "seed": 2718281828,
-     "tolerance": 1e-07, "exercises": [{"name": "layernorm", "points": {"layernorm.backward": 1}}],
+     "tolerance": 1e-07, "derive": false, "exercises": [{"name": "layernorm", "points": {"layernorm.backward": 1}}],
      "reference": {"files": {"layers/layernorm.py": "<sha256 of the file>", ...}}}
 """
 
@@ -58,6 +58,7 @@ class Assignment:
     tolerance: float = DEFAULT_TOLERANCE
     reference: dict = field(default_factory=dict)     # {"files": {path relative to the package: sha256}}
     made_by: str = __version__
+    derive: bool = False                # the copy was made to derive: its derivations were left out
 
     def check_regions(self, known_regions, path="the assignment"):
         """Raise AssignmentError unless every graded region is a region of the reference."""
@@ -76,14 +77,15 @@ class Assignment:
     def to_json(self):
         grouped = [{"name": e.name, "points": points} for e, points in self.exercises()]
         return {"format": FORMAT, "minitransformer": self.made_by, "seed": self.seed, "tolerance": self.tolerance,
-                "exercises": grouped, "reference": self.reference}
+                "derive": self.derive, "exercises": grouped, "reference": self.reference}
 
 
-def new_assignment(regions, package, seed=None):
+def new_assignment(regions, package, seed=None, derive=False):
     """An Assignment of one point per region ("layernorm.backward") in `regions`, against the reference package
-    directory `package`; `seed` None draws one at random, so no two courses share inputs."""
+    directory `package`; `seed` None draws one at random, so no two courses share inputs; `derive`: the copy was
+    made to derive."""
     return Assignment({name: 1 for name in sorted(regions)}, secrets.randbelow(2**32) if seed is None else int(seed),
-                      reference={"files": reference_files(package)})
+                      reference={"files": reference_files(package)}, derive=bool(derive))
 
 
 def check_writable(path, force=False):
@@ -122,10 +124,12 @@ def read_assignment(path, known_regions=None):
 
     fields = data if isinstance(data, dict) else {"format": data}
     seed, tolerance, reference, exercises = (fields.get(key) for key in ("seed", "tolerance", "reference", "exercises"))
+    derive = fields.get("derive", False)                # absent: a file written before 0.5.0, no copy made to derive
     for what, expected, ok in (                         # JSON numbers are int or float; true and false are bool
             ("format", repr(FORMAT), fields.get("format") == FORMAT),
             ("seed", "a whole number >= 0", type(seed) is int and seed >= 0),
             ("tolerance", "a number in (0, 1)", type(tolerance) in (int, float) and 0 < tolerance < 1),
+            ("derive", "true or false", type(derive) is bool),
             ("reference", '{"files": {path: sha256}}', isinstance(reference, dict) and isinstance(reference.get("files"), dict)),
             ("exercises", "a non-empty list", isinstance(exercises, list) and exercises)):
         if not ok:
@@ -140,7 +144,8 @@ def read_assignment(path, known_regions=None):
             if type(value) not in (int, float) or not 0 < value < math.inf:
                 raise bad(f"points of {name}", "a number > 0", value)
             points[name] = value
-    assignment = Assignment(points, seed, float(tolerance), reference, str(fields.get("minitransformer", "unknown")))
+    assignment = Assignment(points, seed, float(tolerance), reference, str(fields.get("minitransformer", "unknown")),
+                            derive)
     if known_regions is not None:
         assignment.check_regions(known_regions, f"the assignment {path}")
     return assignment

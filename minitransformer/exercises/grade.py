@@ -1,15 +1,16 @@
 """Grade a student copy by the instructor's assignment, the verdict out of the student's reach.
 
 Per submission: check the reference against the assignment's hashes (before and after); read the student's answers
-from between the assigned markers (nothing else of the copy); compute the reference's numbers here; start `runner.py`
-contained (`isolation.py`) on a temporary copy of the reference with every assigned region blank, and hand each
-exercise's child its files on inputs from the assignment's seed, every assigned region the student's answer (one to
-another exercise that does not compile: its hint), so no reference answer is in the contained process and an
-exercise calling another runs the student's answer there, as the self-check does (a failure there is said to be
-that region's); judge the arrays each hands back (read with bounded sizes, no pickles) against the reference's output
-and the central differences, in float64, of the reference forward (this process compiles answers but imports no
-student code). A wrong forward costs the forward's points only; a hang, a crash or an exception costs the exercise,
-never the grading. What this cannot catch: docs/guide/for-instructors.md, "What grading cannot catch".
+from between the assigned markers (nothing else of the copy); compute the reference's numbers here; start
+`runner.py` contained (`isolation.py`) on a temporary copy of the reference made as the student's was (every
+assigned region blank; the same derivations left out), and hand each exercise's child its files on inputs from the
+assignment's seed, every assigned region the student's answer (one to another exercise that does not compile: its
+hint), so no reference answer nor left-out derivation is in the contained process, its lines are the student's, and
+an exercise calling another runs the student's answer there, as the self-check does (a failure there is said to be
+that region's); judge the arrays each hands back (read with bounded sizes, no pickles) against the reference's
+output and the central differences, in float64, of the reference forward (this process compiles answers but imports
+no student code). A wrong forward costs the forward's points only; a hang, a crash or an exception costs the
+exercise, never the grading. What this cannot catch: docs/guide/for-instructors.md, "What grading cannot catch".
 """
 
 import functools
@@ -33,8 +34,8 @@ from ..gradcheck.checker import compare, compare_gradients, float_inputs, input_
 from .assignment import Assignment, read_assignment, verify_reference
 from .catalogue import EXERCISES, exercise_of
 from .isolation import Limits, choose_isolation, contained, new_workdir, open_for_student
-from .make import _copy_package, check_is_reference, read_manifest, reference_package, unavailable_layers
-from .regions import blank_regions, find_regions, package_regions, replace_regions
+from .make import _copy_package, check_is_reference, copy_text, read_manifest, reference_package, unavailable_layers
+from .regions import find_regions, package_regions, replace_regions
 from .runner import count_processes
 
 HARNESS = [Path(__file__).resolve().with_name(name) for name in ("runner.py", "located.py")]   # runner.py imports located.py
@@ -296,12 +297,12 @@ def _student_bodies(student_pkg, names, reference_regions):
     return bodies
 
 
-def _exercise_files(reference, reference_regions, assigned, bodies):
+def _exercise_files(reference, reference_regions, assigned, bodies, derive=False):
     """{file relative to the package: text} of every file holding an `assigned` region, as an exercise's child compiles
-    it: each assigned region the lines `bodies` gives it (the student's answer), else its hint, as in a student copy.
-    No line of the reference's answer to an assigned region is in it."""
-    return {relative: replace_regions(blank_regions((reference / relative).read_text(encoding="utf-8"), set(assigned),
-                                                    relative), bodies, relative)
+    it: as in a student copy (`copy_text`; `derive`: one made to derive), each assigned region the lines `bodies` gives
+    it (the student's answer), else its hint. No reference answer to an assigned region, nor derivation left out."""
+    return {relative: replace_regions(copy_text((reference / relative).read_text(encoding="utf-8"), relative, assigned,
+                                                reference_regions, derive), bodies, relative)
             for relative in sorted({reference_regions[name][0] for name in assigned})}
 
 
@@ -484,11 +485,11 @@ def _session(isolation, workdir, jobs, limits):
     return []
 
 
-def _grade_jobs(isolation, jobs, reference, assigned, reference_regions, limits):
+def _grade_jobs(isolation, jobs, reference, assigned, reference_regions, limits, derive=False):
     """Run the jobs contained: one process for all where the level allows it (`isolation.batched`), else one each."""
     workdir = new_workdir(isolation, "grade-")
     try:
-        _copy_package(reference, workdir / "pkg" / "minitransformer", assigned, reference_regions)   # no answer in it
+        _copy_package(reference, workdir / "pkg" / "minitransformer", assigned, reference_regions, derive)  # no answer
         for script in HARNESS:
             shutil.copy2(script, workdir / "harness" / script.name)
         _write_task(isolation, workdir, jobs, limits)
@@ -520,11 +521,12 @@ def grade_exercises(chosen, student_pkg, reference, reference_regions, assignmen
             continue
         cases = reference_cases(tuple(exercise.layers), int(assignment.seed), float(assignment.tolerance))
         files = _exercise_files(reference, reference_regions, assigned,            # its own answers even if broken
-                                {name: body for name, body in found.items() if name in points or name not in broken})
+                                {name: body for name, body in found.items() if name in points or name not in broken},
+                                assignment.derive)
         jobs.append(_Job(len(jobs), grades[-1], points, cases, files, _region_lines(files, assigned),
                          broken - set(points)))
     if jobs:
-        _grade_jobs(isolation, jobs, reference, assigned, reference_regions, limits)
+        _grade_jobs(isolation, jobs, reference, assigned, reference_regions, limits, assignment.derive)
     verify_reference(reference, assignment)
     for job in (job for job in jobs if job.handed_back is not None):
         records, arrays = job.handed_back
@@ -536,7 +538,7 @@ def grade_exercises(chosen, student_pkg, reference, reference_regions, assignmen
 
 def copy_notes(directory, assignment):
     """Lines for the grader to print from the copy's exercises.json: another version made the copy (a region whose
-    surroundings changed can fail here), or it lists other regions than the assignment (its list is not used)."""
+    surroundings changed can fail here), or its regions or `derive` are not the assignment's (not used)."""
     manifest, notes = read_manifest(directory), []
     if manifest.get("minitransformer", __version__) != __version__:
         notes.append(f"warning: this copy was made by minitransformer {manifest['minitransformer']} and is graded by "
@@ -546,6 +548,9 @@ def copy_notes(directory, assignment):
     if isinstance(listed, list) and sorted(map(str, listed)) != sorted(assignment.points):
         notes.append(f"note: the copy's exercises.json lists {', '.join(sorted(map(str, listed))) or 'nothing'}; "
                      f"graded are the assignment's {', '.join(sorted(assignment.points))} (the copy's list is not used)")
+    if bool(manifest.get("derive")) != assignment.derive:
+        notes.append(f"note: the copy's exercises.json and the assignment disagree on whether it was made to derive; "
+                     f"graded as the assignment says: {'' if assignment.derive else 'not '}made to derive")
     return notes
 
 

@@ -78,17 +78,21 @@ def derivation_files(selected, regions):
     return sorted({relative for name, (relative, _) in regions.items() if exercise_of(name) in derived(selected)})
 
 
+def copy_text(text, relative, selected, regions, derive=False):
+    """The package file `relative` (the reference's `text`) as a copy holds it, and so as the grader runs an answer in
+    it: the regions named in `selected` blanked and, with `derive`, the derivations left out (`derivation_files`)."""
+    text = blank_regions(text, set(selected), relative, derive)
+    return strip_derivations(text, relative) if derive and relative in derivation_files(selected, regions) else text
+
+
 def _copy_package(package, target, selected, regions, derive=False):
-    """Copy the package to `target`, the regions named in `selected` blanked, the fast forms of their layers left
-    out and, with `derive`, the derivations (`derivation_files`); returns the left-out records {"path", "what",
-    "exercises"}."""
+    """Copy the package to `target`, its files as `copy_text` makes them, the fast forms of the layers of `selected`
+    left out; returns the left-out records {"path", "what", "exercises"}."""
     shutil.copytree(package, target, ignore=shutil.ignore_patterns(*_NOT_COPIED_NAMES), dirs_exist_ok=True)
-    for relative in sorted({regions[name][0] for name in selected}):
-        path = target / relative
-        path.write_text(blank_regions(path.read_text(encoding="utf-8"), set(selected), relative, derive), encoding="utf-8")
-    for relative in derivation_files(selected, regions) if derive else ():
-        path = target / relative
-        path.write_text(strip_derivations(path.read_text(encoding="utf-8"), relative), encoding="utf-8")
+    changed = {regions[name][0] for name in selected} | set(derivation_files(selected, regions) if derive else ())
+    for relative in sorted(changed):
+        text = copy_text((target / relative).read_text(encoding="utf-8"), relative, selected, regions, derive)
+        (target / relative).write_text(text, encoding="utf-8")
     fast = [(e.name, name) for e in EXERCISES if e.name in _exercises(selected) for name in e.fast_files]   # answers to call
     for _, name in fast:
         (target / "fast" / f"{name}.py").unlink(missing_ok=True)
@@ -206,7 +210,7 @@ def student_readme(manifest, regions, reference_readme):
               f"python -m minitransformer exercises check {first}   # one exercise (or: all, or several: a,b)",
               f"python -m pytest -m {first}                         # the same check, as tests",
               f"python -m minitransformer gradcheck --only {first}  # the gradient checker's table",
-              "```", "", "`python -m pytest` runs everything: it fails only where your work is missing."]
+              "```", "", "`python -m pytest` (quick) or `--full` (every test) fails only where your work is missing."]
     unavailable = [f"- {layer}: needs {', '.join(needs)}" for layer, needs in manifest["unavailable_layers"].items()]
     if unavailable:
         lines += ["", "These layers raise `NotImplementedError` until the exercises they use are done:", "", *unavailable]

@@ -41,7 +41,7 @@ from functools import lru_cache
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from ..variants.tiled_attention import TiledAttention
+from ..variants.tiled_attention import TiledAttention, gradient_dtypes
 from .reductions import sum_last_axis
 
 
@@ -99,19 +99,20 @@ class FastTiledAttention(TiledAttention):
         """dout (..., Tq, dv) -> (dq, dk, dv); Algorithm 2 with the key blocks shared between threads."""
         self.D = sum_last_axis(dout * self.out)                                     # [2.4] (..., Tq, 1)
         self.dout = dout
-        dk = np.empty_like(self.k, dtype=np.result_type(self.k, self.q_scaled, dout))   # laid out like k, v
-        dv = np.empty_like(self.v, dtype=np.result_type(self.v, dout))                   # (every row written once)
+        dq_type, dk_type, dv_type = gradient_dtypes(self.q_scaled, self.v, dout)   # as plain attention's
+        dk = np.empty_like(self.k, dtype=dk_type)                                   # laid out like k, v
+        dv = np.empty_like(self.v, dtype=dv_type)                                   # (every row written once)
         self.v_t = [np.ascontiguousarray(np.swapaxes(self.v[..., cols, :], -1, -2))  # (..., dv, Bk) per key block
                     for cols in self.tiling.key_blocks]
 
         def key_blocks(indices):
-            dq_scaled = np.zeros_like(self.q, dtype=np.result_type(self.q_scaled, dout))   # this thread's dq terms
+            dq_scaled = np.zeros_like(self.q, dtype=dq_type)                        # this thread's dq terms
             for j in indices:
                 cols = self.tiling.key_blocks[j]
-                dk[..., cols, :], dv[..., cols, :] = self._backward_key_block(j, dq_scaled)
+                dk[..., cols, :], dv[..., cols, :] = self._backward_key_block(j, dq_scaled, dk_type, dv_type)
             return dq_scaled
         costs = [len(queries) for queries in self.tiling.queries_seeing]
-        empty = np.zeros_like(self.q, dtype=np.result_type(self.q_scaled, dout))     # no key block at all (Tk = 0)
+        empty = np.zeros_like(self.q, dtype=dq_type)                                # no key block at all (Tk = 0)
         dq_scaled, *others = in_threads(key_blocks, share(costs, self._workers())) or [empty]
         for terms in others:
             dq_scaled += terms
@@ -119,12 +120,12 @@ class FastTiledAttention(TiledAttention):
         del self.D, self.dout, self.v_t
         return dq_scaled, dk, dv
 
-    def _backward_key_block(self, j, dq_scaled):
-        """[2.6-18] for key block j, in place: (dk_j, dv_j); adds its terms of dq into dq_scaled."""
+    def _backward_key_block(self, j, dq_scaled, dk_type, dv_type):
+        """[2.6-18] for key block j, in place: (dk_j, dv_j) of the dtypes given; adds its terms of dq into dq_scaled."""
         cols = self.tiling.key_blocks[j]
         k_j = self.k[..., cols, :]                                                      # (..., Bk, dk)
-        dk_j = np.zeros((*k_j.shape[:-1], self.k.shape[-1]), np.result_type(self.k, self.q_scaled, self.dout))
-        dv_j = np.zeros((*k_j.shape[:-1], self.v.shape[-1]), np.result_type(self.v, self.dout))
+        dk_j = np.zeros((*k_j.shape[:-1], self.k.shape[-1]), dk_type)
+        dv_j = np.zeros((*k_j.shape[:-1], self.v.shape[-1]), dv_type)
         for i in self.tiling.queries_seeing[j]:
             rows = self.tiling.query_blocks[i]
             q_i, dout_i = self.q_scaled[..., rows, :], self.dout[..., rows, :]

@@ -147,7 +147,7 @@ class TiledAttention(ScaledDotProductAttention):
     Args:
         causal: if True, query i (at absolute position Tk - Tq + i) sees keys 0 .. Tk - Tq + i.
         scale: multiplies the scores; None means 1/sqrt(dk).
-        block_size: rows of queries and of keys per tile (>= 1); the last block may be shorter.
+        block_size: rows of queries and of keys per tile (>= 1, default 64); the last block may be shorter.
     Attributes after forward:
         lse: (..., Tq, 1) each query row's log-sum-exp of its scores (+inf for a row that sees no key).
         out: (..., Tq, dv) the output, kept for the backward pass.
@@ -195,7 +195,8 @@ class TiledAttention(ScaledDotProductAttention):
         self.q, self.k, self.v = q, k, v
         self.mask, self.bias = tile_views(self, mask, bias, (*q.shape[:-1], Tk))
         self.tiling = Tiling.cut(Tq, Tk, self.block_size, self.causal)
-        self.q_scaled = self.used_scale * q                                    # (..., Tq, dk): S = (scale q) k^T
+        # S = (scale q) k^T: q scaled in the dtype of q k^T (a float32 q against float64 keys in float64)
+        self.q_scaled = self.used_scale * q.astype(np.result_type(q, k), copy=False)   # (..., Tq, dk)
         out = np.zeros((*q.shape[:-1], v.shape[-1]), np.result_type(self.q_scaled, v))     # (..., Tq, dv)
         lse = np.full((*q.shape[:-1], 1), np.inf, self.q_scaled.dtype)                      # (..., Tq, 1)
         return out, lse
@@ -244,9 +245,10 @@ class TiledAttention(ScaledDotProductAttention):
         """
         ### BEGIN SOLUTION tiled_attention.backward
         D = (dout * self.out).sum(axis=-1, keepdims=True)                      # [2.4] (..., Tq, 1)
-        dq_scaled = np.zeros(self.q.shape, np.result_type(self.q_scaled, dout))  # [2.3] (..., Tq, dk)
-        dk = np.zeros(self.k.shape, np.result_type(self.k, self.q_scaled, dout))  # (..., Tk, dk)
-        dv = np.zeros(self.v.shape, np.result_type(self.v, dout))              # (..., Tk, dv)
+        dq_type, dk_type, dv_type = gradient_dtypes(self.q_scaled, self.v, dout)   # as plain attention's
+        dq_scaled = np.zeros(self.q.shape, dq_type)                            # [2.3] (..., Tq, dk)
+        dk = np.zeros(self.k.shape, dk_type)                                   # (..., Tk, dk)
+        dv = np.zeros(self.v.shape, dv_type)                                   # (..., Tk, dv)
         for j, cols in enumerate(self.tiling.key_blocks):                      # [2.5]
             k_j, v_j = self.k[..., cols, :], self.v[..., cols, :]              # [2.6] (..., Bk, dk), (..., Bk, dv)
             dk_j, dv_j = np.zeros_like(dk[..., cols, :]), np.zeros_like(dv[..., cols, :])  # [2.7]
@@ -332,6 +334,14 @@ class Tiling:
 def blocks(stop, block_size, start=0):
     """slice objects covering start .. stop in steps of block_size (the last may be shorter)."""
     return [slice(first, min(first + block_size, stop)) for first in range(start, stop, block_size)]
+
+
+def gradient_dtypes(q_scaled, v, dout):
+    """The dtypes of (dq, dk, dv) that plain attention's backward gives (q_scaled is in the scores' dtype): dq and
+    dk come from the scores' gradient, which every input reaches; dv is built from the weights and the output's
+    gradient alone, so v's own dtype never enters it. The fast tier's tiled attention allocates the same."""
+    ds_type = np.result_type(q_scaled, v, dout)
+    return ds_type, ds_type, np.result_type(q_scaled, dout)
 
 
 def tile_views(layer, mask, bias, scores_shape):
