@@ -7,8 +7,9 @@
 
 Each mutation is (file, an exact fragment of its source, the fragment's replacement, the concept's tests). The
 whole repository is copied to a temporary folder once; each mutation is applied to the copy, the tests are run
-there (`python -m pytest -x -q -p no:cacheprovider`, niced, one BLAS thread), and the file is restored before
-the next, so the working tree is never touched. A mutation is *caught* when the tests fail; the table names the
+there (`python -m pytest -x -q -p no:cacheprovider --full`, niced, one BLAS thread; --full: a test named runs even
+if the quick run leaves its tier out, as it does the MPI runs), and the file is restored before the next, so the
+working tree is never touched. A mutation is *caught* when the tests fail; the table names the
 first failing test. Before the sweep every set of tests is run once unchanged: a set that fails then makes the
 sweep stop (its verdicts would mean nothing).
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PYTEST = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider")
+PYTEST = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--full")
 COPY_IGNORED = shutil.ignore_patterns(".git", "__pycache__", ".hypothesis", "node_modules", "site", "*.pyc")
 
 
@@ -120,8 +121,11 @@ CATALOGUE = ("tests/test_course_plan.py", "tests/test_docs_lists.py::test_each_g
              "tests/test_derivations.py::test_what_builds_on_an_exercise_is_stripped_with_it",
              "tests/test_exercises.py::test_every_region_belongs_to_an_exercise_graded_on_catalogue_layers",
              "tests/test_exercises.py::test_only_accepts_exercises_and_regions_and_names_the_choices_when_wrong",
+             "tests/test_exercises.py::test_an_exercise_is_found_by_its_whole_name_alone",
              "tests/test_exercise_markers.py")
-COPIES = ("tests/test_exercises.py::test_copy_imports_and_every_layer_not_using_an_exercise_still_works",)
+COPIES = ("tests/test_exercises.py::test_copy_imports_and_every_layer_not_using_an_exercise_still_works",
+          "tests/test_exercises.py::test_a_copy_leaves_out_the_fast_forms_that_would_answer_its_exercises_and_no_other",
+          "tests/test_exercises.py::test_no_fast_form_a_copy_keeps_imports_one_it_leaves_out")
 PHASES = ("tests/test_phases.py",
           "tests/test_one_loop.py::test_the_untrained_evaluation_is_outside_the_first_steps_time_and_phases")
 RANKS_PHASES = ("tests/test_distributed.py::test_each_ranks_phases_hold_the_collectives_and_add_up_to_its_steps",)
@@ -1117,9 +1121,17 @@ MUTATIONS = [
             ("if found & set(exercise.builds_on)} - found", "if set(names) & set(exercise.builds_on)} - found"),
             ("while grown:", "if grown:"),
             ("if exercise.name == name:\n            return exercise", "if exercise.name in name:\n            return exercise"),
+            ("{', '.join(e.name for e in EXERCISES)}\")", "{', '.join(e.name for e in EXERCISES[:1])}\")"),
+            ("return [exercise.name for exercise in EXERCISES if exercise.name in found]", "return sorted(found)"),
+            ('Exercise("positional", ("SinusoidalPositionalEncoding", "LearnedPositionalEmbedding"), week=4),',
+             'Exercise("positional", ("SinusoidalPositionalEncoding",), week=4),'),
+            ('Week(10, "Learning from preferences", ("18", "19")),', 'Week(10, "Learning from preferences", ("18",)),'),
             ),
     *_group(PKG + "exercises/catalogue.py", COPIES,
             ("fast_files: tuple = ()", 'fast_files: tuple = ("linear",)'),
+            ('Exercise("softmax", ("Softmax",), ("softmax", "attention"), week=2),',
+             'Exercise("softmax", ("Softmax",), ("softmax",), week=2),'),
+            ('("TiledAttention",), ("tiled_attention", "attention"), week=8,', '("TiledAttention",), ("tiled_attention",), week=8,'),
             ),
     # ================================================================== threads per MPI rank (commands/threads.py)
     *_group(PKG + "commands/threads.py",
