@@ -111,7 +111,8 @@ RANKS = ("tests/test_distributed.py::test_the_shares_split_a_batch_as_array_spli
          "tests/test_distributed.py::test_a_sharded_rank_keeps_its_shards_moments_and_the_checkpoint_holds_them_all",
          "tests/test_distributed.py::test_two_ranks_give_the_recorded_numbers_of_0_3s_two_workers",
          "tests/test_distributed.py::test_the_same_ranks_give_the_same_numbers_bit_for_bit_also_after_resume")
-CONFIG = ("tests/test_train_command.py::test_the_parameter_count_computed_from_a_config_is_the_built_models",
+CONFIG = ("tests/test_train_config.py", "tests/test_optim.py::test_default_betas_eps_and_decay_are_the_papers",
+          "tests/test_train_command.py::test_the_parameter_count_computed_from_a_config_is_the_built_models",
           "tests/test_train_command.py::test_style_llama_without_d_ff_matches_the_gpt2_models_parameter_count",
           "tests/test_train_command.py::test_help_shows_every_default", "tests/test_schedules.py",
           "tests/test_trainer.py", "tests/test_checkpoint.py", "tests/test_train_step.py",
