@@ -14,7 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitransformer.training.config import TrainConfig, build_model, build_optimizer
+from minitransformer.training.config import (
+    TrainConfig,
+    build_model,
+    build_optimizer,
+    matching_llama_width,
+    parameter_count,
+)
 from minitransformer.training.deadlines import STEP_TIMEOUT_FACTOR
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,3 +111,41 @@ def test_the_optimizer_is_the_fast_form_for_the_fast_kernels_and_for_ranks(kerne
     """The ranks' collectives send the fast form's flat buffers, so a data-parallel run takes it with either tier."""
     config = TrainConfig(**SMALL, kernels=kernels, workers=workers)
     assert hasattr(build_optimizer(build_model(config, 11), config), "data") == fast
+
+
+def test_a_resumed_run_may_change_how_long_and_how_it_runs_and_nothing_that_changes_its_numbers():
+    """By hand: its length and evaluation, its ranks, their mode and waits, and the kernels (the same numbers) may
+    change (resuming.py's continued_config); every other field is refused, named."""
+    from minitransformer.training.resuming import ResumeRefused, continued_config
+
+    saved = TrainConfig(**SMALL)
+    may = {"max_steps": 10, "eval_interval": 3, "eval_batches": 2, "workers": 2, "parallel": "sharded",
+           "kernels": "plain", "worker_timeout": 5.0}
+    for name, value in may.items():
+        assert continued_config(saved, dataclasses.replace(saved, **{name: value}), "run") is not saved, name
+    for field in dataclasses.fields(saved):
+        if field.name not in may:
+            value = getattr(saved, field.name)
+            other = not value if isinstance(value, bool) else value + ("x" if isinstance(value, str) else 1)
+            with pytest.raises(ResumeRefused, match=f"different config: {field.name}: checkpoint"):
+                continued_config(saved, dataclasses.replace(saved, **{field.name: other}), "run")
+
+
+@pytest.mark.parametrize("kernels", ["plain", "fast"])
+def test_the_model_is_built_in_the_configs_kernels(kernels):
+    from minitransformer.core.tiers import kernels_of
+
+    assert kernels_of(build_model(TrainConfig(**SMALL, kernels=kernels), 11)) == kernels
+
+
+def test_the_matching_llama_width_is_the_one_whose_count_is_nearest_the_target():
+    """Against a search over the widths 1 to 60: for targets below the 1-wide model's count (width 1, the least),
+    and between and beyond the counts (one hidden unit costs 3 C n_layers = 24 here; no target halfway)."""
+    config = TrainConfig(**SMALL)
+
+    def count(width):
+        return parameter_count(dataclasses.replace(config, style="llama", d_ff=width), 11)
+    for target in range(count(1) - 50, count(40)):
+        if (target - count(1)) % 24 != 12:
+            nearest = min(range(1, 61), key=lambda width: abs(count(width) - target))
+            assert matching_llama_width(config, 11, target) == nearest, target

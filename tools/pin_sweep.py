@@ -1038,7 +1038,6 @@ MUTATIONS = [
             ('FastAdamW if config.kernels == "fast" or config.workers > 1 else AdamW',
              'FastAdamW if config.kernels == "fast" else AdamW'),
             ("betas=(config.beta1, config.beta2)", "betas=(config.beta1, config.beta1)"),
-            ("                 weight_decay=config.weight_decay)", "                 weight_decay=0.0)"),
             ("decay_embeddings=config.decay_embeddings)", "decay_embeddings=False)"),
             ("def transformer_adam(params, lr=1e-3, flat=False):", "def transformer_adam(params, lr=1e-4, flat=False):"),
             ("betas=(0.9, 0.98), eps=1e-9)", "betas=(0.9, 0.999), eps=1e-9)"),
@@ -1483,6 +1482,10 @@ MUTATIONS = [
 
 # Changes no test can see, each with the reason; the sweep still makes them, and its table says if one is caught
 EQUIVALENT = [
+    Mutation(PKG + "training/config.py", "                 weight_decay=config.weight_decay)",
+             "                 weight_decay=0.0)", CONFIG,
+             equivalent="the optimizer's weight_decay is only the default of a group that gives none, and both "
+                        "groups of build_parameter_groups give theirs (the config's, and 0.0), so it is never read"),
     Mutation(PKG + "layers/ppo_losses.py", "mask = np.ones(shape) if mask is None",
              "mask = np.full(shape, 2.0) if mask is None", PPO_LOSSES,
              equivalent="the mask enters both losses and their gradients only as mask / sum(mask), so a mask of "
