@@ -149,3 +149,10 @@ def test_the_matching_llama_width_is_the_one_whose_count_is_nearest_the_target()
         if (target - count(1)) % 24 != 12:
             nearest = min(range(1, 61), key=lambda width: abs(count(width) - target))
             assert matching_llama_width(config, 11, target) == nearest, target
+
+
+def test_an_unknown_schedule_or_style_is_refused_naming_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown schedule 'linear'; expected 'cosine', 'noam' or 'constant'"):
+        TrainConfig(**SMALL, schedule="linear").learning_rate(0)
+    with pytest.raises(ValueError, match=r"TrainConfig expected style in \('gpt2', 'llama'\), got 'bert'"):
+        build_model(TrainConfig(**SMALL, style="bert"), 11)
