@@ -13,6 +13,9 @@ record's small run and prints rank 0's numbers); they skip, naming what to insta
 * 2 ranks reproduce the compatibility record of 0.3's `--workers 2` (float32, with and without dropout);
 * each rank limits its BLAS threads to its share of the host's cores, or to --threads-per-rank, as the run's
   first line says (threadpoolctl's threadpool_info in every rank).
+In one process, with a stand-in of MPI_COMM_WORLD (`OneRankOf`: no mpi4py, no mpiexec), a rank's step against the
+plain AdamW of one process on the summed gradient (uneven shards: 5 weights on 2 ranks, 8 on 3), its dropout seeds,
+its rows and share of a batch, and the launchers' variables that make a process ask MPI for its rank.
 """
 
 import json
