@@ -8,6 +8,7 @@ for its own reason, on the code from before them.)
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -49,6 +50,8 @@ def test_a_fresh_trainer_refuses_an_out_dir_that_holds_a_checkpoint(tmp_path):
     with pytest.raises(CheckpointError, match="already holds a checkpoint that this run did not write"):
         plain.save(tmp_path)
     assert _files(tmp_path) == before                               # not a byte changed
+    plain.save(tmp_path, overwrite=True)                            # told to: replaced
+    assert read_checkpoint(tmp_path)[0]["step"] == 1
 
 
 def test_overwrite_true_replaces_only_the_checkpoint(tmp_path):
@@ -204,7 +207,7 @@ def test_an_injected_nan_names_the_step(tmp_path, where):
         backward = trainer.objective.backward
         trainer.objective.backward = lambda: (backward(), trainer.model.token_embedding.weight.grad.fill(np.inf))
     with pytest.raises(FloatingPointError, match=f"step 3: the {'training loss' if where == 'loss' else 'gradient norm'}"
-                                               " is (nan|inf)"):
+                                               f" is (nan|inf).*the last checkpoint \\(step 2, in {re.escape(str(tmp_path))}\\)"):
         trainer.fit()
     assert trainer.step == 2 and _files(tmp_path) == kept and _finite_weights(tmp_path)
 
@@ -334,6 +337,12 @@ def test_a_malformed_checkpoint_raises_checkpoint_error_and_loads_nothing(tmp_pa
     after = _snapshot(fresh)
     assert all(np.array_equal(before[0][name], after[0][name]) for name in before[0])
     assert all(np.array_equal(a[key], b[key]) for a, b in zip(before[1], after[1]) for key in a)
+
+
+def test_a_checkpoint_without_the_state_of_one_of_the_runs_generators_is_refused(tmp_path, saved_trainer):
+    _set("rng.dropout", ...)(tmp_path)
+    with pytest.raises(CheckpointError, match=r"holds no state of the generator\(s\) \['dropout'\]"):
+        Trainer.resume(tmp_path, saved_trainer.train_data, saved_trainer.val_data, progress=False)
 
 
 def test_a_tokenizer_that_does_not_match_the_model_is_a_checkpoint_error():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from _docs import copy_for_the_lists, skip_in_a_student_copy
 
-from minitransformer.exercises.catalogue import EXERCISES, NOTEBOOK_EXERCISES, WEEKS
+from minitransformer.exercises.catalogue import EXERCISES, NOTEBOOK_EXERCISES, WEEKS, Exercise, built_on
 from minitransformer.exercises.make import reference_package, unavailable_layers
 from minitransformer.exercises.regions import package_regions
 
@@ -34,6 +34,23 @@ def test_what_an_exercise_builds_on_holds_every_exercise_its_layers_run():
         missing = runs - partners - set(exercise.builds_on)
         assert not missing, f"{exercise.name}'s cases run {sorted(missing)}: add them to its builds_on"
         assert set(exercise.builds_on) <= set(BY_NAME) - {exercise.name}, exercise.name
+
+
+def test_built_on_is_every_exercise_that_reaches_the_given_ones_through_builds_on():
+    """`built_on` (what a copy made to derive leaves out with an exercise) against a depth-first search of the
+    builds_on links, for each exercise and for a pair; by hand: swiglu's users, two of them through block alone."""
+    def reaches(name, targets):
+        return name in targets or any(reaches(other, targets) for other in BY_NAME[name].builds_on)
+    for chosen in [[exercise.name] for exercise in EXERCISES] + [["rope", "crossentropy"]]:
+        assert built_on(chosen) == [e.name for e in EXERCISES if reaches(e.name, set(chosen))], chosen
+    assert built_on(["swiglu"]) == ["swiglu", "block", "decoder_block", "transformer_xl"]
+    assert built_on(["crossentropy", "rope"]) == ["crossentropy", "rope", "transformer_xl", "log_probs"]
+
+
+def test_an_exercise_given_no_week_is_in_none_of_the_plans_weeks():
+    """The catalogue's default week is no week at all (the plan refuses an exercise without one), not one of the
+    course's weeks that a forgotten `week=` would silently land in."""
+    assert Exercise("unplanned", ("Linear",)).week not in [week.number for week in WEEKS]
 
 
 def test_no_exercise_comes_before_what_it_builds_on():

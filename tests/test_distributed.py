@@ -13,15 +13,20 @@ record's small run and prints rank 0's numbers); they skip, naming what to insta
 * 2 ranks reproduce the compatibility record of 0.3's `--workers 2` (float32, with and without dropout);
 * each rank limits its BLAS threads to its share of the host's cores, or to --threads-per-rank, as the run's
   first line says (threadpoolctl's threadpool_info in every rank).
+In one process, with a stand-in of MPI_COMM_WORLD (`OneRankOf`: no mpi4py, no mpiexec), a rank's step against the
+plain AdamW of one process on the summed gradient (uneven shards: 5 weights on 2 ranks, 8 on 3), its dropout seeds,
+its rows and share of a batch, and the launchers' variables that make a process ask MPI for its rank.
 """
 
 import json
+import math
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import types
 import uuid
 from pathlib import Path
 
@@ -29,10 +34,13 @@ import numpy as np
 import pytest
 
 from minitransformer.commands.threads import cores_available
+from minitransformer.core.parameter import Parameter
 from minitransformer.objectives.language_model import evaluation_batches
 from minitransformer.tokenizers import CharTokenizer
 from minitransformer.training.checkpoint import read_checkpoint
-from minitransformer.training.distributed import mpi_world, shares
+from minitransformer.training.distributed import DataParallel, mpi_world, shares
+from minitransformer.training.optim import AdamW
+from minitransformer.training.optim.fast import FastAdamW
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "_distributed_run.py"
@@ -53,6 +61,12 @@ def mpiexec():
     return found
 
 
+def this_tree(environment):
+    """`environment` with this tree first on PYTHONPATH: a script run by its path (tests/_distributed_run.py) then
+    imports the package beside these tests, not an installed one (another checkout, or the tree a copy was made from)."""
+    return {**environment, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), environment.get("PYTHONPATH")]))}
+
+
 def mpi_command(ranks, *args):
     """`mpiexec -n ranks python args...`, allowed to oversubscribe the cores (3 ranks on 2 cores)."""
     return [mpiexec(), "-n", str(ranks), sys.executable, *args]
@@ -63,7 +77,7 @@ def run_ranks(ranks, request, timeout=600):
     command = mpi_command(ranks, str(SCRIPT), json.dumps(request)) if ranks > 1 else \
         [sys.executable, str(SCRIPT), json.dumps(request)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent,
-                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}, encoding="utf-8")
+                            env=this_tree({**os.environ, "OPENBLAS_NUM_THREADS": "1"}), encoding="utf-8")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1, f"expected one JSON line from rank 0 alone, got {result.stdout!r}"
@@ -90,6 +104,156 @@ def test_without_mpiexec_a_process_is_rank_0_of_1_and_workers_2_is_refused(monke
         tiny_trainer(workers=2)
     with pytest.raises(ValueError, match="TrainConfig.parallel must be one of"):
         tiny_trainer(parallel="zero3")
+
+
+@pytest.mark.parametrize("variable", ["PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK"])
+def test_a_process_that_mpich_or_open_mpi_started_asks_mpi_for_its_rank(monkeypatch, variable):
+    """MPICH's launcher sets PMI_RANK and PMI_SIZE, Open MPI's OMPI_COMM_WORLD_RANK: any one of them means mpiexec
+    started this process, which then asks MPI_COMM_WORLD (here a stand-in: rank 1 of 2)."""
+    import minitransformer.training.distributed as distributed
+
+    for name in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, "1")
+    monkeypatch.setattr(distributed, "world", lambda: OneRankOf(1, 2, []))
+    assert mpi_world() == (1, 2)
+
+
+# ---------------------------------------------------------------- one rank's step, in one process
+class OneRankOf:
+    """MPI_COMM_WORLD as rank `rank` of `size` sees it, in one process (no mpi4py, no mpiexec): each collective adds
+    the other ranks' part, or gathers their blocks, handed over in the order of the calls (`theirs`), as MPI defines
+    it (a reduce-scatter hands rank k block k of the sum, the blocks laid end to end in rank order; an all-gather
+    puts every other rank's block where its displacement says); `sent` keeps what this rank sent."""
+
+    class Done:
+        @staticmethod
+        def Test():
+            return True
+
+    TYPES = {"float": np.float32, "double": np.float64}
+
+    def __init__(self, rank, size, theirs):
+        self.rank, self.size, self.theirs, self.sent = rank, size, list(theirs), []
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return self.size
+
+    def allgather(self, item):
+        return [item] * self.size
+
+    def Dup(self):
+        return self
+
+    def Iallreduce(self, _, buffer, op):
+        self.sent.append(buffer.copy())
+        buffer += self.theirs.pop(0)
+        return self.Done
+
+    def Ireduce_scatter(self, send, receive, counts, op):
+        self.sent.append(send.copy())
+        start = sum(counts[:self.rank])
+        receive[...] = (send + self.theirs.pop(0))[start:start + counts[self.rank]]
+        return self.Done
+
+    def Iallgatherv(self, _, spec):
+        data, counts, displacements, datatype = spec
+        assert self.TYPES[datatype] == data.dtype, f"an all-gather of {data.dtype} sent as MPI's {datatype}"
+        gathered = self.theirs.pop(0)                   # the whole array, each rank's block as it computed it
+        for k in set(range(self.size)) - {self.rank}:
+            block = slice(displacements[k], displacements[k] + counts[k])
+            data[block] = gathered[block]
+        return self.Done
+
+
+def rank_of(monkeypatch, rank, size, theirs, mode="replicated", seed=0):
+    """A DataParallel on rank `rank` of `size` whose collectives are OneRankOf's; (it, the stand-in)."""
+    comm = OneRankOf(rank, size, theirs)
+    mpi = types.SimpleNamespace(COMM_WORLD=comm, IN_PLACE="in place", SUM="sum", FLOAT="float", DOUBLE="double")
+    monkeypatch.setitem(sys.modules, "mpi4py", types.SimpleNamespace(MPI=mpi))
+    return DataParallel(mode, seed, 60.0, None), comm
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("grad_clip", [1.0, 0.0])
+@pytest.mark.parametrize("mode", ["replicated", "sharded"])
+@pytest.mark.parametrize("rank, size, weights, shard", [(1, 2, 5, (2, 5)), (2, 3, 8, (5, 8))])
+@pytest.mark.parametrize("interrupted, others_interrupted", [(True, 0.0), (False, 1.0)], ids=["this-ctrl-c", "another-ctrl-c"])
+def test_a_rank_adds_up_the_gradient_clips_with_the_whole_norm_and_updates_as_one_process(monkeypatch, interrupted,
+                                                                                         others_interrupted, rank, size,
+                                                                                         weights, shard, mode,
+                                                                                         grad_clip, dtype):
+    """Rank 1 of 2 with 5 weights, rank 2 of 3 with 8 (shards from k P / N rounded down: 0 2 5 and 0 2 5 8; sharded,
+    the rank updates the last): the loss and gradient added up, the clipping norm that of the whole summed gradient
+    (0: no clipping), the weights those of the plain AdamW on the summed gradient clipped by hand in one process;
+    a rank k > 0 sends no evaluation pause of its own; a Ctrl-C on this rank or another stops every rank."""
+    rng = np.random.default_rng(0)
+    start, mine, theirs = (rng.standard_normal(weights).astype(dtype) for _ in range(3))
+    whole = mine + theirs
+    norm = math.sqrt(sum(float(g) ** 2 for g in whole))
+    assert norm > 1.0                                          # so clipping at 1 changes the step
+    scale = grad_clip / (norm + 1e-6) if grad_clip else 1.0
+    alone = [Parameter(start[:2].copy()), Parameter(start[2:].copy())]
+    alone[0].grad[...], alone[1].grad[...] = whole[:2] * scale, whole[2:] * scale
+    AdamW(alone, lr=0.1).step()
+    expected = np.concatenate([param.data for param in alone])
+    control = [np.array([0.75, others_interrupted, 2.5])]      # the others' shares of the loss and Ctrl-Cs, rank 0's pause
+    if mode == "replicated":
+        collectives = [theirs]
+    else:
+        others = np.delete(whole, np.arange(*shard))
+        collectives = [theirs, np.array([sum(float(g) ** 2 for g in others)]), expected]
+    parallel, comm = rank_of(monkeypatch, rank, size, control + collectives, mode)
+    optimizer = FastAdamW([Parameter(start[:2].copy()), Parameter(start[2:].copy())], lr=0.1)
+    parallel.attach(optimizer)
+    assert optimizer.moment_span == (shard if mode == "sharded" else (0, weights))   # ZeRO-1: its shard's moments alone
+    parallel.root_pause = 2.5                                  # as the last step left it
+    parallel.prepare(types.SimpleNamespace(), 0)
+    parallel.interrupted = interrupted
+    optimizer.grad[...] = mine
+    assert parallel.reduce_clip_update(0.25, grad_clip) == 1.0
+    np.testing.assert_array_equal(comm.sent[0], [0.25, float(interrupted), 0.0])
+    assert parallel.root_pause == 2.5 and parallel.stop_requested
+    tolerance = 1e-12 if dtype == np.float64 else 1e-6          # float32: weights of about 1 to a few ulp
+    assert parallel.norm == pytest.approx(norm, rel=tolerance)
+    np.testing.assert_array_equal(comm.sent[1], mine)
+    if mode == "sharded":
+        np.testing.assert_allclose(comm.sent[2], [sum(float(g) ** 2 for g in whole[slice(*shard)])], rtol=tolerance)
+    np.testing.assert_allclose(optimizer.data, expected, rtol=tolerance, atol=tolerance)
+    assert not comm.theirs, "a collective was not joined"
+
+
+def test_rank_k_draws_its_dropout_masks_from_seed_3_step_k_and_rank_0_from_the_models_generator(monkeypatch):
+    """The module docstring's rule: rank k > 0 at step s draws from default_rng([seed, 3, s, k]); rank 0 keeps the
+    model's generator (a checkpoint saves it)."""
+    for rank in (0, 1):
+        model = types.SimpleNamespace(dropout_rng=np.random.default_rng(7))
+        parallel, _ = rank_of(monkeypatch, rank, 2, [], seed=11)
+        parallel.prepare(model, 5)
+        drawn = model.dropout_rng.random(3)
+        expected = np.random.default_rng(7 if rank == 0 else [11, 3, 5, 1]).random(3)
+        np.testing.assert_array_equal(drawn, expected, err_msg=f"rank {rank}")
+
+
+def test_each_rank_takes_its_rows_and_their_share_of_the_counted_targets(monkeypatch):
+    """Rank 1 of 2 takes the first part of np.array_split's (rank 0 the last): of 5 rows, 3, a share 3/5; with the
+    objective's targets per row (1 and 3 of 2 rows) its share is 1/4; an array that is not one row per window goes
+    whole to every rank; one row each is allowed, fewer refused."""
+    parallel, _ = rank_of(monkeypatch, 1, 2, [])
+    rows = np.arange(10).reshape(5, 2)
+    (mine, positions, extra), share = parallel.rows_and_share(object(), (rows, np.arange(4), "kept"))
+    np.testing.assert_array_equal(mine, rows[:3])
+    np.testing.assert_array_equal(positions, np.arange(4))          # not one per row: every rank's whole
+    assert extra == "kept" and share == 3 / 5
+    weighted = types.SimpleNamespace(row_weights=lambda batch: np.array([1.0, 3.0]))
+    (mine,), share = parallel.rows_and_share(weighted, (rows[:2],))
+    np.testing.assert_array_equal(mine, rows[:1])
+    assert share == 1 / 4
+    with pytest.raises(ValueError, match=r"DataParallel: 2 ranks for a batch of 1 rows; each rank needs at least one"):
+        parallel.rows_and_share(object(), (rows[:1],))
 
 
 @pytest.fixture(scope="module")
@@ -272,7 +436,8 @@ def start_job(ranks, request, jobs):
     marker = uuid.uuid4().hex
     process = subprocess.Popen(mpi_command(ranks, str(SCRIPT), json.dumps({**request, "announce": True})),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE.parent,
-                               env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "MINITRANSFORMER_TEST_JOB": marker}, encoding="utf-8")
+                               env=this_tree({**os.environ, "OPENBLAS_NUM_THREADS": "1",
+                                                 "MINITRANSFORMER_TEST_JOB": marker}), encoding="utf-8")
     jobs.append((process, marker))
     for line in process.stdout:
         if line.startswith("evaluated at step"):

@@ -1,5 +1,6 @@
 """Exercise mode: solution regions, the student copy, the grader, student notebooks."""
 
+import ast
 import json
 import subprocess
 import sys
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from minitransformer.__main__ import main
-from minitransformer.exercises.catalogue import EXERCISES
+from minitransformer.exercises.catalogue import EXERCISES, exercise_named
 from minitransformer.exercises.grade import grade_copy, score_table
 from minitransformer.exercises.isolation import LINUX_ONLY, Limits
 from minitransformer.exercises.leaks import student_notebook
@@ -76,6 +77,13 @@ def test_only_accepts_exercises_and_regions_and_names_the_choices_when_wrong():
         select_regions(REGIONS, ["batchnorm"])
 
 
+def test_an_exercise_is_found_by_its_whole_name_alone():
+    for exercise in EXERCISES:                  # decoder_block holds block's name, and is not block
+        assert exercise_named(exercise.name) is exercise
+    with pytest.raises(KeyError, match=r"no exercise named 'blocks'; the exercises are linear, relu, gelu, .*, value_loss"):
+        exercise_named("blocks")
+
+
 # ---------------------------------------------------------------- the student copy
 
 def test_copy_blanks_exactly_the_chosen_regions_and_keeps_the_docstrings(copy_of):
@@ -122,6 +130,28 @@ def test_copy_imports_and_every_layer_not_using_an_exercise_still_works(copy_of)
             "GPT"} <= set(failed)
     assert unavailable["TransformerBlock"] == ["softmax", "layernorm"]
     assert {"Linear", "Embedding", "CrossEntropyLoss", "FeedForward", "TiedLMHead"}.isdisjoint(failed)
+
+
+def test_a_copy_leaves_out_the_fast_forms_that_would_answer_its_exercises_and_no_other(copy_of):
+    """relu has no fast form; softmax's answer is in fast/softmax.py and in fast/attention.py, which imports it."""
+    copy = copy_of("relu", "softmax")
+    fast_files = {path.name for path in (REFERENCE / "fast").glob("*.py")}
+    assert fast_files - {path.name for path in (copy / "minitransformer" / "fast").glob("*.py")} == {"softmax.py", "attention.py"}
+    left_out = json.loads((copy / "exercises.json").read_text(encoding="utf-8"))["left_out"]
+    assert sorted(entry["path"] for entry in left_out if "/fast/" in entry["path"]) == [
+        "minitransformer/fast/attention.py", "minitransformer/fast/softmax.py"]
+
+
+def test_no_fast_form_a_copy_keeps_imports_one_it_leaves_out():
+    """Read from the files' imports: a kept fast form importing a left-out one (fast attention imports the fast softmax
+    and the fast tiled attention) would call the answer, or fail to import in the copy."""
+    imports = {path.stem: {node.module for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                           if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+               for path in (REFERENCE / "fast").glob("*.py")}
+    for exercise in EXERCISES:
+        assert set(exercise.fast_files) <= set(imports), exercise.name
+        for kept in set(imports) - set(exercise.fast_files):
+            assert not imports[kept] & set(exercise.fast_files), f"{exercise.name}: fast/{kept}.py imports a left-out form"
 
 
 def test_make_refuses_a_non_empty_directory(tmp_path, capsys):

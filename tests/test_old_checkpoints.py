@@ -119,3 +119,15 @@ def test_a_0_4_finetune_checkpoint_is_read_with_its_command_and_phase_in_its_run
     assert meta["run"] == {"command": "finetune", "options": written["run"]["options"], "phase": "fine-tune"}
     assert "objective" not in meta and "phase" not in meta
     assert meta["history"] == written["history"] and meta["step"] == written["step"] == 2
+
+
+def test_the_0_3_checkpoint_resumes_with_its_commands_warmup_option_given_again(tmp_path, capsys):
+    """0.3 stored no options: its train_config stands for them, but for the warm-up, which its short run derived
+    (3 steps: a tenth, 0) from the option (--warmup-steps 100, the default): given again, the option is accepted,
+    and stored as given."""
+    entry = RECORDS["0_3"]["runs"]["train"]
+    out = _copy("0_3", "train", tmp_path)
+    assert read_checkpoint(out)[0]["train_config"]["warmup_steps"] == 0
+    code, printed, err = _command([*entry["resume"], "--warmup-steps", "100"], out, capsys)
+    assert code == 0, err
+    assert read_checkpoint(out)[0]["run"]["options"]["warmup_steps"] == 100

@@ -245,21 +245,107 @@ def test_the_default_evaluation_is_the_mean_training_loss_of_the_steps_after_the
     assert loop.evaluate() == {"train": 4.0}                        # every step since the start
     loop.history.update(eval=[[4, 6.5]])
     assert np.isnan(loop.evaluate()["train"])                       # no step since
+    loop.history.update(step=[1, 2, 3, 4, 5], loss=[1.0, 2.0, 3.0, 10.0, 20.0], eval=[[1, 1.0], [3, 2.0]])
+    assert loop.evaluate() == {"train": 15.0}                       # steps 4 and 5: after the last of two evaluations
+
+
+def test_the_default_evaluation_of_an_objective_in_parts_is_each_parts_mean_since_the_last_evaluation():
+    """An objective that names the parts of its loss (BERT's masked-token and next-sentence terms) is evaluated
+    part by part, each part's mean over the steps after the last evaluation."""
+    loop = loop_module.TrainingLoop(None, None, None, None, loop_module.LoopOptions(model=object()))
+    loop.history.update(step=[1, 2, 3], loss=[3.0, 5.0, 7.0], eval=[[1, 3.0]],
+                        parts={"masked-token": [2.0, 4.0, 6.0], "next-sentence": [1.0, 1.0, 0.0]})
+    assert loop.evaluate() == {"masked-token": 5.0, "next-sentence": 0.5}
+
+
+def _counting_loop(max_steps, rates, losses=None, **options):
+    """A loop over one weight with a fake objective whose loss at step k (0-based) is `losses[k]` (default k), at the
+    rate `rates[k]`; `options` override its LoopOptions (saying nothing, no bar, a model with nothing to switch off)."""
+    import contextlib
+    import types
+
+    from minitransformer.core.parameter import Parameter
+    from minitransformer.training.optim.sgd import SGD
+
+    weight = Parameter(np.zeros(1))
+    taken = []
+
+    class Counting:
+        def forward(self, step):
+            taken.append(step)
+            return float(step) if losses is None else losses[step]
+
+        def backward(self, grad=1.0):
+            weight.grad += grad
+
+        def parameters(self):
+            return [weight]
+
+    steps = iter(range(100))
+    options = dict(dict(max_steps=max_steps, log=False, progress=False,
+                        model=types.SimpleNamespace(evaluating=contextlib.nullcontext)), **options)
+    loop = loop_module.TrainingLoop(Counting(), SGD([weight], lr=0.0), lambda: (next(steps),), rates.__getitem__,
+                                    loop_module.LoopOptions(**options))
+    return loop, taken
+
+
+def test_each_step_is_recorded_with_its_loss_and_the_rate_it_was_taken_at():
+    loop, taken = _counting_loop(3, [0.5, 0.25, 0.125, 1.0])
+    loop.fit()
+    assert taken == [0, 1, 2] and loop.step == 3
+    assert loop.history["step"] == [1, 2, 3] and loop.history["loss"] == [0.0, 1.0, 2.0]
+    assert loop.history["lr"] == [0.5, 0.25, 0.125]                 # step k's rate is rates[k - 1], not the next one
+
+
+def test_fit_0_takes_no_step_and_fit_alone_goes_to_the_options_max_steps():
+    loop, taken = _counting_loop(3, [0.1] * 4)
+    assert loop.fit(max_steps=0) is None and taken == [] and loop.step == 0
+    assert loop.fit() == {"train": 1.0} and taken == [0, 1, 2]      # the mean loss of steps 1 to 3
+
+
+def _tiny_gpt():
+    from minitransformer import GPT
+
+    return GPT(8, 8, 2, 1, 0, 6, rng=0)
+
+
+def test_adam_warmup_loop_is_plain_adam_with_a_linear_warmup_and_decay_and_clipping_at_1():
+    """adam_warmup_loop (the encoder family's loop), one process: the plain Adam, `steps` steps, gradients clipped
+    at 1.0, the rate rising over 50 steps to lr and falling linearly to lr / 10 at `steps`, by default. The rates by
+    hand: step k < 50 takes lr (k + 1) / 50; step k >= 50 takes lr (1 - 0.9 (k - 50) / (steps - 50))."""
+    from minitransformer.objectives.language_model import LanguageModelObjective
+    from minitransformer.training.optim.adam import Adam
+
+    model = _tiny_gpt()
+    loop = loop_module.adam_warmup_loop(LanguageModelObjective(model), None, 200, 1e-2, log=False, progress=False)
+    assert type(loop.optimizer) is Adam                              # not the fast form: no ranks to send it
+    assert (loop.options.max_steps, loop.options.grad_clip) == (200, 1.0)
+    expected = {0: 1e-2 / 50, 24: 1e-2 / 2, 49: 1e-2, 50: 1e-2, 125: 1e-2 * 0.55, 199: 1e-2 * (1 - 0.9 * 149 / 150)}
+    for step, rate in expected.items():
+        assert loop.learning_rate(step) == pytest.approx(rate, rel=1e-12), step
 
 
 def test_a_first_ctrl_c_asks_the_loop_to_stop_and_a_second_stops_at_once():
     """The first SIGINT only sets the flag and puts the handler that was there before back, so a second SIGINT
-    reaches it at once (here Python's own, KeyboardInterrupt); after the block that handler is back too."""
-    before = signal.getsignal(signal.SIGINT)
-    with loop_module.stop_at_step_boundary() as stop:
-        assert not stop.requested and signal.getsignal(signal.SIGINT) is not before
-        os.kill(os.getpid(), signal.SIGINT)
-        assert stop.requested and signal.getsignal(signal.SIGINT) is before
-        with pytest.raises(KeyboardInterrupt):
+    reaches it at once (here Python's own, KeyboardInterrupt, put there first: a process started in the background
+    may have inherited SIGINT ignored); after the block that handler is back too."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        before = signal.getsignal(signal.SIGINT)
+        with loop_module.stop_at_step_boundary() as stop:
+            assert not stop.requested and signal.getsignal(signal.SIGINT) is not before
             os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(1000):                                   # the signal is handled between bytecodes
-                pass
-    assert signal.getsignal(signal.SIGINT) is before
+            assert stop.requested and signal.getsignal(signal.SIGINT) is before
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):                               # the signal is handled between bytecodes
+                    pass
+        assert signal.getsignal(signal.SIGINT) is before
+        with loop_module.stop_at_step_boundary():
+            assert signal.getsignal(signal.SIGINT) is not before
+        assert signal.getsignal(signal.SIGINT) is before             # put back by a run without Ctrl-C too
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 def test_0_4s_keyword_options_still_work_with_a_deprecation_warning():
@@ -312,3 +398,239 @@ def test_the_untrained_evaluation_is_outside_the_first_steps_time_and_phases(mon
         recorded.table("")
     assert [row[0] for row in loop.history["eval"]] == [0, 2] and loop.step_times == [1.0, 1.0]
     assert recorded.steps == 2 and recorded.wall["batch"] == 2.0 and recorded.wall["evaluation"] == 100.0
+
+
+# ---------------------------------------------------------------- the harness (training/harness.py)
+def test_the_loop_options_defaults_are_a_loop_that_saves_nothing_evaluates_at_its_end_and_shows_its_progress():
+    """LoopOptions() field by field, as its comments say, and what they do: a loop of 0 steps by default; without
+    an interval one evaluation, at the end; a restored loop's evaluations named "train" until it evaluates."""
+    import dataclasses
+
+    defaults = {field.name: field.default_factory() if field.default is dataclasses.MISSING else field.default
+                for field in dataclasses.fields(loop_module.LoopOptions)}
+    assert defaults == dict(max_steps=0, grad_clip=0.0, eval_interval=None, evaluate=None, nll=True, parallel=None,
+                            generators={}, model=None, meta=None, out_dir=None, overwrite=False, progress=True,
+                            tokens_per_step=None, log=None, on_step=None, name="TrainingLoop")
+    loop, taken = _counting_loop(5, [0.1] * 6)
+    loop.fit()
+    assert loop.history["eval"] == [[5, 2.0]]                       # the mean of the losses 0 to 4, at step 5 alone
+    restored = loop_module.TrainingLoop(None, None, None, None, loop_module.LoopOptions(model=object()))
+    assert restored.fit() is None and restored.step == 0            # max_steps 0
+    restored.history.update(step=[1, 2], loss=[1.0, 2.0], lr=[0.1, 0.1], eval=[[2, 1.5]])
+    assert [series["label"] for series in restored.loss_curve()] == ["batch loss", "train"]
+
+
+def test_0_4s_keywords_warn_at_the_callers_line_and_loop_options_alone_do_not_warn():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loop_module.TrainingLoop(None, None, None, None, loop_module.LoopOptions(model=object()))
+        assert caught == []
+        loop_module.TrainingLoop(None, None, None, None, model=object())
+    [warning] = caught
+    assert warning.category is DeprecationWarning and warning.filename == __file__, (warning.filename, warning.lineno)
+
+
+def test_a_fresh_loop_refuses_an_out_dir_holding_a_checkpoint_it_did_not_write(tmp_path):
+    """Made with out_dir holding another run's checkpoint: refused, naming the loop and how to continue it; told
+    to (overwrite=True), it replaces it; a checkpoint that appears after the loop was made is not replaced either.
+    A script's loop stores no command's run (null)."""
+    from minitransformer.objectives.language_model import LanguageModelObjective
+    from minitransformer.training.checkpoint import CheckpointExistsError, save_checkpoint
+    from minitransformer.training.optim.adam import Adam
+
+    def loop(out_dir, **options):
+        model = _tiny_gpt()
+        batch = (np.arange(12).reshape(2, 6) % 8, (np.arange(12).reshape(2, 6) + 1) % 8)
+        return loop_module.TrainingLoop(LanguageModelObjective(model), Adam(model.parameters(), lr=1e-2),
+                                        lambda: batch, lambda step: 1e-2,
+                                        loop_module.LoopOptions(max_steps=1, out_dir=out_dir, log=False, progress=False,
+                                                                **options))
+
+    save_checkpoint(tmp_path / "other", _tiny_gpt(), None, {"step": 7})
+    with pytest.raises(CheckpointExistsError, match=r"^TrainingLoop: out_dir .*other already holds a checkpoint.*"
+                                                    r"continue it with TrainingLoop\.restore\("):
+        loop(tmp_path / "other")
+    loop(tmp_path / "other", overwrite=True).save(tmp_path / "other")
+    assert read_checkpoint(tmp_path / "other")[0]["step"] == 0
+    late = loop(tmp_path / "late")
+    save_checkpoint(tmp_path / "late", _tiny_gpt(), None, {"step": 7})                    # another run's, since
+    with pytest.raises(CheckpointExistsError, match="already holds a checkpoint that this run did not write"):
+        late.save(tmp_path / "late")
+    assert read_checkpoint(tmp_path / "late")[0]["step"] == 7
+    loop(tmp_path / "mine").save(tmp_path / "mine")
+    assert read_checkpoint(tmp_path / "mine")[0]["run"] is None
+
+
+def test_an_infinite_training_loss_stops_the_run_naming_its_step():
+    loop, _ = _counting_loop(3, [0.1] * 4, losses=[1.0, np.inf, 1.0])
+    with pytest.raises(loop_module.TrainingDiverged, match="training diverged at step 2: the training loss is inf"):
+        loop.fit()
+    assert loop.step == 1
+
+
+def test_an_evaluation_with_one_loss_not_finite_stops_the_run_naming_its_step():
+    import math
+
+    loop, _ = _counting_loop(3, [0.1] * 4, eval_interval=2, evaluate=lambda: {"train": 1.0, "val": math.nan})
+    with pytest.raises(loop_module.TrainingDiverged,
+                       match=r"training diverged at step 2: the evaluation losses are \{'train': 1.0, 'val': nan\}"):
+        loop.fit()
+    assert loop.step == 2
+
+
+def test_the_loops_evaluations_run_with_dropout_off():
+    model = _tiny_gpt()
+    loop, _ = _counting_loop(2, [0.1] * 3, model=model, evaluate=lambda: {"training": float(model.training)})
+    loop.fit()
+    assert loop.history["eval"] == [[2, 0.0]] and model.training
+
+
+class JobAborted(BaseException):
+    """What OneOfTwoRanks.abort raises, where DataParallel.abort ends every rank of the job."""
+
+
+class OneOfTwoRanks:
+    """Stands in for DataParallel on rank `rank` of 2, in one process: what the harness asks of it, recorded."""
+
+    size = 2
+
+    def __init__(self, rank):
+        self.rank, self.interrupted, self.stop_requested, self.root_pause, self.aborted = rank, False, False, 0.0, []
+
+    def attach(self, optimizer):
+        pass
+
+    def gather_state(self):
+        pass
+
+    def abort(self, message):
+        self.aborted.append(message)
+        raise JobAborted(message)
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal_by_rank_0_of_a_run_that_shows_it_from_the_step_reached(monkeypatch):
+    import minitransformer.training.harness as harness
+
+    monkeypatch.setattr(harness, "is_terminal", lambda stream: True)
+
+    def bar(step=0, progress=True, **options):
+        loop, _ = _counting_loop(6, [0.1] * 7, progress=progress, **options)
+        loop.step = step                                            # as restored
+        with loop.running(6, None) as run:
+            return not run.bar.disable, run.bar.n
+    assert bar() == (True, 0) and bar(step=4) == (True, 4)
+    assert not bar(progress=False)[0]
+    assert not bar(parallel=OneOfTwoRanks(1))[0] and bar(parallel=OneOfTwoRanks(0))[0]
+
+
+def test_under_mpi_a_rank_that_fails_ends_the_job_naming_it_and_a_nan_is_raised_on_every_rank():
+    ranks = OneOfTwoRanks(1)
+    loop, _ = _counting_loop(12, [0.1] * 13, parallel=ranks)
+    loop.step = 9
+    with pytest.raises(JobAborted), loop.running(12, None):
+        raise RuntimeError("an injected failure")
+    assert ranks.aborted == ["rank 1 failed at step 10: RuntimeError: an injected failure"]
+    with pytest.raises(loop_module.TrainingDiverged), loop.running(12, None):
+        raise loop_module.TrainingDiverged("the loss is nan")       # every rank meets it at the same step
+    assert len(ranks.aborted) == 1
+
+
+@pytest.mark.parametrize("rank", [None, 0, 1])
+def test_rank_0_alone_records_and_says_each_evaluation_and_allows_the_others_its_pause(rank, monkeypatch):
+    """One process or rank 0: the evaluation is recorded, said in one line (without a bar: with the rate, unless
+    the run shows no progress) and handed to on_eval; rank 0's pause, the longest yet, is the others' allowance.
+    Rank 1 does none of it. A clock that only the evaluation (3 s) advances."""
+    import types
+
+    import minitransformer.training.harness as harness
+
+    now = [100.0]
+    monkeypatch.setattr(harness, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def evaluate():
+        now[0] += 3.0
+        return {"train": 2.0}
+
+    for progress, line in ((False, "step     2: train loss 2.0000 (perplexity 7.39)"),
+                           (True, "step     2: train loss 2.0000 (perplexity 7.39)  (lr 1.00e-01, 0.0 steps/s)")):
+        said, handed, now[0] = [], [], 100.0
+        ranks = None if rank is None else OneOfTwoRanks(rank)
+        loop, _ = _counting_loop(2, [0.1] * 3, parallel=ranks, log=said.append, progress=progress, evaluate=evaluate)
+        loop.history.update(step=[1, 2], loss=[1.0, 3.0], lr=[0.1, 0.1])
+        loop.step = 2
+        with loop.running(2, lambda loop, losses, handed=handed: handed.append(losses)) as run:
+            run.evaluate()
+            if ranks is not None:
+                ranks.root_pause = 5.0
+            run.evaluate()
+        if rank == 1:
+            assert loop.history["eval"] == [] and said == [] and handed == [] and ranks.root_pause == 5.0
+            assert now[0] == 100.0                                  # not evaluated: the run does not share it
+            loop.shares_evaluation = True
+            run.evaluate()
+            assert now[0] == 103.0 and loop.history["eval"] == []   # its share taken, nothing recorded
+            continue
+        assert loop.history["eval"] == [[2, 2.0], [2, 2.0]] and said == [line, line]
+        assert handed == [{"train": 2.0}] * 2
+        if ranks is not None:
+            assert ranks.root_pause == 5.0                          # the longest pause: 3 s, then 5 s kept
+            ranks.root_pause = 1.0
+            run.evaluate()
+            assert ranks.root_pause == 3.0
+
+
+def test_the_rate_is_tokens_or_steps_per_second_over_the_last_20_steps():
+    loop, _ = _counting_loop(2, [0.1] * 3)
+    loop.step_times = [10.0] + [0.25] * 20                          # the 10 s step has left the window
+    assert loop.tokens_per_second() == 4.0 and loop.rate_text() == "4.0 steps/s"
+    loop.options.tokens_per_step = 32
+    assert loop.tokens_per_second() == 128.0 and loop.rate_text() == "128 tok/s"
+
+
+def test_the_untrained_evaluation_is_recorded_and_not_saved():
+    saved = []
+    loop, _ = _counting_loop(4, [0.1] * 5, eval_interval=2, out_dir="run", evaluate=lambda: {"train": 1.0})
+    loop.save_and_plot = lambda: saved.append(loop.step)           # what fit saves, and when
+    loop.fit(max_steps=2, evaluate_first=True)
+    assert [row[0] for row in loop.history["eval"]] == [0, 2] and saved == [2]
+
+
+def test_ctrl_c_at_an_evaluation_step_saves_that_step_once(tmp_path, monkeypatch):
+    import minitransformer.training.harness as harness
+    from minitransformer.objectives.language_model import LanguageModelObjective
+    from minitransformer.training.optim.adam import Adam
+
+    saves, real = [], harness.save_checkpoint
+    monkeypatch.setattr(harness, "save_checkpoint", lambda directory, *args: saves.append(args[-1]["step"]) or
+                        real(directory, *args))
+    model = _tiny_gpt()
+    batch = (np.arange(12).reshape(2, 6) % 8, (np.arange(12).reshape(2, 6) + 1) % 8)
+    loop = loop_module.TrainingLoop(
+        LanguageModelObjective(model), Adam(model.parameters(), lr=1e-2), lambda: batch, lambda step: 1e-2,
+        loop_module.LoopOptions(max_steps=6, eval_interval=2, out_dir=tmp_path, log=False, progress=False,
+                                on_step=lambda loop: loop.step == 4 and signal.raise_signal(signal.SIGINT)))
+    loop.plot = lambda path: None                                   # the picture is not the point here
+    with pytest.raises(loop_module.TrainingInterrupted, match="interrupted at step 4: checkpoint saved in"):
+        loop.fit()
+    assert saves == [2, 4] and read_checkpoint(tmp_path)[0]["step"] == 4
+
+
+def test_under_mpi_every_rank_stops_at_the_step_where_one_was_interrupted():
+    """A rank's Ctrl-C is sent in the next step's first message (`interrupted`); the ranks stop when that message
+    says some rank was (`stop_requested`), not at their own Ctrl-C, so that all stop after the same step."""
+    ranks = OneOfTwoRanks(0)
+    loop, _ = _counting_loop(6, [0.1] * 7, parallel=ranks)
+    with loop.running(6, None) as run:
+        run.stop.requested = True                                   # this rank's Ctrl-C, before the step's message
+        run.stop_if_asked()                                         # goes on: the others do not know yet
+        assert ranks.interrupted is True
+        loop.stop_requested = True                                  # the step's message: a rank was interrupted
+        with pytest.raises(loop_module.TrainingInterrupted, match="interrupted at step 0: nothing saved"):
+            run.stop_if_asked()
+    other = OneOfTwoRanks(1)
+    loop, _ = _counting_loop(6, [0.1] * 7, parallel=other)
+    with pytest.raises(loop_module.TrainingInterrupted), loop.running(6, None) as run:
+        loop.stop_requested = True                                  # rank 1 was not interrupted itself
+        run.stop_if_asked()

@@ -69,3 +69,62 @@ def test_asked_by_the_environment_every_process_prints_its_table_at_exit():
     lines = result.stderr.splitlines()
     assert lines[0].startswith("phases of rank 0") and "1 steps" in lines[0]
     assert [line.split()[0] for line in lines[1:]] == ["forward", "backward", "step"]
+
+
+def test_a_begin_closes_the_step_under_way_and_a_lap_before_any_begin_records_nothing():
+    trainer = small_trainer()
+    with recording() as recorded:
+        trainer.step_on_next_batch()
+        trainer.step_on_next_batch()
+        recorded.begin()                                # as fit does after steps taken by hand
+        assert recorded.steps == 2
+    fresh = Laps()
+    fresh.enabled = True
+    fresh.lap("forward")                                # no step begun: nothing to measure from
+    assert fresh.wall == {} and fresh.steps == 0
+
+
+def test_the_table_gives_each_phases_mean_per_step_and_share_by_hand(monkeypatch):
+    """Two steps on a clock set by hand (CPU time half the wall time): forward 2 s then 4 s, backward 1 s twice,
+    so per step forward 3000 ms of wall (1500 of CPU), backward 1000 (500), the step 4000 (2000); shares 6/8 and 2/8.
+    A table of no steps divides by nothing."""
+    import minitransformer.training.phases as phases
+
+    clock = iter([0, 2, 3, 10, 14, 15])
+    now = [0.0]
+
+    def tick():
+        now[0] = float(next(clock))
+        return now[0]
+    monkeypatch.setattr(phases, "time", type("Clock", (), {"perf_counter": staticmethod(tick),
+                                                           "process_time": staticmethod(lambda: now[0] / 2)}))
+    laps = Laps()
+    laps.enabled = True
+    for _ in range(2):
+        laps.begin()
+        laps.lap("forward")
+        laps.lap("backward")
+    assert laps.table("two steps") == [
+        "two steps: 2 steps, mean ms per step (wall / CPU of this process), share of the step",
+        "  forward       3000.00 / 1500.00    75.0%",
+        "  backward      1000.00 /  500.00    25.0%",
+        "  step          4000.00 / 2000.00"]
+    assert Laps().table("none") == ["none: 0 steps, mean ms per step (wall / CPU of this process), share of the step",
+                                    "  step             0.00 /    0.00"]
+
+
+def test_the_environment_switches_the_timer_on_with_1_alone_and_the_table_names_the_rank(monkeypatch, capfd):
+    import runpy
+
+    import minitransformer.training.phases as phases
+
+    for value in ("0", "yes", ""):
+        monkeypatch.setenv("MINITRANSFORMER_PHASES", value)
+        assert runpy.run_path(phases.__file__)["laps"].enabled is False, value      # a fresh module's timer
+    for variable, rank in (("PMI_RANK", "1"), ("OMPI_COMM_WORLD_RANK", "3"), (None, "0")):   # MPICH, Open MPI, none
+        for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"):
+            monkeypatch.delenv(name, raising=False)
+        if variable:
+            monkeypatch.setenv(variable, rank)
+        phases._print_at_exit()
+        assert capfd.readouterr().err.startswith(f"phases of rank {rank} (pid {os.getpid()})"), variable

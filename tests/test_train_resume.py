@@ -121,7 +121,8 @@ def test_a_hand_edited_option_in_the_checkpoint_is_one_error_line(tmp_path, text
     out = tmp_path / "run"
     assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "2", *TINY], capsys)[0] == 0
     saved = meta(out)
-    for key, value in (("temperature", -1.0), ("eval_interval", "2"), ("nonsense", 1)):
+    for key, value in (("temperature", -1.0), ("eval_interval", "2"), ("nonsense", 1), ("out", str(out)),
+                       ("no_progress", 0)):                         # how to start a process; not JSON's false
         edited = json.loads(json.dumps(saved))
         edited["run"]["options"][key] = value
         (out / "checkpoint.json").write_text(json.dumps(edited), encoding="utf-8")
@@ -268,3 +269,97 @@ def test_a_checkpoint_of_another_command_or_of_no_command_is_refused_in_one_line
                            else [*argv, "--out", str(tmp_path / "seq2seq")], capsys)
         assert code == 2
         assert_one_error_line(err, *phrases)
+
+
+# What a run stores of its options: every option of `train` but those that say how to start this process (--out,
+# --resume, --force; the command line itself) and --text, whose record is apart. Read off `train --help`.
+STORED = {"tokenizer", "vocab_size", "max_steps", "eval_interval", "eval_batches", "seed", "no_progress", "workers",
+          "parallel", "threads_per_rank", "worker_timeout", "block_size", "batch_size", "n_layers", "n_heads", "d_model",
+          "style", "d_ff", "dropout", "dtype", "kernels", "lr", "min_lr", "warmup_steps", "schedule", "weight_decay",
+          "grad_clip", "prompt", "sample_tokens", "temperature", "top_k"}
+
+
+def test_a_run_stores_its_options_and_its_texts_absolute_path_hash_and_length(tmp_path, capsys, monkeypatch):
+    """The text's record: its absolute path (a relative --text is found again from another directory), the SHA-256
+    of its UTF-8 bytes and its length in characters (here 2 bytes each: é)."""
+    import hashlib
+
+    text = "le café était très près. " * 20 + "é" * 30
+    (tmp_path / "text.txt").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert cli(["train", "--text", "text.txt", "--out", "run", "--max-steps", "2", *TINY, "--force"], capsys)[0] == 0
+    run = meta(tmp_path / "run")["run"]
+    assert set(run["options"]) == STORED
+    assert run["text"] == {"path": str(tmp_path / "text.txt"), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                           "characters": 530}
+
+
+def test_a_text_given_again_at_another_path_is_the_one_the_run_continues_on(tmp_path, text_file, capsys):
+    out, other = tmp_path / "run", tmp_path / "other.txt"
+    assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "2", *TINY], capsys)[0] == 0
+    other.write_text(text_file.read_text(encoding="utf-8").replace("fox", "cat"), encoding="utf-8")
+    code, _, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "3", "--text", str(other)], capsys)
+    assert code == 0, err
+    assert f"note: --text {other} is not the text this run was trained on ({text_file}): continuing on it" in err
+    assert meta(out)["run"]["text"]["path"] == str(other)
+
+
+def test_the_options_given_are_those_that_differ_from_the_defaults_when_the_command_line_is_not_known():
+    """A Namespace made by hand (no `given`, which __main__ records) gives again the options whose values are not
+    the parser's defaults."""
+    from minitransformer.commands.train import add_arguments
+    from minitransformer.training.resuming import given_options, options_parser
+
+    parser = options_parser(add_arguments)
+    args = parser.parse_args(["--max-steps", "7", "--seed", "1337", "--no-progress"])     # 1337: the default seed
+    assert given_options(args, parser) == {"max_steps", "no_progress"}
+    args.given = ["seed"]
+    assert given_options(args, parser) == {"seed"}
+
+
+def test_a_run_resumed_on_another_number_of_ranks_takes_it_and_says_so(tmp_path, text_file, capsys):
+    """resuming.resume on 2 ranks of a checkpoint of 1, and (its train_config edited) on 1 rank of one of 2: the
+    continued config and the options take the job's ranks, with a note; on as many ranks, no note."""
+    from minitransformer.commands.train import add_arguments
+    from minitransformer.training.checkpoint import read_checkpoint
+    from minitransformer.training.resuming import options_parser, resume
+
+    out = tmp_path / "run"
+    assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "2", *TINY], capsys)[0] == 0
+    parser = options_parser(add_arguments)
+
+    def resumed(ranks):
+        args = parser.parse_args(["--resume", "--out", str(out)])
+        args.given = ["resume", "out"]
+        return args, resume(read_checkpoint(out), out, "train", args, parser, ranks)
+    args, run = resumed(1)
+    assert (args.workers, run.config.workers) == (1, 1) and not [note for note in run.notes if "rank" in note]
+    args, run = resumed(2)
+    assert (args.workers, run.config.workers) == (2, 2)
+    assert "note: the checkpoint was trained on 1 rank(s) and continues on 2: its numbers will no longer match an " \
+           "uninterrupted run's bit for bit" in run.notes
+    edited = meta(out)
+    edited["train_config"]["workers"] = edited["run"]["options"]["workers"] = 2
+    (out / "checkpoint.json").write_text(json.dumps(edited), encoding="utf-8")
+    args, run = resumed(1)
+    assert (args.workers, run.config.workers) == (1, 1)
+    assert any(note.startswith("note: the checkpoint was trained on 2 rank(s) and continues on 1:") for note in run.notes)
+
+
+def test_what_a_new_max_steps_does_to_the_rate_is_said_for_each_schedule_and_horizon():
+    """horizon_note(old max_steps, the continued config), by hand: the cosine's horizon (lr_decay_steps, kept) is
+    passed only by steps after it; a run that ends at it or before stops above the floor."""
+    from minitransformer.training.config import TrainConfig
+    from minitransformer.training.resuming import horizon_note
+
+    def note(old, max_steps, schedule="cosine"):
+        return horizon_note(old, TrainConfig(max_steps=max_steps, lr_decay_steps=4, schedule=schedule, min_lr=1e-4))
+    head = "note: --max-steps {} (the run was configured for {}): "
+    assert note(4, 4) is None
+    assert note(4, 7) == head.format(7, 4) + ("the cosine schedule keeps its horizon of 4 steps, so steps 5-7 run at "
+                                              "its floor, --min-lr 0.0001")
+    for old, new in ((4, 3), (2, 4)):                                # shorter than before; exactly to the horizon
+        assert note(old, new) == head.format(new, old) + ("the cosine schedule keeps its horizon of 4 steps, so the run "
+                                                          "stops before the learning rate reaches its floor")
+    for schedule in ("noam", "constant"):
+        assert note(4, 7, schedule) == head.format(7, 4) + f"the {schedule} schedule is kept as it was"

@@ -187,6 +187,8 @@ def test_train_step_refuses_bad_arguments_naming_them():
         train_step(objective, optimizer, x, 1e-3, 1.0)
     with pytest.raises(TypeError, match=r"train_step expected an objective with forward\(\*batch\) and backward"):
         train_step(model.forward, optimizer, (x, x), 1e-3, 1.0)
+    with pytest.raises(TypeError, match=r"train_step expected an objective with forward\(\*batch\) and backward"):
+        train_step(type("ForwardOnly", (), {"forward": lambda self, *batch: 0.0})(), optimizer, (x, x), 1e-3, 1.0)
     assert not any(p.grad.any() for p in model.parameters())                       # nothing ran
     with pytest.raises(ValueError, match="train_step expected grad_clip"):
         tiny_trainer(grad_clip=-1.0).step_on_next_batch()
@@ -220,3 +222,14 @@ def test_the_steps_docstring_names_every_objective_that_trains_with_it():
     assert "objectives/language_model.py" in building and "objectives/ppo.py" in building
     assert building == named, (f"step.py's docstring names {sorted(named - building)} that build no loop and "
                                f"leaves out {sorted(building - named)}")
+
+
+def test_a_batch_may_be_a_list():
+    model, twin = tiny_gpt(), tiny_gpt()
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))
+    losses = [train_step(LanguageModelObjective(gpt), transformer_adam(gpt.parameters()), batch, 1e-3, 0.0)
+              for gpt, batch in ((model, (x, y)), (twin, [x, y]))]
+    assert losses[0] == losses[1]
+    for (name, a), (_, b) in zip(model.named_parameters(), twin.named_parameters()):
+        assert np.array_equal(a.data, b.data), name

@@ -131,12 +131,13 @@ class DataParallel:
         mode: "replicated" (DDP: all-reduce, every rank updates all) or "sharded" (ZeRO-1: reduce-scatter,
             each rank updates its shard, all-gather).
         seed: the run's seed (rank k > 0 draws its dropout masks from (seed, DROPOUT_STREAM, step, k)).
-        worker_timeout, eval_interval: the deadlines' (training/deadlines.py).
+        worker_timeout, eval_interval: the deadlines' (training/deadlines.py; eval_interval None: every step).
+    No defaults: the run's options hold them (TrainConfig's, or a command's `--parallel`, `--seed`, ...).
     The optimizer is attached by the training loop (`attach`): one with flat buffers (optim/fast.py), whose
     `grad` and `data` are the collectives' buffers.
     """
 
-    def __init__(self, mode="replicated", seed=0, worker_timeout=60.0, eval_interval=None):
+    def __init__(self, mode, seed, worker_timeout, eval_interval):
         from mpi4py import MPI
 
         if mode not in MODES:
