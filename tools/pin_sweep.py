@@ -7,8 +7,9 @@
 
 Each mutation is (file, an exact fragment of its source, the fragment's replacement, the concept's tests). The
 whole repository is copied to a temporary folder once; each mutation is applied to the copy, the tests are run
-there (`python -m pytest -x -q -p no:cacheprovider`, niced, one BLAS thread), and the file is restored before
-the next, so the working tree is never touched. A mutation is *caught* when the tests fail; the table names the
+there (`python -m pytest -x -q -p no:cacheprovider --full`, niced, one BLAS thread; --full: a test named runs even
+if the quick run leaves its tier out, as it does the MPI runs), and the file is restored before the next, so the
+working tree is never touched. A mutation is *caught* when the tests fail; the table names the
 first failing test. Before the sweep every set of tests is run once unchanged: a set that fails then makes the
 sweep stop (its verdicts would mean nothing).
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PYTEST = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider")
+PYTEST = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--full")
 COPY_IGNORED = shutil.ignore_patterns(".git", "__pycache__", ".hypothesis", "node_modules", "site", "*.pyc")
 
 
@@ -93,6 +94,8 @@ HARNESS = LOOP + ("tests/test_checkpoint_safety.py", NO_THREE_WRITERS, "tests/te
 COMMANDS_ON_RANKS = ("tests/test_one_loop.py::test_two_ranks_train_every_command_to_the_numbers_of_one_process",)
 STEP = ("tests/test_train_step.py", "tests/test_trainer.py::test_a_step_is_zero_grad_forward_backward_clip_and_adamw")
 RANKS_TRAIN = ("tests/test_distributed.py::test_ranks_train_to_the_losses_of_one_process",)
+STEP_ON_RANKS = ("tests/test_train_step.py::test_on_ranks_a_step_hands_the_hook_its_rows_share_of_loss_and_gradient_and_the_clipping_norm",
+                 *RANKS_TRAIN)
 RESUMING = ("tests/test_train_resume.py",
             "tests/test_one_loop.py::test_resume_refuses_another_command_and_a_changed_option",
             "tests/test_one_loop.py::test_every_option_resume_may_change_is_said_applied_and_kept",
@@ -827,7 +830,7 @@ MUTATIONS = [
             ("if not is_finite_number(value) or value < 0:", "if value < 0:"),
             ('for name, value in (("lr", lr), ("grad_clip", grad_clip)):', 'for name, value in (("lr", lr),):'),
             ),
-    *_group(PKG + "training/step.py", RANKS_TRAIN,
+    *_group(PKG + "training/step.py", STEP_ON_RANKS,
             ("loss = share * float(objective.forward(*batch))", "loss = float(objective.forward(*batch))"),
             ("objective.backward(share)", "objective.backward()"),
             ("return parallel.reduce_clip_update(loss, grad_clip)", "return parallel.reduce_clip_update(loss, 0.0)"),
