@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from test_checkpoint_safety import MALFORMED, _files, _finite_weights
 
+import minitransformer.commands.ranks
 import minitransformer.objectives.language_model
 import minitransformer.training.config
 import minitransformer.training.harness
@@ -508,3 +509,17 @@ def test_as_many_workers_as_windows_in_a_batch_is_allowed_and_one_more_refused()
     _check_workers(4, 4)                                        # a window each
     with pytest.raises(UsageError, match="--workers 5 must be at most the batch size 4"):
         _check_workers(5, 4)
+
+
+def test_workers_above_1_alone_run_the_command_under_mpiexec(tmp_path, text_file, capsys, monkeypatch):
+    """One process, --workers 2: the command starts again under `mpiexec -n 2` (stood in for here); the default
+    --workers 1 trains in this process."""
+    launched = []
+
+    def launch(workers, argv, environment):
+        launched.append(workers)
+        raise SystemExit(0)
+    monkeypatch.setattr(minitransformer.commands.ranks, "launch", launch)
+    assert cli(train(text_file, "--workers", "2", "--max-steps", "0"), capsys)[0] == 0 and launched == [2]
+    code, out, err = cli(train(text_file, "--max-steps", "0"), capsys)
+    assert code == 0 and launched == [2] and "nothing trained" in out, err
