@@ -696,3 +696,19 @@ def test_under_mpi_every_rank_stops_at_the_step_where_one_was_interrupted():
     with pytest.raises(loop_module.TrainingInterrupted), loop.running(6, None) as run:
         loop.stop_requested = True                                  # rank 1 was not interrupted itself
         run.stop_if_asked()
+
+
+def test_on_ranks_a_command_saves_on_rank_0_alone_and_steps_with_the_ranks_hook(monkeypatch):
+    """commands/resumable.py's loop_options on rank 1 of 2 (the world and the hook stood in for): no place to
+    save; the hook built from the run's --parallel, --seed, --worker-timeout and the checkpoints' interval."""
+    import minitransformer.training.distributed as distributed
+    from minitransformer.__main__ import build_parser
+    from minitransformer.commands.resumable import loop_options
+
+    args = build_parser()[0].parse_args(["mlm", "--out", "o", "--parallel", "sharded", "--seed", "4",
+                                         "--worker-timeout", "9", "--eval-interval", "3"])
+    monkeypatch.setattr(distributed, "DataParallel", lambda *given: given)
+    for rank, out_dir in ((1, None), (0, "o")):
+        monkeypatch.setattr(distributed, "mpi_world", lambda rank=rank: (rank, 2))
+        options = loop_options(args, "mlm", 30)
+        assert options["out_dir"] == out_dir and options["parallel"] == ("sharded", 4, 9.0, 3), rank

@@ -523,3 +523,54 @@ def test_workers_above_1_alone_run_the_command_under_mpiexec(tmp_path, text_file
     assert cli(train(text_file, "--workers", "2", "--max-steps", "0"), capsys)[0] == 0 and launched == [2]
     code, out, err = cli(train(text_file, "--max-steps", "0"), capsys)
     assert code == 0 and launched == [2] and "nothing trained" in out, err
+
+
+# ---------------------------------------------------------------- what rank 0 alone does, on fakes of a rank
+def _a_plan(tmp_path, **changes):
+    """train's plan of a fresh run of the tiny trainer's config and text (commands/train.py's `_plan`)."""
+    import types
+
+    from test_checkpoint import TEXT, tiny_trainer
+
+    from minitransformer.tokenizers import CharTokenizer
+
+    trainer = tiny_trainer()
+    plan = types.SimpleNamespace(notes=[], config=trainer.config, tokenizer=CharTokenizer.train(TEXT), source="a test",
+                                 text=TEXT, text_path=None, ids=[], train_data=trainer.train_data,
+                                 val_data=trainer.val_data, out=None, saves=True, contents=None)
+    for name, value in changes.items():
+        setattr(plan, name, value)
+    return plan
+
+
+def test_rank_0_alone_makes_the_run_directory_and_hands_its_trainer_a_place_to_save(tmp_path, monkeypatch):
+    import types
+
+    from minitransformer.commands.train import _build, _make_directory
+
+    monkeypatch.chdir(tmp_path)
+    plan = _a_plan(tmp_path)
+    _make_directory(plan, 1)
+    assert plan.out is None and plan.created is False and not (tmp_path / "runs").exists()
+    _make_directory(plan, 0)
+    assert plan.out == os.path.join("runs", "run-001") and plan.created is True and os.path.isdir(plan.out)
+    args = types.SimpleNamespace(threads_per_rank=None, no_progress=True, force=False)
+    for rank, out_dir in ((1, None), (0, plan.out)):
+        trainer = _build(args, plan, types.SimpleNamespace(comm=None, rank=rank, size=2))
+        assert trainer.options.out_dir == out_dir, rank
+
+
+def test_rank_0_evaluates_the_untrained_model_also_for_a_trainer_that_keeps_its_evaluations_to_itself(tmp_path,
+                                                                                                         capsys):
+    """Trainer shares its evaluations with the ranks; a trainer that does not is still evaluated, on rank 0."""
+    import types
+
+    from test_checkpoint import tiny_trainer
+
+    from minitransformer.commands.train import _introduce
+
+    trainer = tiny_trainer()
+    trainer.shares_evaluation = False
+    _introduce(types.SimpleNamespace(sample_tokens=0), _a_plan(tmp_path), trainer,
+               types.SimpleNamespace(rank=0, size=1))
+    assert "untrained: val loss" in capsys.readouterr().out and trainer.history["eval"][0][0] == 0
