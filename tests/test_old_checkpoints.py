@@ -13,6 +13,9 @@ What they hold (the format of 0.2 to 0.4, one `checkpoint.json` beside a content
 * 0.4's `seq2seq`: a loop's checkpoint naming its command (`objective`) and options, stopped by Ctrl-C;
 * 0.4's `finetune`: its checkpoint.json alone (it names the phase the run was in; its arrays have seq2seq's
   format and the command's fixed model would weigh 240 kB), read as today's format reads it.
+
+A copy of the 0.2 or 0.3 checkpoint changed in one field is refused naming it: each train_config field that 0.2
+wrote, format 1's marks of a run's checkpoint, an evaluation's loss that is not a number.
 """
 
 import json
