@@ -1050,7 +1050,6 @@ MUTATIONS = [
             ('model.add_argument("--" + name.replace("_", "-"), type=positive_int,',
              'model.add_argument("--" + name.replace("_", "-"), type=non_negative_int,'),
             ('"--worker-timeout", type=positive_float', '"--worker-timeout", type=non_negative_float'),
-            ("if size == 1 and args.workers > 1:", "if size == 1 and args.workers >= 1:"),
             ("plan.saves = args.resume or plan.config.max_steps > 0", "plan.saves = plan.config.max_steps > 0"),
             ("plan.saves = args.resume or plan.config.max_steps > 0", "plan.saves = args.resume or plan.config.max_steps >= 0"),
             ("if workers > batch_size:", "if workers >= batch_size:"),
@@ -1073,6 +1072,10 @@ MUTATIONS = [
                                         "tests/test_train_command.py::test_rank_0_evaluates_the_untrained_model_also_for_a_trainer_that_keeps_its_evaluations_to_itself"),
             ("if untrained and (job.rank == 0 or trainer.shares_evaluation):", "if untrained and job.rank == 0:"),
             ("if untrained and (job.rank == 0 or trainer.shares_evaluation):", "if untrained and trainer.shares_evaluation:"),
+            ),
+    # a change that starts mpiexec from every run replaces the test process by it: the test of --workers alone, first
+    *_group(PKG + "commands/train.py", ("tests/test_train_command.py::test_workers_above_1_alone_run_the_command_under_mpiexec",),
+            ("if size == 1 and args.workers > 1:", "if size == 1 and args.workers >= 1:"),
             ),
     *_group(PKG + "commands/train.py",
             TRAIN_ON_RANKS + ("tests/test_train_command.py::test_rank_0_alone_makes_the_run_directory_and_hands_its_trainer_a_place_to_save",),
