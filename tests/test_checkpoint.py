@@ -88,6 +88,30 @@ def test_checkpoint_of_a_different_model_loads_nothing(tmp_path):
     assert all(np.array_equal(before[n], p.data) for n, p in other.named_parameters())
 
 
+def test_a_model_without_biases_and_with_rmsnorm_is_not_loaded_into_one_with_them(tmp_path):
+    """The options added since format 1 (norm_layer, bias) take their old values only where a checkpoint lacks
+    them: a checkpoint that states them is compared as it states them."""
+    llama = build_model(tiny_config(style="llama"), 10)
+    assert llama.config["norm_layer"] == "rmsnorm" and llama.config["bias"] is False
+    save_checkpoint(tmp_path, llama, None, {"step": 0})
+    with pytest.raises(CheckpointError, match=r"different model: .*bias: checkpoint False, now True; .*"
+                                              r"norm_layer: checkpoint 'rmsnorm', now 'layernorm'"):
+        load_checkpoint(tmp_path, build_model(tiny_config(), 10))
+
+
+def test_a_save_writes_format_2_and_reads_formats_1_and_2_only(tmp_path):
+    """The number in the file, by hand: format 2 (checkpoint.json beside its content-named arrays; 1 was 0.2 to 0.4)."""
+    trainer = tiny_trainer()
+    trainer.save(tmp_path)
+    document = json.loads((tmp_path / "checkpoint.json").read_text(encoding="utf-8"))
+    assert document["format_version"] == 2
+    assert read_checkpoint(tmp_path)[0]["format_version"] == 2
+    for version in (0, 3):
+        (tmp_path / "checkpoint.json").write_text(json.dumps(dict(document, format_version=version)), encoding="utf-8")
+        with pytest.raises(CheckpointError, match=f"has format {version}, this version reads formats 1 and 2"):
+            read_checkpoint(tmp_path)
+
+
 def test_resume_with_a_different_training_config_is_refused(tmp_path):
     trainer = tiny_trainer()
     trainer.save(tmp_path)

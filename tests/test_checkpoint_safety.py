@@ -312,6 +312,22 @@ MALFORMED = {
                               "optimizer state does not fit"),
     "NaN weights": (_rewrite_arrays(lambda a: a["param.token_embedding.weight"].fill(np.nan)),
                     "token_embedding.weight holds NaN or infinite values"),
+    "one weight infinite": (_rewrite_arrays(lambda a: a["param.token_embedding.weight"].__setitem__((0, 0), np.inf)),
+                            "token_embedding.weight holds NaN or infinite values"),
+    "a parameter in float64": (_rewrite_arrays(lambda a: a.update({"param.token_embedding.weight":
+                                                                   a["param.token_embedding.weight"].astype(np.float64)})),
+                               "parameter names, shapes or dtypes differ"),
+    "format_version true": (_set("format_version", True), "has format True, this version reads formats 1 and 2"),
+    "format_version 3": (_set("format_version", 3), "has format 3, this version reads formats 1 and 2"),
+    "vocab_size 0": (_set("model_config.vocab_size", 0), "model_config.vocab_size must be a whole number >= 1, got 0"),
+    "a 1 for a bool": (_set("train_config.decay_embeddings", 1), "train_config.decay_embeddings must be true or false"),
+    "tokenizer without a kind": (_set("tokenizer", {"chars": "ab"}), "'tokenizer' must be null or an object with a 'kind'"),
+    "run.text null": (_set("run", {"command": "train", "options": {}, "text": None}), "run.text must be an object, got None"),
+    "history.lr a dict": (_set("history.lr", {}), "history.lr must be a list of numbers"),
+    "history.perplexity rows": (_set("history.perplexity", [[1, 2]]),
+                                "history.perplexity must be a list of \\[step, train perplexity, validation perplexity\\]"),
+    "rng.data state negative": (_set("rng.data.state.state", -1), "rng.data is not the state of a PCG64"),
+    "optimizer null": (_set("optimizer", None), "holds optimizer None, not AdamW"),
 }
 
 
@@ -349,6 +365,9 @@ def test_a_tokenizer_that_does_not_match_the_model_is_a_checkpoint_error():
     """Else `sample` would fail only when the model emits an id the tokenizer cannot decode (a traceback)."""
     meta = {"tokenizer": {"kind": "char", "chars": "ab"}, "model_config": {"vocab_size": 5}}
     with pytest.raises(CheckpointError, match="its tokenizer has 2 tokens but its model 5"):
+        checkpoint_tokenizer(meta, "run-dir")
+    meta["model_config"]["vocab_size"] = 1                                              # more tokens than the model
+    with pytest.raises(CheckpointError, match="its tokenizer has 2 tokens but its model 1"):
         checkpoint_tokenizer(meta, "run-dir")
     meta["model_config"]["vocab_size"] = 2
     assert checkpoint_tokenizer(meta, "run-dir").vocab_size == 2

@@ -13,6 +13,9 @@ What they hold (the format of 0.2 to 0.4, one `checkpoint.json` beside a content
 * 0.4's `seq2seq`: a loop's checkpoint naming its command (`objective`) and options, stopped by Ctrl-C;
 * 0.4's `finetune`: its checkpoint.json alone (it names the phase the run was in; its arrays have seq2seq's
   format and the command's fixed model would weigh 240 kB), read as today's format reads it.
+
+A copy of the 0.2 or 0.3 checkpoint changed in one field is refused naming it: each train_config field that 0.2
+wrote, format 1's marks of a run's checkpoint, an evaluation's loss that is not a number.
 """
 
 import json
@@ -24,7 +27,7 @@ import pytest
 from test_compatibility import CHECKPOINT, CHECKPOINT_STEPS, CHECKPOINT_TEXT, RESUMED_STEPS
 
 from minitransformer.__main__ import main
-from minitransformer.training.checkpoint import read_checkpoint
+from minitransformer.training.checkpoint import CheckpointError, checkpoint_train_config, read_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEXT = FIXTURES / "compat_corpus.txt"
@@ -131,3 +134,49 @@ def test_the_0_3_checkpoint_resumes_with_its_commands_warmup_option_given_again(
     code, printed, err = _command([*entry["resume"], "--warmup-steps", "100"], out, capsys)
     assert code == 0, err
     assert read_checkpoint(out)[0]["run"]["options"]["warmup_steps"] == 100
+
+
+def _format_1_copy(tmp_path, change, source=FIXTURES / "checkpoints_0_3" / "train"):
+    """A copy of an old checkpoint (format 1) with `change(document)` made to its checkpoint.json."""
+    target = tmp_path / "changed"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target)
+    document = json.loads((target / "checkpoint.json").read_text(encoding="utf-8"))
+    change(document)
+    (target / "checkpoint.json").write_text(json.dumps(document), encoding="utf-8")
+    return target
+
+
+def test_every_train_config_field_0_2_wrote_is_required_and_those_added_since_take_their_defaults(tmp_path):
+    """The fields are those of the 0.2 checkpoint, which 0.2's own code wrote: each one missing is refused by name;
+    0.3's kernels and worker_timeout (added after 0.2) missing are read."""
+    written = json.loads((CHECKPOINT / "checkpoint.json").read_text(encoding="utf-8"))["train_config"]
+    assert len(written) == 23 and {"dropout", "min_lr", "workers"} <= set(written)
+    for name in written:
+        copy = _format_1_copy(tmp_path, lambda document, name=name: document["train_config"].pop(name), source=CHECKPOINT)
+        with pytest.raises(CheckpointError, match=f"train_config lacks {name}$"):
+            read_checkpoint(copy)
+    later = json.loads((FIXTURES / "checkpoints_0_3" / "train" / "checkpoint.json").read_text(encoding="utf-8"))
+    assert set(later["train_config"]) - set(written) == {"kernels", "worker_timeout"}
+    copy = _format_1_copy(tmp_path, lambda document: [document["train_config"].pop(name)
+                                                      for name in ("kernels", "worker_timeout")])
+    config = checkpoint_train_config(read_checkpoint(copy)[0], copy)
+    assert (config.kernels, config.worker_timeout) == ("fast", 60.0)                  # TrainConfig's defaults
+
+
+def test_a_format_1_checkpoint_marked_a_runs_by_its_history_alone_is_checked_as_a_runs(tmp_path):
+    """0.2's trainer wrote history beside train_config, tokenizer and rng: with those three gone, the history
+    still marks a run's checkpoint, whose missing generator states are then named."""
+    copy = _format_1_copy(tmp_path, lambda document: [document.pop(key) for key in ("train_config", "tokenizer", "rng")])
+    with pytest.raises(CheckpointError, match="'rng' must be an object, got None"):
+        read_checkpoint(copy)
+
+
+def test_a_format_1_history_with_a_null_for_a_loss_is_named_not_turned_into_perplexities(tmp_path):
+    """0.3 stored no perplexities: they are computed from its evaluations' losses, only when every one is a
+    number; else the evaluations are named as malformed (not a TypeError from float(None))."""
+    def damage(document):
+        assert "perplexity" not in document["history"] and document["history"]["eval"]
+        document["history"]["eval"][0][1] = None
+    with pytest.raises(CheckpointError, match=r"history.eval must be a list of \[step, train loss, validation loss\]"):
+        read_checkpoint(_format_1_copy(tmp_path, damage))

@@ -162,6 +162,68 @@ def test_every_option_resume_may_change_is_said_applied_and_kept(command, tmp_pa
         assert str(stored[dest]) == str(given) or stored[dest] == float(given), (dest, stored[dest])
 
 
+@pytest.mark.parametrize("command", sorted(TINY))
+def test_the_run_options_each_command_shares_default_to_a_run_that_saves_nothing_in_float32_on_replicated_ranks(command):
+    """commands/resumable.py's options, by hand: no --out, a checkpoint every tenth of the run, float32, the
+    gradient all-reduced (not ZeRO-1's shards), a minute's wait for a rank."""
+    from minitransformer.__main__ import build_parser
+
+    args = build_parser()[0].parse_args([command])
+    assert (args.out, args.resume, args.force, args.eval_interval, args.no_progress) == (None, False, False, None, False)
+    assert (args.dtype, args.parallel, args.worker_timeout) == ("float32", "replicated", 60.0)
+
+
+@pytest.mark.parametrize("steps, every", [(25, 2), (9, 1), (100, 10)])
+def test_without_eval_interval_a_command_checkpoints_every_tenth_of_its_run_and_at_least_every_step(steps, every):
+    """commands/resumable.py's loop_options, by hand: steps // 10, and 1 below 10 steps; the rest as given."""
+    from minitransformer.__main__ import build_parser
+    from minitransformer.commands.resumable import loop_options
+
+    parse = build_parser()[0].parse_args
+    options = loop_options(parse(["seq2seq"]), "seq2seq", steps)
+    assert (options["eval_interval"], options["out_dir"], options["parallel"]) == (every, None, None)
+    assert options["overwrite"] is False and options["progress"] is True
+    options = loop_options(parse(["seq2seq", "--eval-interval", "7", "--no-progress", "--out", "o"]), "seq2seq", steps)
+    assert (options["eval_interval"], options["out_dir"], options["progress"]) == (7, "o", False)
+    for again in ("--resume", "--force"):                       # the run's own checkpoint, or one to replace
+        assert loop_options(parse(["seq2seq", again, "--out", "o"]), "seq2seq", steps)["overwrite"] is True
+
+
+class _StoppedLoop:
+    """Stands in for a TrainingLoop of phase `name` whose fit() raises `stop` (or returns losses): keeps what
+    was restored."""
+
+    def __init__(self, name, stop=None):
+        import types
+
+        self.options, self.stop, self.step, self.restored = types.SimpleNamespace(name=name), stop, 4, []
+
+    def restore(self, out, contents):
+        self.restored.append((out, contents))
+
+    def fit(self):
+        if self.stop is not None:
+            raise self.stop
+        return {"val": 1.0}
+
+
+def test_fit_exits_1_when_diverged_130_on_ctrl_c_and_restores_only_a_checkpoint_of_its_phase(capsys):
+    from minitransformer.commands.resumable import fit
+    from minitransformer.training.harness import TrainingDiverged, TrainingInterrupted
+
+    assert fit(_StoppedLoop("x", TrainingDiverged("x.step: the loss is nan at step 3")), "mlm", "o") == (1, None)
+    assert capsys.readouterr().err == "error: x.step: the loss is nan at step 3\n"
+    assert fit(_StoppedLoop("x", TrainingInterrupted(3, "o")), "mlm", "o") == (130, None)
+    assert capsys.readouterr().err == ("interrupted at step 3: checkpoint saved in o; continue with: "
+                                       "python -m minitransformer mlm --resume --out o\n")
+    single = ({"run": {"command": "mlm"}}, {})                                  # a run of one phase names none
+    for contents, name, restored in [(single, "mlm", True), (({"run": {"phase": "pre-train"}}, {}), "pre-train", True),
+                                     (({"run": {"phase": "pre-train"}}, {}), "fine-tune", False)]:
+        loop = _StoppedLoop(name)
+        assert fit(loop, "finetune", "o", contents) == (None, {"val": 1.0})
+        assert loop.restored == ([("o", contents)] if restored else []), (contents, name)
+
+
 # ---------------------------------------------------------------- every command under mpiexec
 @pytest.mark.mpi
 @pytest.mark.parametrize("mode", ["replicated", "sharded"])
@@ -624,7 +686,10 @@ def test_under_mpi_every_rank_stops_at_the_step_where_one_was_interrupted():
     loop, _ = _counting_loop(6, [0.1] * 7, parallel=ranks)
     with loop.running(6, None) as run:
         run.stop.requested = True                                   # this rank's Ctrl-C, before the step's message
-        run.stop_if_asked()                                         # goes on: the others do not know yet
+        try:
+            run.stop_if_asked()                                     # goes on: the others do not know yet
+        except loop_module.TrainingInterrupted:                     # a KeyboardInterrupt: pytest would stop at it
+            pytest.fail("a rank stopped at its own Ctrl-C, before the step's message told the others")
         assert ranks.interrupted is True
         loop.stop_requested = True                                  # the step's message: a rank was interrupted
         with pytest.raises(loop_module.TrainingInterrupted, match="interrupted at step 0: nothing saved"):
@@ -634,3 +699,19 @@ def test_under_mpi_every_rank_stops_at_the_step_where_one_was_interrupted():
     with pytest.raises(loop_module.TrainingInterrupted), loop.running(6, None) as run:
         loop.stop_requested = True                                  # rank 1 was not interrupted itself
         run.stop_if_asked()
+
+
+def test_on_ranks_a_command_saves_on_rank_0_alone_and_steps_with_the_ranks_hook(monkeypatch):
+    """commands/resumable.py's loop_options on rank 1 of 2 (the world and the hook stood in for): no place to
+    save; the hook built from the run's --parallel, --seed, --worker-timeout and the checkpoints' interval."""
+    import minitransformer.training.distributed as distributed
+    from minitransformer.__main__ import build_parser
+    from minitransformer.commands.resumable import loop_options
+
+    args = build_parser()[0].parse_args(["mlm", "--out", "o", "--parallel", "sharded", "--seed", "4",
+                                         "--worker-timeout", "9", "--eval-interval", "3"])
+    monkeypatch.setattr(distributed, "DataParallel", lambda *given: given)
+    for rank, out_dir in ((1, None), (0, "o")):
+        monkeypatch.setattr(distributed, "mpi_world", lambda rank=rank: (rank, 2))
+        options = loop_options(args, "mlm", 30)
+        assert options["out_dir"] == out_dir and options["parallel"] == ("sharded", 4, 9.0, 3), rank

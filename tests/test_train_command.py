@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from test_checkpoint_safety import MALFORMED, _files, _finite_weights
 
+import minitransformer.commands.ranks
 import minitransformer.objectives.language_model
 import minitransformer.training.config
 import minitransformer.training.harness
@@ -183,6 +184,9 @@ USER_ERRORS = {
     "text empty": (_write("empty.txt", b""), "is empty"),
     "text too short": (_write("short.txt", b"abcdefg"), "fewer than one window of --block-size + 1 = 9 tokens"),
     "validation too short": (_write("short.txt", b"abcdefghij" * 7), "validation (last 10 %) part has 7"),
+    "validation a token short": (_write("short.txt", b"abcdefghij" * 8),          # 72 / 8 tokens: a window is 8 + 1
+                                 "validation (last 10 %) part has 8, fewer than one window of --block-size + 1 = 9"),
+    "worker timeout 0": (_options("--worker-timeout", "0"), "error: --worker-timeout: expected a finite number > 0, got '0'"),
     "block size 0": (_options("--block-size", "0"), "error: --block-size: expected a positive whole number, got 0"),
     "batch size 0": (_options("--batch-size", "0"), "error: --batch-size"),
     "eval interval 0": (_options("--eval-interval", "0"), "error: --eval-interval"),
@@ -448,3 +452,125 @@ def test_the_parameter_count_computed_from_a_config_is_the_built_models(position
     config = config_module.TrainConfig(block_size=7, n_layers=2, n_heads=2, d_model=8, d_ff=d_ff, style="test",
                                        kernels="plain")
     assert config_module.parameter_count(config, 13) == config_module.build_model(config, 13).num_parameters()
+
+
+def test_every_option_of_the_config_reaches_the_checkpoints_train_config(tmp_path, text_file, capsys):
+    """Each option given (none at its default) is the value the run stores, by hand; a --warmup-steps as long as the
+    run is a short run's, a tenth of it (20 // 10 = 2), and the rate decays over the run's own steps."""
+    out = tmp_path / "run"
+    code, _, err = cli(train(text_file, "--out", str(out), "--lr", "0.002", "--min-lr", "0.0002", "--grad-clip", "0.5",
+                             "--dropout", "0.2", "--kernels", "plain", "--worker-timeout", "30", "--dtype", "float64",
+                             "--weight-decay", "0.05", "--seed", "7", "--parallel", "sharded", "--schedule", "constant",
+                             "--warmup-steps", "20", "--eval-interval", "20", steps=20), capsys)
+    assert code == 0, err
+    stored = read_checkpoint(out)[0]["train_config"]
+    expected = {"block_size": 8, "batch_size": 4, "n_layers": 1, "n_heads": 2, "d_model": 16, "d_ff": 32,
+                "dropout": 0.2, "dtype": "float64", "style": "gpt2", "max_steps": 20, "lr": 0.002, "min_lr": 0.0002,
+                "warmup_steps": 2, "lr_decay_steps": 20, "schedule": "constant", "weight_decay": 0.05,
+                "grad_clip": 0.5, "eval_interval": 20, "eval_batches": 1, "seed": 7, "workers": 1,
+                "parallel": "sharded", "kernels": "plain", "worker_timeout": 30.0}
+    assert {name: stored[name] for name in expected} == expected
+
+
+# nanoGPT's README, its CPU run of the Shakespeare-char model: --block_size=64 --batch_size=12 --n_layer=4
+# --n_head=4 --n_embd=128 --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0 --eval_iters=20; its sample.py
+# starts from "\n" at temperature 0.8
+NANOGPT_CPU = {"block_size": 64, "batch_size": 12, "n_layers": 4, "n_heads": 4, "d_model": 128, "max_steps": 2000,
+               "dropout": 0.0, "eval_batches": 20, "prompt": "\n", "temperature": 0.8}
+
+
+def test_trains_defaults_are_nanogpts_cpu_run_and_its_samples_those_the_help_states():
+    """Defaults that --help states in words, not as the value, are held here: the prompt "a newline", top-k "all
+    tokens"; and the command's own: characters as tokens, 512 BPE tokens when asked for, 300 tokens per sample."""
+    from minitransformer.__main__ import build_parser
+
+    args = build_parser()[0].parse_args(["train"])
+    assert {name: getattr(args, name) for name in NANOGPT_CPU} == NANOGPT_CPU
+    assert (args.top_k, args.d_ff, args.text, args.threads_per_rank) == (None, None, None, None)
+    assert (args.tokenizer, args.vocab_size, args.sample_tokens) == ("char", 512, 300)
+
+
+def test_a_text_whose_validation_part_is_exactly_one_window_trains(tmp_path, capsys):
+    """90 characters: 81 training and 9 validation tokens, one window of --block-size 8 + 1 (one fewer: refused,
+    test_a_user_error_is_one_line_exit_2_before_any_model)."""
+    text = tmp_path / "text.txt"
+    text.write_bytes(b"abcdefghij" * 9)
+    code, out, err = cli(["train", "--text", str(text), "--max-steps", "1", *TINY, "--out", str(tmp_path / "run")],
+                         capsys)
+    assert code == 0, err
+    assert "90 characters -> 90 tokens" in out and "81 train / 9 validation" in out, out
+    assert "(uniform guessing would be ln V = 2.3026, perplexity V = 10)" in out, out       # ln 10, 10 letters
+
+
+def test_as_many_workers_as_windows_in_a_batch_is_allowed_and_one_more_refused():
+    from minitransformer.commands.errors import UsageError
+    from minitransformer.commands.train import _check_workers
+
+    _check_workers(4, 4)                                        # a window each
+    with pytest.raises(UsageError, match="--workers 5 must be at most the batch size 4"):
+        _check_workers(5, 4)
+
+
+def test_workers_above_1_alone_run_the_command_under_mpiexec(tmp_path, text_file, capsys, monkeypatch):
+    """One process, --workers 2: the command starts again under `mpiexec -n 2` (stood in for here); the default
+    --workers 1 trains in this process."""
+    launched = []
+
+    def launch(workers, argv, environment):
+        launched.append(workers)
+        raise SystemExit(0)
+    monkeypatch.setattr(minitransformer.commands.ranks, "launch", launch)
+    assert cli(train(text_file, "--workers", "2", "--max-steps", "0"), capsys)[0] == 0 and launched == [2]
+    code, out, err = cli(train(text_file, "--max-steps", "0"), capsys)
+    assert code == 0 and launched == [2] and "nothing trained" in out, err
+
+
+# ---------------------------------------------------------------- what rank 0 alone does, on fakes of a rank
+def _a_plan(tmp_path, **changes):
+    """train's plan of a fresh run of the tiny trainer's config and text (commands/train.py's `_plan`)."""
+    import types
+
+    from test_checkpoint import TEXT, tiny_trainer
+
+    from minitransformer.tokenizers import CharTokenizer
+
+    trainer = tiny_trainer()
+    plan = types.SimpleNamespace(notes=[], config=trainer.config, tokenizer=CharTokenizer.train(TEXT), source="a test",
+                                 text=TEXT, text_path=None, ids=[], train_data=trainer.train_data,
+                                 val_data=trainer.val_data, out=None, saves=True, contents=None)
+    for name, value in changes.items():
+        setattr(plan, name, value)
+    return plan
+
+
+def test_rank_0_alone_makes_the_run_directory_and_hands_its_trainer_a_place_to_save(tmp_path, monkeypatch):
+    import types
+
+    from minitransformer.commands.train import _build, _make_directory
+
+    monkeypatch.chdir(tmp_path)
+    plan = _a_plan(tmp_path)
+    _make_directory(plan, 1)
+    assert plan.out is None and plan.created is False and not (tmp_path / "runs").exists()
+    _make_directory(plan, 0)
+    assert plan.out == os.path.join("runs", "run-001") and plan.created is True and os.path.isdir(plan.out)
+    args = types.SimpleNamespace(threads_per_rank=None, no_progress=True, force=False)
+    for rank, out_dir in ((1, None), (0, plan.out)):
+        trainer = _build(args, plan, types.SimpleNamespace(comm=None, rank=rank, size=2))
+        assert trainer.options.out_dir == out_dir, rank
+
+
+def test_rank_0_evaluates_the_untrained_model_also_for_a_trainer_that_keeps_its_evaluations_to_itself(tmp_path,
+                                                                                                         capsys):
+    """Trainer shares its evaluations with the ranks; a trainer that does not is still evaluated, on rank 0."""
+    import types
+
+    from test_checkpoint import tiny_trainer
+
+    from minitransformer.commands.train import _introduce
+
+    trainer = tiny_trainer()
+    trainer.shares_evaluation = False
+    _introduce(types.SimpleNamespace(sample_tokens=0), _a_plan(tmp_path), trainer,
+               types.SimpleNamespace(rank=0, size=1))
+    assert "untrained: val loss" in capsys.readouterr().out and trainer.history["eval"][0][0] == 0

@@ -146,6 +146,21 @@ def test_nothing_saved_leaves_no_run_directory(tmp_path, text_file, capsys, monk
     assert cli(["train", "--text", str(text_file), "--out", "mine", "--max-steps", "2", "--lr", "1e30", *TINY],
                capsys)[0] == 1
     assert os.listdir("mine") == ["notes.txt"]
+    os.mkdir("made-by-hand")                                    # empty, but the user's: not this run's to remove
+    assert cli(["train", "--text", str(text_file), "--out", "made-by-hand", "--max-steps", "2", "--lr", "1e30", *TINY],
+               capsys)[0] == 1
+    assert os.path.isdir("made-by-hand") and not os.listdir("made-by-hand")
+
+
+def test_a_resumed_run_at_or_past_a_new_max_steps_says_nothing_is_left_to_do(tmp_path, text_file, capsys):
+    """--resume with --max-steps 0 is a resumed run (its checkpoint already at step 2), not --max-steps 0's run that
+    evaluates the untrained model and saves nothing."""
+    out = tmp_path / "run"
+    assert cli(["train", "--text", str(text_file), "--out", str(out), "--max-steps", "2", *TINY], capsys)[0] == 0
+    code, printed, err = cli(["train", "--resume", "--out", str(out), "--max-steps", "0"], capsys)
+    assert code == 0, err
+    assert "nothing to do: the checkpoint is already at step 2 >= --max-steps 0" in printed, printed
+    assert "nothing trained" not in printed and meta(out)["step"] == 2
 
 
 @pytest.mark.parametrize("command", [["sample", "--checkpoint", "CHECKPOINT", "--prompt", "the"], ["gradcheck"], ["train"]])

@@ -233,3 +233,46 @@ def test_a_batch_may_be_a_list():
     assert losses[0] == losses[1]
     for (name, a), (_, b) in zip(model.named_parameters(), twin.named_parameters()):
         assert np.array_equal(a.data, b.data), name
+
+
+class QuarterOfTheBatch:
+    """Stands in for DataParallel on a rank holding the batch's first row of 4 (share 1/4, a power of two: scaling by
+    it is exact): keeps the loss and clipping norm it is handed and the gradients at that moment, then clips and
+    updates as one process would."""
+
+    def __init__(self, optimizer):
+        self.optimizer, self.handed = optimizer, None
+
+    def rows_and_share(self, objective, batch):
+        return tuple(item[:1] for item in batch), 0.25
+
+    def reduce_clip_update(self, loss, grad_clip):
+        self.handed = loss, grad_clip, [p.grad.copy() for p in self.optimizer.parameters()]
+        clip_grad_norm(self.optimizer.parameters(), grad_clip)
+        self.optimizer.step()
+        return loss
+
+
+def test_on_ranks_a_step_hands_the_hook_its_rows_share_of_loss_and_gradient_and_the_clipping_norm():
+    """Under the hook, the forward and backward passes run on this rank's rows and are scaled by their share
+    (N_k / N) L_k and (N_k / N) dL_k/dW; the hook gets the clipping norm given, and what it returns is the step's
+    loss. Expected: the old loop on the same row, scaled by hand."""
+    ours, theirs = tiny_gpt(), tiny_gpt()
+    rng = np.random.default_rng(4)
+    x, y = rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))
+    optimizer, their_optimizer = transformer_adam(ours.parameters()), transformer_adam(theirs.parameters())
+    hook = QuarterOfTheBatch(optimizer)
+    loss = train_step(LanguageModelObjective(ours), optimizer, (x, y), 1e-3, 0.05, parallel=hook)
+    their_optimizer.lr = 1e-3
+    their_optimizer.zero_grad()
+    expected_loss = 0.25 * trainer_loop_loss(theirs, (x[:1], y[:1]))
+    handed_loss, handed_clip, handed_grads = hook.handed
+    assert loss == handed_loss == expected_loss and handed_clip == 0.05
+    for (name, _), grad, their in zip(theirs.named_parameters(), handed_grads, theirs.parameters()):
+        assert np.array_equal(grad, 0.25 * their.grad), name
+    for their in theirs.parameters():
+        their.grad *= 0.25
+    assert clip_grad_norm(their_optimizer.parameters(), 0.05) > 0.05                      # the step clipped
+    their_optimizer.step()
+    for (name, a), (_, b) in zip(ours.named_parameters(), theirs.named_parameters()):
+        assert np.array_equal(a.data, b.data), name
