@@ -851,7 +851,6 @@ MUTATIONS = [
             ('"given", "argv")', '"given")'),
             ('WATCHING = ("eval_interval", "no_progress",', 'WATCHING = ("no_progress",'),
             ('"parallel", "worker_timeout")', '"parallel")'),
-            ('("no_progress", "threads_per_rank", "prompt"', '("threads_per_rank", "prompt"'),
             ('"threads_per_rank", "prompt", "sample_tokens",', '"threads_per_rank", "sample_tokens",'),
             ('"temperature", "top_k"), language_model=True)', '"temperature"), language_model=True)'),
             ("language_model=True),", "language_model=False),"),

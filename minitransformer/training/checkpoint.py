@@ -327,9 +327,7 @@ def _check_run(meta, directory):
     language_model = "train_config" in meta or "tokenizer" in meta
     if language_model:
         _check_language_model(meta, where, require)
-    rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
-    _check_history_and_generators(meta, require, where, ("train", "validation") if language_model else None,
-                                  tuple(rng))
+    _check_history_and_generators(meta, require, where, ("train", "validation") if language_model else None)
 
 
 def _check_language_model(meta, where, require):
@@ -370,7 +368,7 @@ def checkpoint_train_config(meta, directory):
     return TrainConfig(**meta["train_config"])
 
 
-def _check_history_and_generators(meta, require, where, evaluated, generators):
+def _check_history_and_generators(meta, require, where, evaluated):
     """The training history's lists: per step (step, loss, lr) and per evaluation (eval, perplexity rows:
     [step, *one per `evaluated` name], any length when None); every generator's state in rng."""
     history = require(meta.get("history"), lambda v: isinstance(v, dict), "'history'", "an object")
@@ -384,7 +382,7 @@ def _check_history_and_generators(meta, require, where, evaluated, generators):
             isinstance(row, list) and len(row) == (length or len(row)) and all(type(x) in (int, float) for x in row)
             for row in v), f"history.{key}", f"a list of [step, {names}] rows")
     rng = require(meta.get("rng"), lambda v: isinstance(v, dict), "'rng'", "an object")
-    for key in generators:
+    for key in rng:
         try:
             np.random.PCG64().state = rng.get(key)
         except (TypeError, ValueError, KeyError, OverflowError) as error:

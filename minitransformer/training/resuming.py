@@ -53,8 +53,8 @@ class Rules:
 RULES = {
     # how far to go, the evaluation, the ranks and their mode, the kernels, the ranks' wait (TrainConfig's
     # RESUMABLE fields), the progress bar, each rank's threads, the printed samples
-    "train": Rules(TrainConfig.RESUMABLE + ("no_progress", "threads_per_rank", "prompt", "sample_tokens",
-                                            "temperature", "top_k"), language_model=True),
+    "train": Rules(WATCHING + TrainConfig.RESUMABLE + ("threads_per_rank", "prompt", "sample_tokens",
+                                                       "temperature", "top_k"), language_model=True),
     "seq2seq": Rules(WATCHING + ("beam", "examples")),         # and what is printed after training
     "mlm": Rules(WATCHING),
     "finetune": Rules(WATCHING),
@@ -106,11 +106,12 @@ def resume(contents, directory, command, args, parser, ranks=1):
     run, given = meta["run"], given_options(args, parser)
     if run is not None and run["command"] != command:
         raise ResumeRefused(f"--resume: checkpoint {directory} is a run of {run['command']}, not of {command}")
+    saved = checkpoint_train_config(meta, directory) if rules.language_model else None
     if run is not None:
         kept_apart = NOT_STORED + tuple(key for key in run if key not in ("command", "options"))   # e.g. its text
         stored = stored_options(run["options"], f"checkpoint {directory}", parser, kept_apart, command)
     elif rules.language_model:                  # 0.3's, or a script's Trainer: its config is the options
-        stored = options_of_an_old_checkpoint(checkpoint_train_config(meta, directory), args)
+        stored = options_of_an_old_checkpoint(saved, args)
     else:
         raise ResumeRefused(f"--resume: checkpoint {directory} holds no command's run (saved by a script?): "
                             f"{command} --resume continues a run of {command}")
@@ -118,7 +119,6 @@ def resume(contents, directory, command, args, parser, ranks=1):
     resumed = types.SimpleNamespace(contents=contents, given=given, notes=notes, config=None, tokenizer=None,
                                     text=None, text_path=None)
     if rules.language_model:
-        saved = checkpoint_train_config(meta, directory)
         resumed.config, ranks_note = continue_on_ranks(resumed_config(saved, args), ranks)
         args.workers = ranks
         resumed.tokenizer = checkpoint_tokenizer(meta, directory)
